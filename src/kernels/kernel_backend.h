@@ -1,0 +1,75 @@
+// KernelBackend: the ops a decoder forward needs, on host memory (f32).
+// Implementations: kernels/ref (scalar oracle) and kernels/cpu (SIMD + threads).
+//
+// Contract every implementation keeps (DESIGN.md rules 2-4, the kernel contract of
+// docs/SPEC.md): each output row is a function of that row's inputs and the
+// weights only, reduced in one fixed order that does not depend on the number of
+// rows, the row's index, the thread count or any other row. attention() for a token
+// at position p reads the KV of positions 0..p of its own sequence, through the
+// paged cache, in KV tiles at fixed logical positions [t*kKvTile, (t+1)*kKvTile),
+// merged in increasing t order.
+// Shapes: row-major; "[m, n]" means m rows of n contiguous floats.
+// Thread safety: an instance may be used by one caller at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace vosti {
+
+class ThreadPool;
+
+// Rotary embedding layout: NeoX rotates (x[i], x[i + d/2]); GPT-J rotates (x[2i], x[2i+1]).
+enum class RopeLayout : uint8_t { kNeox, kGptj };
+
+// Logical KV tile width of attention: part of the deployment, never of the batch.
+inline constexpr int kKvTile = 32;
+
+// One layer's paged KV cache: k and v are [num_blocks, block_size, num_kv_heads, head_dim].
+struct PagedKvView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t num_blocks = 0;
+  int block_size = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Per query token: where its sequence's KV lives and how far it may look.
+struct AttentionQuery {
+  const int32_t* block_table = nullptr;  // [>= ceil((position+1)/block_size)] physical block ids
+  int32_t position = 0;                  // attends over logical positions 0..position
+};
+
+class KernelBackend {
+ public:
+  virtual ~KernelBackend() = default;
+  virtual std::string_view name() const = 0;
+
+  // y[m, n] = x[m, k] * w[n, k]^T (+ bias[n] if non-null).
+  virtual void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
+                      float* y) = 0;
+  // y[m, n] = x * rsqrt(mean(x^2) + eps) * weight[n]; y may alias x.
+  virtual void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) = 0;
+  // In place on x[m, num_heads, head_dim]: rotary embedding at positions[m] using
+  // inv_freq[head_dim / 2] (already scaled, e.g. llama3 scaling).
+  virtual void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions,
+                    const float* inv_freq, RopeLayout layout) = 0;
+  // y[m, n] = silu(gate[m, n]) * up[m, n], gate and up read from gate_up[m, 2n] (gate first).
+  virtual void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) = 0;
+  // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset).
+  virtual void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) = 0;
+  // out[m, num_heads, head_dim] = softmax(q k^T * scale) v over each query's positions 0..position,
+  // with grouped-query heads (head h reads kv head h / (num_heads / num_kv_heads)).
+  virtual void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv,
+                         float scale, float* out) = 0;
+};
+
+// The scalar oracle (kernels/ref).
+std::unique_ptr<KernelBackend> make_ref_backend();
+// The SIMD + threaded backend (kernels/cpu); `pool` outlives the backend.
+std::unique_ptr<KernelBackend> make_cpu_backend(ThreadPool* pool);
+
+}  // namespace vosti
