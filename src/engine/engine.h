@@ -1,0 +1,64 @@
+// Engine: serves many requests at once and gives each one bitwise the logits it
+// would get alone (DESIGN.md section 1). Engine::step() = schedule -> execute ->
+// sample -> postprocess.
+//
+// Thread safety: add_request() and abort() may be called from any thread; step()
+// and the callbacks run on the one thread that drives the engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "engine/request.h"
+
+namespace vosti {
+
+class Model;
+class Tokenizer;
+
+struct EngineConfig {
+  int32_t block_size = 16;
+  int64_t num_blocks = 0;                 // 0: derived from kv_cache_bytes
+  int64_t kv_cache_bytes = 256ll << 20;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  int32_t max_model_len = 0;              // 0: the model's max_position_embeddings (capped by the cache)
+  bool enable_prefix_caching = true;
+  int32_t num_threads = 0;                // 0: hardware concurrency
+  std::string backend = "cpu";            // "cpu" or "ref"
+  uint64_t block_shuffle_seed = 0;        // != 0: physical block order shuffled (a test variation)
+};
+
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t num_blocks_total = 0;
+  int64_t num_blocks_used = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_prefix_queries = 0;  // prompt tokens looked up in the prefix cache
+  int64_t num_prefix_hits = 0;     // of which served from it
+  int64_t num_steps = 0;
+  int64_t num_generated_tokens = 0;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const Model> model, const EngineConfig& config,
+                                                std::shared_ptr<const Tokenizer> tokenizer = nullptr);
+  virtual ~Engine() = default;
+
+  // Validates and queues a request; INVALID_ARGUMENT (naming the problem) leaves the engine untouched.
+  virtual Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) = 0;
+  // Aborts a queued or running request; its callback gets a final kAbort output. Unknown ids are ignored.
+  virtual void abort(RequestId id) = 0;
+  // Runs one step if there is work; returns false if there was none.
+  virtual bool step() = 0;
+  virtual bool has_work() const = 0;
+  virtual EngineStats stats() const = 0;
+  virtual const EngineConfig& config() const = 0;
+  virtual const Model& model() const = 0;
+};
+
+}  // namespace vosti

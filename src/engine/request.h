@@ -1,0 +1,67 @@
+// RequestSpec and RequestOutput: what a caller gives the engine and gets back.
+// Thread safety: value types.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sample/sampling_params.h"
+
+namespace vosti {
+
+using RequestId = uint64_t;
+
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+struct RequestSpec {
+  std::vector<int32_t> prompt;           // token ids, non-empty
+  SamplingParams sampling;
+  int32_t max_tokens = 16;               // output tokens at most (0: score the prompt only)
+  std::vector<int32_t> stop_token_ids;   // besides the model's EOS ids
+  std::vector<std::string> stop;         // stop strings (need a tokenizer)
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+  int32_t priority = 0;                  // lower runs first; FCFS within a priority
+  bool prompt_logprobs = false;          // logprobs of the prompt tokens (echo + logprobs)
+  bool logits_digests = false;           // 128-bit digest of every produced position's logits
+};
+
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// One scored position: the chosen (or prompt) token and its log-probability.
+struct PositionLogprobs {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top;  // [num_top_logprobs], best first, ties by lowest id
+};
+
+using LogitsDigest = std::array<uint64_t, 2>;  // XXH3-128 of the raw f32 logits bytes
+
+// A delta delivered to the request's callback after a step, and the final state.
+struct RequestOutput {
+  RequestId id = 0;
+  uint64_t seed = 0;                          // the seed actually used
+  std::vector<int32_t> new_tokens;            // produced this step
+  std::vector<PositionLogprobs> new_logprobs; // [new_tokens]
+  std::vector<LogitsDigest> new_digests;      // [new_tokens] if asked
+  std::vector<PositionLogprobs> prompt_logprobs;  // once, when the prompt is done (if asked); [0] has no logprob
+  std::string new_text;                       // detokenised delta, if the engine has a tokenizer
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;                          // when finish_reason == kError
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;              // so far
+  int32_t num_cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
+};
+
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+}  // namespace vosti

@@ -1,0 +1,34 @@
+// SamplingParams: how one request turns logits into tokens (DESIGN.md rule 6).
+//
+// Invariants after validate(): temperature >= 0; top_p in (0, 1]; min_p in [0, 1];
+// top_k == 0 (off) or >= 1; repetition_penalty > 0; logit_bias ids < vocab;
+// num_top_logprobs in [0, 20]. temperature == 0 means greedy (lowest id wins ties).
+// Thread safety: a value type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace vosti {
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;          // 0: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;  // HF/vLLM semantics over prompt + output tokens
+  float presence_penalty = 0.0f;    // OpenAI semantics over output tokens
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias) added before sampling
+  std::optional<uint64_t> seed;  // absent: the engine draws one and reports it
+  int32_t num_top_logprobs = 0;  // top-n logprobs per position (0: only the chosen token's)
+
+  // INVALID_ARGUMENT naming the field and the allowed range.
+  Status validate(int64_t vocab_size) const;
+};
+
+}  // namespace vosti
