@@ -1,0 +1,238 @@
+#include "model/model_config.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "io/gguf.h"
+
+namespace vosti {
+
+std::string_view architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::kLlama: return "llama";
+    case Architecture::kQwen2: return "qwen2";
+    case Architecture::kQwen3: return "qwen3";
+  }
+  return "?";
+}
+
+namespace {
+
+using nlohmann::json;
+
+Result<int64_t> json_int(const json& j, const char* key, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return invalid_argument(source + ": config.json is missing \"" + key + "\"");
+  if (!it->is_number_integer()) return invalid_argument(source + ": config.json \"" + key + "\" must be an integer");
+  return it->get<int64_t>();
+}
+
+int64_t json_int_or(const json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  return (it != j.end() && it->is_number_integer()) ? it->get<int64_t>() : fallback;
+}
+
+double json_double_or(const json& j, const char* key, double fallback) {
+  auto it = j.find(key);
+  return (it != j.end() && it->is_number()) ? it->get<double>() : fallback;
+}
+
+bool json_bool_or(const json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : fallback;
+}
+
+Status parse_rope_scaling(const json& j, const std::string& source, ModelConfig& c) {
+  // transformers <= 4.x: "rope_scaling"; 5.x: "rope_parameters" (which may also carry rope_theta).
+  const json* rs = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_object()) rs = &*it;
+  }
+  if (!rs) return Status();
+  c.rope_theta = json_double_or(*rs, "rope_theta", c.rope_theta);
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    auto it = rs->find(key);
+    if (it != rs->end() && it->is_string()) type = it->get<std::string>();
+  }
+  if (type == "default") return Status();
+  c.rope_scaling.factor = json_double_or(*rs, "factor", 1.0);
+  if (type == "linear") {
+    c.rope_scaling.kind = RopeScaling::Kind::kLinear;
+  } else if (type == "llama3") {
+    c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
+    c.rope_scaling.low_freq_factor = json_double_or(*rs, "low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = json_double_or(*rs, "high_freq_factor", 4.0);
+    c.rope_scaling.original_max_position_embeddings = json_int_or(*rs, "original_max_position_embeddings", 8192);
+  } else {
+    return unimplemented(source + ": rope scaling type \"" + type + "\" is not supported (supported: linear, llama3)");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string& source) {
+  if (!j.is_object()) return invalid_argument(source + ": config.json is not a JSON object");
+  const std::string model_type = j.value("model_type", std::string());
+  ModelConfig c;
+  if (model_type == "llama" || model_type == "mistral") {
+    c.arch = Architecture::kLlama;
+    c.qkv_bias = json_bool_or(j, "attention_bias", false);
+    auto sw = j.find("sliding_window");
+    if (model_type == "mistral" && sw != j.end() && !sw->is_null())
+      return unimplemented(source + ": Mistral with a sliding window is not supported (set sliding_window to null)");
+  } else if (model_type == "qwen2") {
+    c.arch = Architecture::kQwen2;
+    c.qkv_bias = true;
+    if (json_bool_or(j, "use_sliding_window", false))
+      return unimplemented(source + ": Qwen2 with use_sliding_window is not supported");
+  } else if (model_type == "qwen3") {
+    c.arch = Architecture::kQwen3;
+    c.qk_norm = true;
+    c.qkv_bias = json_bool_or(j, "attention_bias", false);
+    if (json_bool_or(j, "use_sliding_window", false))
+      return unimplemented(source + ": Qwen3 with use_sliding_window is not supported");
+  } else {
+    return unimplemented(source + ": model_type \"" + model_type +
+                         "\" is not supported (supported: llama, mistral, qwen2, qwen3)");
+  }
+  VOSTI_ASSIGN_OR_RETURN(c.vocab_size, json_int(j, "vocab_size", source));
+  VOSTI_ASSIGN_OR_RETURN(c.hidden_size, json_int(j, "hidden_size", source));
+  VOSTI_ASSIGN_OR_RETURN(c.intermediate_size, json_int(j, "intermediate_size", source));
+  VOSTI_ASSIGN_OR_RETURN(c.num_layers, json_int(j, "num_hidden_layers", source));
+  VOSTI_ASSIGN_OR_RETURN(c.num_heads, json_int(j, "num_attention_heads", source));
+  c.num_kv_heads = json_int_or(j, "num_key_value_heads", c.num_heads);
+  c.head_dim = json_int_or(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.max_position_embeddings = json_int_or(j, "max_position_embeddings", 2048);
+  c.rms_norm_eps = json_double_or(j, "rms_norm_eps", 1e-6);
+  c.rope_theta = json_double_or(j, "rope_theta", 10000.0);
+  VOSTI_RETURN_IF_ERROR(parse_rope_scaling(j, source, c));
+  c.tie_word_embeddings = json_bool_or(j, "tie_word_embeddings", false);
+  c.bos_token_id = json_int_or(j, "bos_token_id", -1);
+  if (auto it = j.find("eos_token_id"); it != j.end()) {
+    if (it->is_number_integer()) c.eos_token_ids.push_back(it->get<int64_t>());
+    if (it->is_array())
+      for (const auto& e : *it)
+        if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int64_t>());
+  }
+  c.rope_layout = RopeLayout::kNeox;
+  VOSTI_RETURN_IF_ERROR(c.validate().with_context(source));
+  return c;
+}
+
+Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
+  const std::string& source = g.path();
+  VOSTI_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
+  ModelConfig c;
+  if (arch == "llama") {
+    c.arch = Architecture::kLlama;
+  } else if (arch == "qwen2") {
+    c.arch = Architecture::kQwen2;
+    c.qkv_bias = true;
+  } else if (arch == "qwen3") {
+    c.arch = Architecture::kQwen3;
+    c.qk_norm = true;
+  } else {
+    return unimplemented(source + ": GGUF architecture \"" + arch + "\" is not supported (supported: llama, qwen2, qwen3)");
+  }
+  if (auto name = g.get_string("general.name"); name.ok()) c.name = *name;
+  auto key = [&](const char* suffix) { return arch + "." + suffix; };
+  VOSTI_ASSIGN_OR_RETURN(c.hidden_size, g.get_int(key("embedding_length")));
+  VOSTI_ASSIGN_OR_RETURN(c.intermediate_size, g.get_int(key("feed_forward_length")));
+  VOSTI_ASSIGN_OR_RETURN(c.num_layers, g.get_int(key("block_count")));
+  VOSTI_ASSIGN_OR_RETURN(c.num_heads, g.get_int(key("attention.head_count")));
+  auto kv = g.get_int(key("attention.head_count_kv"));
+  c.num_kv_heads = kv.ok() ? *kv : c.num_heads;
+  auto key_length = g.get_int(key("attention.key_length"));
+  c.head_dim = key_length.ok() ? *key_length : (c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  auto ctx = g.get_int(key("context_length"));
+  c.max_position_embeddings = ctx.ok() ? *ctx : 2048;
+  auto eps = g.get_double(key("attention.layer_norm_rms_epsilon"));
+  c.rms_norm_eps = eps.ok() ? *eps : 1e-5;
+  auto theta = g.get_double(key("rope.freq_base"));
+  c.rope_theta = theta.ok() ? *theta : 10000.0;
+  if (auto type = g.get_string(key("rope.scaling.type")); type.ok() && *type != "none") {
+    if (*type != "linear")
+      return unimplemented(source + ": GGUF rope scaling \"" + *type + "\" is not supported (supported: linear)");
+    c.rope_scaling.kind = RopeScaling::Kind::kLinear;
+    auto factor = g.get_double(key("rope.scaling.factor"));
+    c.rope_scaling.factor = factor.ok() ? *factor : 1.0;
+  }
+  if (auto vocab = g.get_int(key("vocab_size")); vocab.ok()) {
+    c.vocab_size = *vocab;
+  } else {
+    auto tokens = g.find("tokenizer.ggml.tokens");
+    if (!tokens || tokens->type != GgufType::kArray)
+      return invalid_argument(source + ": neither " + key("vocab_size") + " nor tokenizer.ggml.tokens is present");
+    c.vocab_size = static_cast<int64_t>(std::get<GgufArray>(tokens->value).items.size());
+  }
+  bool has_output = false;
+  for (const auto& t : g.tensors()) has_output |= (t.name == "output.weight");
+  c.tie_word_embeddings = !has_output;
+  if (auto bos = g.get_int("tokenizer.ggml.bos_token_id"); bos.ok()) c.bos_token_id = *bos;
+  if (auto eos = g.get_int("tokenizer.ggml.eos_token_id"); eos.ok()) c.eos_token_ids.push_back(*eos);
+  if (auto eot = g.get_int("tokenizer.ggml.eot_token_id"); eot.ok() && (c.eos_token_ids.empty() || *eot != c.eos_token_ids[0]))
+    c.eos_token_ids.push_back(*eot);
+  // llama.cpp's converter permutes Llama's q/k rows for GPT-J-style rotary; the loader
+  // undoes that permutation, so every family runs NeoX rotary on HF-ordered weights.
+  c.rope_layout = RopeLayout::kNeox;
+  VOSTI_RETURN_IF_ERROR(c.validate().with_context(source));
+  return c;
+}
+
+Status ModelConfig::validate() const {
+  auto positive = [](int64_t v, const char* name) -> Status {
+    if (v <= 0) return invalid_argument(std::string(name) + " must be positive, got " + std::to_string(v));
+    if (v > (int64_t{1} << 31)) return invalid_argument(std::string(name) + " is absurdly large: " + std::to_string(v));
+    return Status();
+  };
+  VOSTI_RETURN_IF_ERROR(positive(vocab_size, "vocab_size"));
+  VOSTI_RETURN_IF_ERROR(positive(hidden_size, "hidden_size"));
+  VOSTI_RETURN_IF_ERROR(positive(intermediate_size, "intermediate_size"));
+  VOSTI_RETURN_IF_ERROR(positive(num_layers, "num_layers"));
+  VOSTI_RETURN_IF_ERROR(positive(num_heads, "num_heads"));
+  VOSTI_RETURN_IF_ERROR(positive(num_kv_heads, "num_kv_heads"));
+  VOSTI_RETURN_IF_ERROR(positive(head_dim, "head_dim"));
+  VOSTI_RETURN_IF_ERROR(positive(max_position_embeddings, "max_position_embeddings"));
+  if (num_heads % num_kv_heads != 0)
+    return invalid_argument("num_heads (" + std::to_string(num_heads) + ") is not a multiple of num_kv_heads (" +
+                            std::to_string(num_kv_heads) + ")");
+  if (head_dim % 2 != 0) return invalid_argument("head_dim must be even for rotary embeddings, got " + std::to_string(head_dim));
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) return invalid_argument("rms_norm_eps must be positive");
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return invalid_argument("rope_theta must be positive");
+  if (rope_scaling.kind != RopeScaling::Kind::kNone && !(rope_scaling.factor > 0))
+    return invalid_argument("rope scaling factor must be positive");
+  return Status();
+}
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+  // As transformers computes it, in f32: 1 / base^(arange(0, dim, 2) / dim).
+  const int64_t half = head_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    inv[static_cast<size_t>(i)] = 1.0f / std::pow(static_cast<float>(rope_theta), exponent);
+  }
+  if (rope_scaling.kind == RopeScaling::Kind::kLinear) {
+    for (auto& f : inv) f = static_cast<float>(f / rope_scaling.factor);
+  } else if (rope_scaling.kind == RopeScaling::Kind::kLlama3) {
+    const double factor = rope_scaling.factor;
+    const double lo = rope_scaling.low_freq_factor, hi = rope_scaling.high_freq_factor;
+    const double old_ctx = static_cast<double>(rope_scaling.original_max_position_embeddings);
+    const double low_freq_wavelen = old_ctx / lo, high_freq_wavelen = old_ctx / hi;
+    for (auto& f : inv) {
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      double scaled = wavelen > low_freq_wavelen ? f / factor : f;
+      if (!(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen)) {
+        const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+        scaled = (1 - smooth) * scaled / factor + smooth * scaled;
+      }
+      f = static_cast<float>(scaled);
+    }
+  }
+  return inv;
+}
+
+}  // namespace vosti
