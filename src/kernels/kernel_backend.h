@@ -71,5 +71,10 @@ class KernelBackend {
 std::unique_ptr<KernelBackend> make_ref_backend();
 // The SIMD + threaded backend (kernels/cpu); `pool` outlives the backend.
 std::unique_ptr<KernelBackend> make_cpu_backend(ThreadPool* pool);
+// TEST ONLY: the CPU backend with a planted batch-invariance bug
+// (PlantedBug::kSplitKByRowCount: matmul splits its k reduction in two when m > 1,
+// so a row's bits depend on the row count). Never used in production; it exists so
+// the invariance tests and `vosti verify` can show they catch a broken kernel.
+std::unique_ptr<KernelBackend> make_cpu_backend_with_planted_bug(ThreadPool* pool);
 
 }  // namespace vosti

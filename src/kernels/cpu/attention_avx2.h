@@ -1,0 +1,30 @@
+// Paged attention of one (query token, head) pair on the CPU, AVX2/FMA.
+//
+// Reduction order (fixed; depends only on the token's position p and its own KV):
+// KV tiles t = 0, 1, ..., floor(p / kKvTile) cover logical positions
+// [t*kKvTile, min((t+1)*kKvTile, p+1)); inside tile t, in increasing position j:
+//   s_j = lane-8 dot(q, k_j) (simd_avx2.h) * scale;   m_t = max_j s_j;
+//   M' = max(M, m_t); if t > 0: alpha = exp(M - M'), L = L*alpha, O[i] = O[i]*alpha;
+//   p_j = exp(s_j - M'); L = L + p_j (increasing j); O[i] = fma(p_j, v_j[i], O[i]) (increasing j);
+//   M = M'.
+// Finally out[i] = O[i] / L. Tiles sit at fixed logical positions, so the physical
+// block layout, the block size, the chunking of the prompt and the other queries of
+// the batch never change the arithmetic.
+// Thread safety: pure function; callers give each (token, head) to one thread.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernel_backend.h"
+
+namespace vosti {
+
+// Largest head_dim the CPU attention supports (its per-head accumulator is on the stack).
+inline constexpr int kMaxCpuHeadDim = 512;
+
+// out[head_dim] = attention of q[head_dim] over the query's positions 0..position in kv head kv_head.
+// REQUIRES: kv.head_dim <= kMaxCpuHeadDim; the block table covers position.
+void attention_head_avx2(const float* q, const AttentionQuery& query, const PagedKvView& kv, int kv_head, float scale,
+                         float* out);
+
+}  // namespace vosti

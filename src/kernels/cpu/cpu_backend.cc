@@ -1,0 +1,179 @@
+// The CPU backend: AVX2/FMA kernels split over a ThreadPool.
+//
+// Threads split only independent outputs: matmul output columns (chunks of
+// kMatmulColChunk), rms_norm/rope rows, silu_mul elements, attention (token, head)
+// pairs. Each output element's reduction order is documented at its kernel
+// (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m, the row
+// index, the thread count or other rows. Element-wise ops (rope, silu_mul,
+// kv_write, the rms_norm scaling) use scalar_math.h and are bit-identical to the
+// reference backend; matmul, the rms_norm sum of squares and attention use a
+// different (lane-8 / tiled) order than the oracle and match it within rounding.
+// Thread safety: one caller at a time (the pool runs one parallel_for at a time).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/attention_avx2.h"
+#include "kernels/cpu/matmul_avx2.h"
+#include "kernels/cpu/simd_avx2.h"
+#include "kernels/kernel_backend.h"
+#include "kernels/ref/paged_kv.h"
+#include "kernels/ref/scalar_math.h"
+
+namespace vosti {
+namespace {
+
+enum class PlantedBug : uint8_t { kNone, kSplitKByRowCount };
+
+class CpuBackend final : public KernelBackend {
+ public:
+  CpuBackend(ThreadPool* pool, PlantedBug bug) : pool_(pool), bug_(bug) {}
+
+  std::string_view name() const override {
+    return bug_ == PlantedBug::kNone ? "cpu" : "cpu-planted-bug-split-k-by-row-count";
+  }
+
+  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
+              float* y) override {
+    VOSTI_CHECK(m >= 0 && k > 0 && n > 0, "matmul: bad shape");
+    if (m == 0) return;
+    const int64_t num_chunks = (n + kMatmulColChunk - 1) / kMatmulColChunk;
+    const bool planted = bug_ == PlantedBug::kSplitKByRowCount;
+    parallel(static_cast<size_t>(num_chunks), 1, [&](size_t b, size_t e) {
+      const int64_t c0 = static_cast<int64_t>(b) * kMatmulColChunk;
+      const int64_t c1 = std::min(n, static_cast<int64_t>(e) * kMatmulColChunk);
+      if (planted) {
+        matmul_columns_split_k_by_row_count(x, m, k, w, n, bias, y, c0, c1);
+      } else {
+        matmul_columns_avx2(x, m, k, w, n, bias, y, c0, c1);
+      }
+    });
+  }
+
+  // Per row: sum of squares in lane-8 dot order, scale from scalar_math.h, then
+  // y[i] = (x[i] * inv) * weight[i] (element-wise, same as the oracle).
+  void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) override {
+    VOSTI_CHECK(m >= 0 && n > 0, "rms_norm: bad shape");
+    parallel(static_cast<size_t>(m), 1, [&](size_t b, size_t e) {
+      for (int64_t r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r) {
+        const float* xr = x + r * n;  // [n]
+        float* yr = y + r * n;        // [n], may alias xr
+        const float inv = rms_inv_scale(avx2::dot_lane8(xr, xr, n), n, eps);
+        const __m256 iv = _mm256_set1_ps(inv);
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+          const __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xr + i), iv);
+          _mm256_storeu_ps(yr + i, _mm256_mul_ps(t, _mm256_loadu_ps(weight + i)));
+        }
+        for (; i < n; ++i) yr[i] = (xr[i] * inv) * weight[i];
+      }
+    });
+  }
+
+  void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+            RopeLayout layout) override {
+    VOSTI_CHECK(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kMaxCpuHeadDim, "rope: head_dim must be even, <= 512");
+    parallel(static_cast<size_t>(m), 1, [&](size_t b, size_t e) {
+      for (int64_t r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r) {
+        rope_row(x + r * num_heads * head_dim, num_heads, head_dim, positions[r], inv_freq, layout);
+      }
+    });
+  }
+
+  void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
+    // Element-wise: any split of the m*n elements gives the same bits.
+    parallel(static_cast<size_t>(m * n), 2048, [&](size_t b, size_t e) {
+      for (size_t idx = b; idx < e; ++idx) {
+        const int64_t r = static_cast<int64_t>(idx) / n;
+        const int64_t i = static_cast<int64_t>(idx) % n;
+        y[idx] = silu_times(gate_up[r * 2 * n + i], gate_up[r * 2 * n + n + i]);
+      }
+    });
+  }
+
+  void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) override {
+    const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;  // floats per token
+    const size_t bytes = sizeof(float) * static_cast<size_t>(row);
+    for (int64_t r = 0; r < m; ++r) {
+      if (slots[r] < 0) continue;  // padding row
+      VOSTI_CHECK(slots[r] < kv.num_blocks * kv.block_size, "kv_write: slot outside the KV pool");
+      std::memcpy(kv.k + kv_slot_offset(kv, slots[r], 0), k_new + r * row, bytes);
+      std::memcpy(kv.v + kv_slot_offset(kv, slots[r], 0), v_new + r * row, bytes);
+    }
+  }
+
+  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv,
+                 float scale, float* out) override {
+    VOSTI_CHECK(kv.num_kv_heads > 0 && num_heads % kv.num_kv_heads == 0, "attention: heads not a multiple of kv heads");
+    const int d = kv.head_dim;
+    const int group = num_heads / kv.num_kv_heads;
+    parallel(static_cast<size_t>(m * num_heads), 1, [&](size_t b, size_t e) {
+      for (size_t item = b; item < e; ++item) {
+        const int64_t r = static_cast<int64_t>(item) / num_heads;
+        const int h = static_cast<int>(static_cast<int64_t>(item) % num_heads);
+        const int64_t off = (r * num_heads + h) * d;
+        attention_head_avx2(q + off, queries[r], kv, h / group, scale, out + off);
+      }
+    });
+  }
+
+ private:
+  // x[num_heads, head_dim] of one token rotated at `position`; element-wise, same as the oracle.
+  static void rope_row(float* x, int num_heads, int head_dim, int32_t position, const float* inv_freq,
+                       RopeLayout layout) {
+    const int half = head_dim / 2;
+    alignas(32) float cos_t[kMaxCpuHeadDim / 2];  // [half]
+    alignas(32) float sin_t[kMaxCpuHeadDim / 2];  // [half]
+    rope_cos_sin(position, inv_freq, half, cos_t, sin_t);
+    for (int h = 0; h < num_heads; ++h) {
+      float* xh = x + h * head_dim;  // [head_dim]
+      int i = 0;
+      if (layout == RopeLayout::kNeox) {
+        for (; i + 8 <= half; i += 8) {
+          const __m256 x0 = _mm256_loadu_ps(xh + i);
+          const __m256 x1 = _mm256_loadu_ps(xh + half + i);
+          const __m256 c = _mm256_load_ps(cos_t + i);
+          const __m256 s = _mm256_load_ps(sin_t + i);
+          _mm256_storeu_ps(xh + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+          _mm256_storeu_ps(xh + half + i, _mm256_add_ps(_mm256_mul_ps(x1, c), _mm256_mul_ps(x0, s)));
+        }
+      }
+      for (; i < half; ++i) {
+        const int i0 = layout == RopeLayout::kNeox ? i : 2 * i;
+        const int i1 = layout == RopeLayout::kNeox ? i + half : 2 * i + 1;
+        const RotatedPair p = rope_rotate(xh[i0], xh[i1], cos_t[i], sin_t[i]);
+        xh[i0] = p.first;
+        xh[i1] = p.second;
+      }
+    }
+  }
+
+  template <typename Fn>
+  void parallel(size_t n, size_t grain, const Fn& fn) {
+    if (n == 0) return;
+    if (pool_ == nullptr || pool_->num_threads() == 1) {
+      fn(size_t{0}, n);
+      return;
+    }
+    pool_->parallel_for(n, grain, [&fn](size_t b, size_t e) { fn(b, e); });
+  }
+
+  ThreadPool* pool_;
+  PlantedBug bug_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelBackend> make_cpu_backend(ThreadPool* pool) {
+  return std::make_unique<CpuBackend>(pool, PlantedBug::kNone);
+}
+
+std::unique_ptr<KernelBackend> make_cpu_backend_with_planted_bug(ThreadPool* pool) {
+  return std::make_unique<CpuBackend>(pool, PlantedBug::kSplitKByRowCount);
+}
+
+}  // namespace vosti

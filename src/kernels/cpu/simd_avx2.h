@@ -1,0 +1,42 @@
+// AVX2/FMA building blocks of the CPU backend with one fixed arithmetic order each.
+//
+// The f32 dot product of the CPU backend ("lane-8 dot"), used by matmul, attention
+// scores and the rms_norm sum of squares, is always:
+//   1. eight lane accumulators a[l], l = 0..7, start at +0; for each full block of
+//      8 elements b = 0, 1, ...: a[l] = fma(x[8b+l], y[8b+l], a[l]);
+//   2. the fixed pairwise tree of hsum8():
+//      ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7));
+//   3. the tail elements i = 8*floor(n/8) .. n-1 in increasing i: s = fma(x[i], y[i], s).
+// Every caller that claims "lane-8 dot" order follows exactly these steps, so an
+// element's value never depends on how many other elements are computed beside it.
+// Thread safety: pure functions.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace vosti::avx2 {
+
+// The fixed tree: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+inline float hsum8(__m256 v) {
+  const __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  const __m128 s4 = _mm_add_ps(lo, hi);                      // [a0+a4, a1+a5, a2+a6, a3+a7]
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));   // [(a0+a4)+(a2+a6), (a1+a5)+(a3+a7), ..]
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+// Lane-8 dot of x[n] and y[n] (see the header comment for the order).
+inline float dot_lane8(const float* x, const float* y, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  const int64_t n8 = n & ~int64_t{7};
+  for (int64_t i = 0; i < n8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+  float s = hsum8(acc);
+  for (int64_t i = n8; i < n; ++i) s = std::fma(x[i], y[i], s);
+  return s;
+}
+
+}  // namespace vosti::avx2
