@@ -105,6 +105,8 @@ class BlockPool {
   // Test and debug views.
   int32_t ref_count(BlockId b) const { return meta_[static_cast<size_t>(b)].ref_count; }
   bool is_cached(BlockId b) const { return meta_[static_cast<size_t>(b)].serial != 0; }
+  // [block_size] the tokens a cached block was registered with (empty if not cached).
+  std::span<const int32_t> cached_tokens(BlockId b) const { return meta_[static_cast<size_t>(b)].tokens; }
   std::vector<BlockId> free_list() const;  // head (next evicted) first
 
  private:

@@ -1,0 +1,204 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+namespace vosti {
+namespace {
+
+const PrefixMatch kNoMatch;
+
+std::string req(RequestId id) { return "request " + std::to_string(id); }
+
+}  // namespace
+
+Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
+  VOSTI_ASSIGN_OR_RETURN(BlockPool pool, BlockPool::create(config.pool));
+  if (config.max_num_seqs <= 0) return invalid_argument("scheduler: max_num_seqs must be > 0");
+  if (config.max_num_batched_tokens <= 0) return invalid_argument("scheduler: max_num_batched_tokens must be > 0");
+  if (config.max_model_len <= 0) return invalid_argument("scheduler: max_model_len must be > 0");
+  if (pool.blocks_for(config.max_model_len) > pool.num_blocks()) {
+    return invalid_argument("scheduler: max_model_len " + std::to_string(config.max_model_len) + " needs " +
+                            std::to_string(pool.blocks_for(config.max_model_len)) + " blocks of " +
+                            std::to_string(config.pool.block_size) + " tokens but the cache has only " +
+                            std::to_string(pool.num_blocks()) + "; raise num_blocks / kv_cache_bytes or lower max_model_len");
+  }
+  return Scheduler(config, std::move(pool));
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockPool pool) : config_(config), pool_(std::move(pool)) {}
+
+Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int32_t priority, bool use_prefix_cache) {
+  if (requests_.contains(id)) return invalid_argument(req(id) + " already exists; request ids must be unique");
+  if (prompt.empty()) return invalid_argument(req(id) + " has an empty prompt; give at least one token");
+  if (static_cast<int64_t>(prompt.size()) > config_.max_model_len) {
+    return invalid_argument(req(id) + ": prompt of " + std::to_string(prompt.size()) +
+                            " tokens is longer than max_model_len " + std::to_string(config_.max_model_len));
+  }
+  auto r = std::make_unique<RequestState>();
+  r->id = id;
+  r->priority = priority;
+  r->arrival = next_arrival_++;
+  r->use_prefix_cache = use_prefix_cache;
+  r->num_prompt_tokens = static_cast<int32_t>(prompt.size());
+  r->tokens = std::move(prompt);
+  waiting_.emplace(order_key(*r), r.get());
+  requests_.emplace(id, std::move(r));
+  return Status::ok_status();
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  int32_t budget = config_.max_num_batched_tokens;
+  const bool preempted = schedule_running(plan, budget);
+  if (!preempted) schedule_waiting(plan, budget);  // blocks are short: admit nobody this step
+  stats_.num_prefix_query_tokens += plan.num_prefix_query_tokens;
+  stats_.num_prefix_hit_tokens += plan.num_prefix_hit_tokens;
+  if (!plan.empty()) ++stats_.num_steps;
+  return plan;
+}
+
+int32_t Scheduler::tokens_to_schedule(const RequestState& r, int32_t num_computed, int32_t budget) const {
+  const int32_t limit = std::min(r.num_tokens(), config_.max_model_len) - num_computed;
+  return std::max(0, std::min(limit, budget));
+}
+
+// Returns whether any request was preempted.
+bool Scheduler::schedule_running(StepPlan& plan, int32_t& budget) {
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    RequestState& r = *running_[i];
+    const int32_t num_new = tokens_to_schedule(r, r.num_computed_tokens, budget);
+    if (num_new == 0) continue;
+    bool fits = false;
+    while (!fits) {
+      const AllocationPlan alloc = pool_.plan_allocation(r.block_table, kNoMatch, r.num_computed_tokens + num_new);
+      if (alloc.ok) {
+        pool_.apply(alloc, r.block_table);
+        fits = true;
+        break;
+      }
+      // running_ is sorted, so the victim sorts at or after r: it has not been scheduled yet.
+      RequestState& victim = *running_.back();
+      preempt(victim, plan);
+      preempted = true;
+      if (&victim == &r) break;
+    }
+    if (!fits) break;  // r itself was preempted; it was the last running request
+    add_to_plan(plan, r, num_new, /*admitted=*/false, 0);
+    budget -= num_new;
+  }
+  return preempted;
+}
+
+void Scheduler::schedule_waiting(StepPlan& plan, int32_t& budget) {
+  while (!waiting_.empty() && budget > 0 && num_running() < config_.max_num_seqs) {
+    if (!try_admit(*waiting_.begin()->second, plan, budget)) break;  // head-of-line: keep the order
+  }
+}
+
+bool Scheduler::try_admit(RequestState& r, StepPlan& plan, int32_t& budget) {
+  VOSTI_CHECK(r.num_tokens() < config_.max_model_len + 1, req(r.id) + " reached max_model_len; the engine must finish it");
+  const PrefixMatch match = config_.pool.enable_prefix_caching && r.use_prefix_cache
+                                ? pool_.match_prefix(std::span<const int32_t>(r.tokens).first(r.tokens.size() - 1))
+                                : PrefixMatch{};
+  const int32_t num_new = tokens_to_schedule(r, match.num_tokens, budget);
+  VOSTI_CHECK(num_new > 0, req(r.id) + " has nothing to compute on admission");
+  const AllocationPlan alloc = pool_.plan_allocation(r.block_table, match, match.num_tokens + num_new);
+  if (!alloc.ok) return false;
+  pool_.apply(alloc, r.block_table);
+  waiting_.erase(waiting_.begin());
+  r.num_computed_tokens = match.num_tokens;
+  r.status = RequestStatus::kRunning;
+  if (r.num_cached_tokens < 0) r.num_cached_tokens = match.num_tokens;
+  insert_running(&r);
+  if (config_.pool.enable_prefix_caching && r.use_prefix_cache) {
+    plan.num_prefix_query_tokens += r.num_tokens();
+    plan.num_prefix_hit_tokens += match.num_tokens;
+  }
+  add_to_plan(plan, r, num_new, /*admitted=*/true, match.num_tokens);
+  budget -= num_new;
+  return true;
+}
+
+void Scheduler::preempt(RequestState& victim, StepPlan& plan) {
+  VOSTI_CHECK(!running_.empty() && running_.back() == &victim, "the preemption victim must sort last");
+  running_.pop_back();
+  pool_.release(victim.block_table);
+  victim.num_computed_tokens = 0;
+  victim.status = RequestStatus::kPreempted;
+  ++victim.num_preemptions;
+  waiting_.emplace(order_key(victim), &victim);
+  plan.preempted.push_back(victim.id);
+  ++stats_.num_preemptions;
+}
+
+void Scheduler::insert_running(RequestState* r) {
+  const auto pos = std::upper_bound(running_.begin(), running_.end(), order_key(*r),
+                                    [](const OrderKey& k, const RequestState* x) { return k < order_key(*x); });
+  running_.insert(pos, r);
+}
+
+void Scheduler::add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_new, bool admitted, int32_t num_cached) {
+  ScheduledRequest& s = plan.requests.emplace_back();
+  s.id = r.id;
+  s.num_computed_tokens = r.num_computed_tokens;
+  s.num_new_tokens = num_new;
+  const auto first = r.tokens.begin() + r.num_computed_tokens;
+  s.token_ids.assign(first, first + num_new);
+  const int32_t end = r.num_computed_tokens + num_new;
+  VOSTI_CHECK(r.block_table.num_blocks() == pool_.blocks_for(end), req(r.id) + "'s block table does not cover the step exactly");
+  s.block_table = r.block_table.blocks();
+  s.completes_known_tokens = end == r.num_tokens();
+  s.newly_admitted = admitted;
+  s.num_cached_tokens = num_cached;
+  plan.num_batched_tokens += num_new;
+}
+
+void Scheduler::on_step_done(const StepPlan& plan) {
+  for (const ScheduledRequest& s : plan.requests) {
+    const auto it = requests_.find(s.id);
+    if (it == requests_.end()) continue;  // finished or aborted since schedule()
+    RequestState& r = *it->second;
+    VOSTI_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.num_computed_tokens,
+                "on_step_done() with a plan that is not the latest schedule() for " + req(s.id));
+    r.num_computed_tokens += s.num_new_tokens;
+    pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);
+  }
+}
+
+bool Scheduler::append_token(RequestId id, int32_t token) {
+  RequestState& r = state(id);
+  VOSTI_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == r.num_tokens(),
+              "append_token() on " + req(id) + " that is not running with all its tokens computed");
+  r.tokens.push_back(token);
+  return r.num_tokens() >= config_.max_model_len;
+}
+
+bool Scheduler::finish(RequestId id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  RequestState& r = *it->second;
+  if (r.status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), &r));
+  } else {
+    waiting_.erase(order_key(r));
+  }
+  pool_.release(r.block_table);
+  r.status = RequestStatus::kFinished;
+  requests_.erase(it);
+  return true;
+}
+
+const RequestState* Scheduler::find(RequestId id) const {
+  const auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+RequestState& Scheduler::state(RequestId id) {
+  const auto it = requests_.find(id);
+  VOSTI_CHECK(it != requests_.end(), "unknown " + req(id));
+  return *it->second;
+}
+
+}  // namespace vosti
