@@ -65,6 +65,8 @@ class GgufFile {
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
+  // Byte offset in the file where the data section (tensor offsets are relative to it) starts.
+  uint64_t data_offset() const { return data_offset_; }
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 
@@ -83,6 +85,10 @@ class GgufFile {
   Result<WeightView> tensor(std::string_view name) const;
 
  private:
+  // Every tensor aligned, inside the file and disjoint from the others.
+  Status validate_tensor_ranges(uint64_t file_size) const;
+  Result<const GgufValue*> find_required(std::string_view key) const;
+
   std::string path_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -18,6 +18,8 @@ class MappedFile {
  public:
   // Maps `path` read-only. Errors name the path and the OS reason.
   static Result<std::shared_ptr<const MappedFile>> open(const std::string& path);
+  // A private copy of `size` bytes presented as a file named `path` (fuzz targets, tests).
+  static std::shared_ptr<const MappedFile> from_bytes(const std::string& path, const void* bytes, size_t size);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -32,6 +34,7 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool mapped_ = false;
+  std::unique_ptr<uint8_t[]> owned_;  // from_bytes() only: exactly size_ bytes
 };
 
 }  // namespace vosti
