@@ -1,8 +1,10 @@
 // SamplingParams: how one request turns logits into tokens (DESIGN.md rule 6).
 //
-// Invariants after validate(): temperature >= 0; top_p in (0, 1]; min_p in [0, 1];
-// top_k == 0 (off) or >= 1; repetition_penalty > 0; logit_bias ids < vocab;
-// num_top_logprobs in [0, 20]. temperature == 0 means greedy (lowest id wins ties).
+// Invariants after validate(): temperature finite and >= 0; top_p in (0, 1]; min_p in [0, 1];
+// top_k == 0 (off) or >= 1; repetition_penalty finite and > 0; presence and frequency
+// penalties in [-2, 2]; logit_bias ids in [0, vocab), each id once, biases in [-100, 100];
+// num_top_logprobs in [0, kMaxTopLogprobs]. temperature == 0 means greedy (lowest id wins
+// ties). How these are applied, in which order, is documented in sample/sampler.h.
 // Thread safety: a value type.
 #pragma once
 
@@ -14,6 +16,8 @@
 #include "core/status.h"
 
 namespace vosti {
+
+inline constexpr int32_t kMaxTopLogprobs = 20;
 
 struct SamplingParams {
   float temperature = 1.0f;

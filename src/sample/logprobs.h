@@ -1,0 +1,60 @@
+// Log-probabilities reported to users: the chosen (or prompt) token's logprob and the
+// n best alternatives, all under the log_softmax of the RAW model logits (vLLM's
+// default "raw logprobs": before logit bias, penalties, temperature and filters).
+//
+// Exact definition, for a logits row l[0..V):
+//   l'_i   = l_i, except NaN -> -inf (a NaN logit is treated as -inf everywhere)
+//   m      = max_i l'_i (sequential scan in id order)
+//   d_i    = 0 if l'_i == m, else l'_i - m (float; so +inf/-inf rows stay defined)
+//   Z      = sum_i exp(d_i), exp in float, summed as double in id order
+//   lp_i   = float(double(d_i) - log(Z))
+// Top-n lists are best first under the total order (l'_i desc, id asc): ties by lowest id.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace vosti {
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// One produced or scored position: its token, its raw logprob, and the n best tokens.
+struct ScoredToken {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;  // [num_top_logprobs], best first, ties by lowest id
+};
+
+// The log-softmax normaliser of one raw logits row (m and log(Z) above).
+struct LogSoftmaxStats {
+  float max = 0.0f;
+  double log_sum = 0.0;  // log(Z)
+};
+
+// NaN -> -inf; every other value unchanged.
+inline float sanitize_logit(float x) { return x != x ? -std::numeric_limits<float>::infinity() : x; }
+
+// exp(x - m) as the sampler and logprobs define it: exactly 1 when x == m.
+float exp_from_max(float x, float m);
+
+// REQUIRES: !logits.empty().
+LogSoftmaxStats log_softmax_stats(std::span<const float> logits /*[vocab]*/);
+
+// lp_token under `stats`. REQUIRES: 0 <= token < logits.size().
+float token_logprob(std::span<const float> logits /*[vocab]*/, const LogSoftmaxStats& stats, int32_t token);
+
+// The n best tokens (n = min(num_top, vocab)), best first, ties by lowest id.
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits /*[vocab]*/, const LogSoftmaxStats& stats,
+                                       int32_t num_top);
+
+// Scores a given token (e.g. a prompt token) under the raw logits: its logprob and the
+// num_top best. REQUIRES: 0 <= token < logits.size(), 0 <= num_top.
+ScoredToken score_token(std::span<const float> logits /*[vocab]*/, int32_t token, int32_t num_top);
+
+}  // namespace vosti

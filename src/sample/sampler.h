@@ -1,0 +1,85 @@
+// The per-request sampler: one logits row -> one token (DESIGN.md rule 6).
+//
+// The chosen token is a pure function of (logits, params, seed, output_position,
+// prompt_tokens, output_tokens): never of other requests, the batch row, the thread or
+// what the scratch held before. Every reduction runs in one fixed sequential order.
+//
+// Processing order (vLLM-like), on s_i = the logit of token i (NaN -> -inf):
+//  1. logit_bias:  s_i += bias_i.
+//  2. repetition_penalty r (HF semantics), once per distinct token of prompt + output:
+//                  s_i = s_i > 0 ? s_i / r : s_i * r.
+//  3. frequency f and presence p (OpenAI semantics), per distinct output token with
+//     count c:     s_i = s_i - f * c;  s_i = s_i - p.
+//  4. temperature T < kGreedyTemperature (in particular 0): greedy, the argmax of s with
+//     ties to the lowest id; steps 5-8 are skipped. Otherwise s_i = s_i / T.
+//  5. top_k (0 or >= vocab: off): keep the k best under the total order (s desc, id asc),
+//     so ties at the k-th value go to the lowest ids and exactly k are kept.
+//  6. top_p (1: off): w_i = exp(s_i - max s) as float (exactly 1 for the max); Z = sum of
+//     w over the top-k set in id order (double). In (s desc, id asc) order keep a token
+//     while the mass of the tokens before it is < top_p * Z: the shortest prefix whose
+//     mass reaches top_p * Z, never empty.
+//  7. min_p (0: off): keep tokens with w_i >= min_p (that is p_i >= min_p * p_max).
+//  8. draw: u = sampling_uniform(seed, output_position) (philox.h); W = sum of w over the
+//     kept tokens in id order (double); the token is the first kept id (ascending) whose
+//     running sum of w exceeds u * W.
+// The inverse CDF runs in id order, not in sorted order: the set of kept tokens decides
+// the draw, not which path found it, so top_k = vocab or top_p = 1 give the same bits as
+// no filter, and the unfiltered path needs no sort at all.
+//
+// Reported logprobs are of the RAW logits (logprobs.h), before any of the steps above.
+// Thread safety: pure functions; a SamplerScratch is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sample/logprobs.h"
+#include "sample/sampling_params.h"
+
+namespace vosti {
+
+// Temperatures below this sample greedily (vLLM's epsilon): dividing by a smaller one
+// would overflow ordinary logits to infinity.
+inline constexpr float kGreedyTemperature = 1e-5f;
+
+// Reusable buffers so that sampling allocates only when the vocabulary grows. Its
+// contents never influence a result: every call overwrites what it reads, and the
+// counters are left at zero.
+struct SamplerScratch {
+  std::vector<float> logits;    // [vocab] processed logits s_i
+  std::vector<float> weights;   // [vocab] w_i = exp(s_i - max s), valid for candidates
+  std::vector<int32_t> order;   // [vocab] token ids, best-first prefix when filtering
+  std::vector<int32_t> kept;    // [num_kept] kept token ids, ascending
+  std::vector<int32_t> counts;  // [vocab] output token counts, all zero between calls
+  std::vector<uint8_t> seen;    // [vocab] repetition marks, all zero between calls
+};
+
+struct TokenProb {
+  int32_t token = 0;
+  double prob = 0.0;
+};
+
+// Samples the token at `output_position` and scores it under the raw logits (with
+// params.num_top_logprobs best alternatives).
+// REQUIRES: params.validate(logits.size()) is ok; every token id is in [0, logits.size()).
+// The engine passes output_position == output_tokens.size().
+ScoredToken sample_token(std::span<const float> logits /*[vocab]*/, const SamplingParams& params, uint64_t seed,
+                         int64_t output_position, std::span<const int32_t> prompt_tokens,
+                         std::span<const int32_t> output_tokens, SamplerScratch& scratch);
+
+// The token sample_token would choose, without logprobs. Same REQUIRES.
+int32_t choose_token(std::span<const float> logits /*[vocab]*/, const SamplingParams& params, uint64_t seed,
+                     int64_t output_position, std::span<const int32_t> prompt_tokens,
+                     std::span<const int32_t> output_tokens, SamplerScratch& scratch);
+
+// The distribution step 8 draws from: the tokens with positive weight, ascending, with
+// w_i / W. Greedy gives the argmax with probability 1. For tests and diagnostics.
+std::vector<TokenProb> sampling_distribution(std::span<const float> logits /*[vocab]*/, const SamplingParams& params,
+                                             std::span<const int32_t> prompt_tokens,
+                                             std::span<const int32_t> output_tokens, SamplerScratch& scratch);
+
+// A fresh 64-bit seed from std::random_device, for requests that bring none.
+uint64_t fresh_seed();
+
+}  // namespace vosti

@@ -1,0 +1,96 @@
+// A brute-force reference of the sampler specification in sample/sampler.h: full sorts,
+// std::set/std::map bookkeeping, no scratch, no shortcuts. It performs the same float and
+// double operations in the same order as the spec prescribes, so the real sampler must
+// agree with it bit for bit (kept set, weights, total and chosen token).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "sample/logprobs.h"
+#include "sample/sampler.h"
+
+namespace vosti::testing {
+
+struct ReferenceDraw {
+  std::vector<int32_t> kept;  // ascending ids (may include weight-0 tokens)
+  std::vector<float> w;       // [vocab] weights (valid for kept)
+  double total = 0.0;
+  int32_t greedy = -1;  // the token when greedy, else -1
+};
+
+inline std::vector<float> reference_processed(std::span<const float> logits, const SamplingParams& p,
+                                              std::span<const int32_t> prompt, std::span<const int32_t> output) {
+  std::vector<float> s(logits.begin(), logits.end());
+  for (float& x : s) x = std::isnan(x) ? -INFINITY : x;
+  for (const auto& [t, b] : p.logit_bias) s[t] += b;
+  if (p.repetition_penalty != 1.0f) {
+    std::set<int32_t> seen(prompt.begin(), prompt.end());
+    seen.insert(output.begin(), output.end());
+    for (const int32_t t : seen) s[t] = s[t] > 0 ? s[t] / p.repetition_penalty : s[t] * p.repetition_penalty;
+  }
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    std::map<int32_t, int> counts;
+    for (const int32_t t : output) ++counts[t];
+    for (const auto& [t, c] : counts) {
+      s[t] = s[t] - p.frequency_penalty * static_cast<float>(c);
+      s[t] = s[t] - p.presence_penalty;
+    }
+  }
+  if (p.temperature >= kGreedyTemperature && p.temperature != 1.0f)
+    for (float& x : s) x = x / p.temperature;
+  return s;
+}
+
+inline ReferenceDraw reference_draw_set(std::span<const float> logits, const SamplingParams& p,
+                                        std::span<const int32_t> prompt, std::span<const int32_t> output) {
+  const std::vector<float> s = reference_processed(logits, p, prompt, output);
+  const auto vocab = static_cast<int32_t>(s.size());
+  std::vector<int32_t> order(s.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+  ReferenceDraw r;
+  if (p.temperature < kGreedyTemperature) {
+    r.greedy = order[0];
+    return r;
+  }
+  const float m = s[order[0]];
+  r.w.resize(s.size());
+  for (size_t i = 0; i < s.size(); ++i) r.w[i] = s[i] == m ? 1.0f : std::exp(s[i] - m);
+  std::vector<int32_t> k_set = order;
+  if (p.top_k > 0 && p.top_k < vocab) k_set.resize(static_cast<size_t>(p.top_k));
+  if (p.top_p < 1.0f) {
+    std::vector<int32_t> by_id = k_set;
+    std::sort(by_id.begin(), by_id.end());
+    double z = 0.0;
+    for (const int32_t t : by_id) z += r.w[t];
+    const double threshold = static_cast<double>(p.top_p) * z;
+    double before = 0.0;
+    size_t n = 0;
+    while (n < k_set.size() && before < threshold) before += r.w[k_set[n++]];
+    k_set.resize(n);
+  }
+  for (const int32_t t : k_set)
+    if (r.w[t] >= p.min_p) r.kept.push_back(t);
+  std::sort(r.kept.begin(), r.kept.end());
+  for (const int32_t t : r.kept) r.total += r.w[t];
+  return r;
+}
+
+// The token the spec draws with uniform u.
+inline int32_t reference_choose(const ReferenceDraw& r, double u) {
+  if (r.greedy >= 0) return r.greedy;
+  double acc = 0.0;
+  for (const int32_t t : r.kept) {
+    acc += r.w[t];
+    if (acc > u * r.total) return t;
+  }
+  return -1;
+}
+
+}  // namespace vosti::testing
