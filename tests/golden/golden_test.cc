@@ -3,10 +3,10 @@
 //
 // Bounds: the reference is f32 PyTorch (eager attention); Vosti computes in f32 with
 // other reduction orders (SIMD lanes, tiled online softmax), so each position's
-// logits differ by rounding only. Measured worst cases are ~1e-6 relative for the
-// 3-layer models and ~2e-5 for the 30-layer default model; the bounds (1e-5 and
-// 2e-4) leave head room for a different machine while catching any real bug
-// (a wrong rotary layout or norm gives > 1e-1). Argmax must agree everywhere (the
+// logits differ by rounding only. Measured worst cases: 4e-6 relative for the
+// 3-layer models, 6.4e-6 for the 30-layer default model; the bounds (2e-5 and 2e-4)
+// leave head room while catching any real bug (a wrong rotary layout, a norm or a
+// bf16-rounded rope table each give > 1e-4). Argmax must agree everywhere (the
 // fixtures' smallest top-1 margin is 0.06, far above the error).
 #include <gtest/gtest.h>
 
@@ -76,7 +76,7 @@ TEST_P(TinyGolden, MatchesTransformers) {
                                 logits.begin() + static_cast<int64_t>(p + 1) * vocab);
         const double err = rel_error(out, ref);
         worst = std::max(worst, err);
-        EXPECT_LT(err, 1e-5) << backend.name << " position " << p;
+        EXPECT_LT(err, 2e-5) << backend.name << " position " << p;
         const auto ref_max = std::max_element(ref.begin(), ref.end()) - ref.begin();
         EXPECT_EQ(argmax(logits.data() + static_cast<int64_t>(p) * vocab, vocab), ref_max)
             << backend.name << " position " << p;

@@ -74,7 +74,6 @@ def make_tiny(seed=1234):
         config._attn_implementation = "eager"
         model = transformers.AutoModelForCausalLM.from_config(config).float()
         randomize(model, seed + i)
-        model = model.to(dtype).float() if dtype != torch.float32 else model  # round weights to storage dtype
         out_dir = os.path.join(HERE, "models", name)
         shutil.rmtree(out_dir, ignore_errors=True)
         save_kwargs = {"safe_serialization": True}
@@ -85,11 +84,15 @@ def make_tiny(seed=1234):
             p = os.path.join(out_dir, extra)
             if os.path.exists(p):
                 os.remove(p)
+        # Reference logits come from the SAVED files loaded in f32, as a user would load them
+        # (converting the in-memory model would also round buffers such as rope's inv_freq).
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
+                                                                   attn_implementation="eager")
         g = torch.Generator().manual_seed(seed + 100 + i)
         prompts = [torch.randint(0, config.vocab_size, (n,), generator=g).tolist() for n in (7, 45, 70)]
         records = []
         for ids in prompts:
-            lg = logits_of(model.float(), ids)
+            lg = logits_of(loaded, ids)
             records.append({"tokens": ids, "logits": lg.tolist()})
         write_json(name, {"model": f"models/{name}", "kind": "full", "prompts": records})
         print("wrote", name)
