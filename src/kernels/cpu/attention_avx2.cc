@@ -1,4 +1,7 @@
 // Tiled online-softmax paged attention; the order is documented in attention_avx2.h.
+// Speed comes from computing several independent elements at once (4 scores share
+// the q loads; 8 vectors of O stay in registers across a tile), never from changing
+// one element's sequence of operations.
 #include "kernels/cpu/attention_avx2.h"
 
 #include <immintrin.h>
@@ -13,20 +16,47 @@
 namespace vosti {
 namespace {
 
-// o[i] = o[i] * alpha for i in [0, d).
-void scale_in_place(float* o, int d, float alpha) {
-  const __m256 a = _mm256_set1_ps(alpha);
-  int i = 0;
-  for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(o + i), a));
-  for (; i < d; ++i) o[i] = o[i] * alpha;
+// s[0..N) = lane-8 dot(q, k_rows[j], d) * scale: N independent dots, each in exactly
+// the order of avx2::dot_lane8, interleaved for instruction-level parallelism.
+template <int N>
+void scores_block(const float* q, const float* const* k_rows, int d, float scale, float* s) {
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  const int d8 = d & ~7;
+  for (int i = 0; i < d8; i += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + i);
+    for (int j = 0; j < N; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k_rows[j] + i), acc[j]);
+  }
+  for (int j = 0; j < N; ++j) {
+    float dot = avx2::hsum8(acc[j]);
+    for (int i = d8; i < d; ++i) dot = std::fma(q[i], k_rows[j][i], dot);
+    s[j] = dot * scale;
+  }
 }
 
-// o[i] = fma(p, v[i], o[i]) for i in [0, d): the same per-element op in vector and tail.
-void axpy_fma(float* o, const float* v, int d, float p) {
-  const __m256 pv = _mm256_set1_ps(p);
-  int i = 0;
-  for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
-  for (; i < d; ++i) o[i] = std::fma(p, v[i], o[i]);
+// O[0..d) of one tile: O = O * alpha (if rescale), then O[i] = fma(p_j, v_j[i], O[i]) for
+// j = 0..n-1 in order. Up to 8 vectors of O live in registers across the j loop.
+void accumulate_tile(float* o, const float* const* v_rows, const float* p, int n, int d, bool rescale, float alpha) {
+  constexpr int kVecs = 8;
+  const __m256 av = _mm256_set1_ps(alpha);
+  int i0 = 0;
+  for (; i0 + 8 * kVecs <= d; i0 += 8 * kVecs) {
+    __m256 acc[kVecs];
+    for (int u = 0; u < kVecs; ++u) {
+      acc[u] = _mm256_loadu_ps(o + i0 + 8 * u);
+      if (rescale) acc[u] = _mm256_mul_ps(acc[u], av);
+    }
+    for (int j = 0; j < n; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      for (int u = 0; u < kVecs; ++u) acc[u] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v_rows[j] + i0 + 8 * u), acc[u]);
+    }
+    for (int u = 0; u < kVecs; ++u) _mm256_storeu_ps(o + i0 + 8 * u, acc[u]);
+  }
+  for (int i = i0; i < d; ++i) {  // head_dim not a multiple of 64: same per-element ops, scalar
+    float acc = rescale ? o[i] * alpha : o[i];
+    for (int j = 0; j < n; ++j) acc = std::fma(p[j], v_rows[j][i], acc);
+    o[i] = acc;
+  }
 }
 
 }  // namespace
@@ -38,35 +68,42 @@ void attention_head_avx2(const float* q, const AttentionQuery& query, const Page
   VOSTI_CHECK(query.position >= 0, "attention: negative position");
   alignas(32) float o[kMaxCpuHeadDim];  // [d]: running numerator O
   float s[kKvTile];                     // [tile]: scores, then probabilities
+  const float* k_rows[kKvTile];         // [tile]: K row of each position in the tile
+  const float* v_rows[kKvTile];         // [tile]: V row of each position in the tile
   const int64_t len = static_cast<int64_t>(query.position) + 1;
   float run_max = 0.0f;
   float run_sum = 0.0f;
   std::fill(o, o + d, 0.0f);
   for (int64_t t0 = 0; t0 < len; t0 += kKvTile) {
     const int n = static_cast<int>(std::min<int64_t>(kKvTile, len - t0));
-    const float* k_rows[kKvTile];
-    const float* v_rows[kKvTile];
+    // Address only (no arithmetic): walk the block table from the tile start without a division per position.
+    int64_t slot = kv_slot_of_position(kv, query.block_table, t0);
+    int64_t in_block = t0 % kv.block_size;
     for (int j = 0; j < n; ++j) {
-      const int64_t off = kv_slot_offset(kv, kv_slot_of_position(kv, query.block_table, t0 + j), kv_head);
+      if (in_block == kv.block_size) {
+        slot = kv_slot_of_position(kv, query.block_table, t0 + j);
+        in_block = 0;
+      }
+      const int64_t off = kv_slot_offset(kv, slot, kv_head);
       k_rows[j] = kv.k + off;
       v_rows[j] = kv.v + off;
+      ++slot;
+      ++in_block;
     }
-    float tile_max = -INFINITY;
-    for (int j = 0; j < n; ++j) {
-      s[j] = avx2::dot_lane8(q, k_rows[j], d) * scale;
-      tile_max = std::max(tile_max, s[j]);
-    }
+    int j = 0;
+    for (; j + 4 <= n; j += 4) scores_block<4>(q, k_rows + j, d, scale, s + j);
+    for (; j < n; ++j) scores_block<1>(q, k_rows + j, d, scale, s + j);
+    float tile_max = s[0];
+    for (j = 1; j < n; ++j) tile_max = std::max(tile_max, s[j]);
     const float new_max = t0 == 0 ? tile_max : std::max(run_max, tile_max);
-    if (t0 > 0) {
-      const float alpha = std::exp(run_max - new_max);
-      run_sum = run_sum * alpha;
-      scale_in_place(o, d, alpha);
-    }
-    for (int j = 0; j < n; ++j) {
-      s[j] = std::exp(s[j] - new_max);
-      run_sum = run_sum + s[j];
-    }
-    for (int j = 0; j < n; ++j) axpy_fma(o, v_rows[j], d, s[j]);
+    const bool rescale = t0 > 0;
+    const float alpha = rescale ? exp_f32(run_max - new_max) : 1.0f;
+    if (rescale) run_sum = run_sum * alpha;
+    const __m256 mv = _mm256_set1_ps(new_max);
+    for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, avx2::exp_lane8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv)));
+    for (; j < n; ++j) s[j] = exp_f32(s[j] - new_max);
+    for (j = 0; j < n; ++j) run_sum = run_sum + s[j];
+    accumulate_tile(o, v_rows, s, n, d, rescale, alpha);
     run_max = new_max;
   }
   for (int i = 0; i < d; ++i) out[i] = o[i] / run_sum;

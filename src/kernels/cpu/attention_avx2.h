@@ -10,6 +10,7 @@
 // Finally out[i] = O[i] / L. Tiles sit at fixed logical positions, so the physical
 // block layout, the block size, the chunking of the prompt and the other queries of
 // the batch never change the arithmetic.
+// exp is exp_f32 (scalar_math.h), computed 8 lanes at a time by exp_lane8 (same bits).
 // Thread safety: pure function; callers give each (token, head) to one thread.
 #pragma once
 

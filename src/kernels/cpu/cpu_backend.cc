@@ -87,10 +87,10 @@ class CpuBackend final : public KernelBackend {
   void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
     // Element-wise: any split of the m*n elements gives the same bits.
     parallel(static_cast<size_t>(m * n), 2048, [&](size_t b, size_t e) {
-      for (size_t idx = b; idx < e; ++idx) {
-        const int64_t r = static_cast<int64_t>(idx) / n;
-        const int64_t i = static_cast<int64_t>(idx) % n;
-        y[idx] = silu_times(gate_up[r * 2 * n + i], gate_up[r * 2 * n + n + i]);
+      const int64_t begin = static_cast<int64_t>(b), end = static_cast<int64_t>(e);
+      for (int64_t r = begin / n; r * n < end; ++r) {
+        const int64_t i0 = std::max<int64_t>(0, begin - r * n), i1 = std::min<int64_t>(n, end - r * n);
+        silu_mul_range(gate_up + r * 2 * n, gate_up + r * 2 * n + n, y + r * n, i0, i1);
       }
     });
   }
@@ -150,6 +150,21 @@ class CpuBackend final : public KernelBackend {
         xh[i1] = p.second;
       }
     }
+  }
+
+  // y[i] = silu_times(gate[i], up[i]) for i in [i0, i1): 8 lanes with exp_lane8, then the
+  // scalar tail with exp_f32 -- the same operations, so the same bits as the oracle.
+  static void silu_mul_range(const float* gate, const float* up, float* y, int64_t i0, int64_t i1) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) {
+      const __m256 g = _mm256_loadu_ps(gate + i);
+      const __m256 ex = avx2::exp_lane8(_mm256_xor_ps(g, sign));
+      const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, ex));
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < i1; ++i) y[i] = silu_times(gate[i], up[i]);
   }
 
   template <typename Fn>

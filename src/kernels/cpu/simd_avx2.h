@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_math.h"
+
 namespace vosti::avx2 {
 
 // The fixed tree: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
@@ -37,6 +39,30 @@ inline float dot_lane8(const float* x, const float* y, int64_t n) {
   float s = hsum8(acc);
   for (int64_t i = n8; i < n; ++i) s = std::fma(x[i], y[i], s);
   return s;
+}
+
+// exp_f32 (scalar_math.h) on 8 lanes: the same operations per lane, so the same bits.
+inline __m256 exp_lane8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(kExpOverflow);
+  const __m256 lo = _mm256_set1_ps(kExpUnderflow);
+  const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, hi), lo);  // in range (NaN lanes fixed below)
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kExpLog2e)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpLn2Hi), xc);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kExpP[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP[i]));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i e1 = _mm256_srai_epi32(ni, 1);
+  const __m256i e2 = _mm256_sub_epi32(ni, e1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e2, bias), 23));
+  __m256 res = _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+  res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+  res = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
 }  // namespace vosti::avx2

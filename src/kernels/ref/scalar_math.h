@@ -38,9 +38,49 @@ inline RotatedPair rope_rotate(float x0, float x1, float c, float s) {
   return {a - b, d + e};
 }
 
-// silu(g) * u with silu(g) = g / (1 + exp(-g)) (the formula of PyTorch's CPU silu).
+// Constants of exp_f32 (Cephes expf: Cody-Waite reduction, degree-5 minimax polynomial).
+inline constexpr float kExpOverflow = 88.72283935546875f;    // above: +inf
+inline constexpr float kExpUnderflow = -87.3365478515625f;   // below: 0 (ln of FLT_MIN)
+inline constexpr float kExpLog2e = 1.44269504088896341f;
+inline constexpr float kExpLn2Hi = 0.693359375f;
+inline constexpr float kExpLn2Lo = -2.12194440e-4f;
+inline constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+// 2^e as a float for e in [-126, 127].
+inline float exp2_int(int32_t e) {
+  const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+  float f;
+  static_assert(sizeof(f) == sizeof(bits));
+  __builtin_memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// exp(x) in f32 with one fixed operation sequence (max error about 1 ulp on
+// [kExpUnderflow, kExpOverflow]); simd_avx2.h's exp_lane8 performs the same operations
+// per lane, so scalar and vector code give identical bits:
+//   n = round_half_even(x * log2e); r = fma(n, -ln2_hi, x); r = fma(n, -ln2_lo, r);
+//   p = Horner(kExpP, r) with fma; y = fma(p, r*r, r) + 1; result = (y * 2^(n>>1)) * 2^(n - (n>>1)).
+// NaN -> the same NaN; x > kExpOverflow -> +inf; x < kExpUnderflow -> +0.
+inline float exp_f32(float x) {
+  if (std::isnan(x)) return x;
+  if (x > kExpOverflow) return INFINITY;
+  if (x < kExpUnderflow) return 0.0f;
+  const float n = std::nearbyint(x * kExpLog2e);
+  float r = std::fma(n, -kExpLn2Hi, x);
+  r = std::fma(n, -kExpLn2Lo, r);
+  float p = kExpP[0];
+  for (int i = 1; i < 6; ++i) p = std::fma(p, r, kExpP[i]);
+  const float y = std::fma(p, r * r, r) + 1.0f;
+  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t e1 = ni >> 1;
+  return (y * exp2_int(e1)) * exp2_int(ni - e1);
+}
+
+// silu(g) * u with silu(g) = g / (1 + exp(-g)) (the formula of PyTorch's CPU silu),
+// exp by exp_f32 so the vector path of the CPU backend matches bit for bit.
 inline float silu_times(float g, float u) {
-  const float silu = g / (1.0f + std::exp(-g));
+  const float silu = g / (1.0f + exp_f32(-g));
   return silu * u;
 }
 
