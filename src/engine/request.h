@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sample/logprobs.h"
 #include "sample/sampling_params.h"
 
 namespace vosti {
@@ -31,17 +32,10 @@ struct RequestSpec {
   bool logits_digests = false;           // 128-bit digest of every produced position's logits
 };
 
-struct TopLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-};
-
-// One scored position: the chosen (or prompt) token and its log-probability.
-struct PositionLogprobs {
-  int32_t token = 0;
-  float logprob = 0.0f;
-  std::vector<TopLogprob> top;  // [num_top_logprobs], best first, ties by lowest id
-};
+// One scored position: the chosen (or prompt) token, its log-probability under the raw
+// logits, and the num_top_logprobs best alternatives (sample/logprobs.h defines them).
+using TopLogprob = TokenLogprob;
+using PositionLogprobs = ScoredToken;
 
 using LogitsDigest = std::array<uint64_t, 2>;  // XXH3-128 of the raw f32 logits bytes
 

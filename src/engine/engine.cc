@@ -1,0 +1,287 @@
+// The engine: schedule -> execute -> sample -> postprocess, one step at a time.
+//
+// Determinism (DESIGN.md section 2): the scheduler decides only WHICH tokens run in a
+// step; every row's arithmetic is batch-invariant (kernels), the KV a row reads is a
+// pure function of its prefix (cache), and the sampler draws from Philox keyed by
+// (seed, output position). Nothing here feeds batch state into a logit or a draw.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <xxhash.h>
+
+#include "core/thread_pool.h"
+#include "engine/live_request.h"
+#include "model/model.h"
+#include "runner/model_runner.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vosti {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+namespace {
+
+Result<std::unique_ptr<KernelBackend>> make_backend(const std::string& name, ThreadPool* pool) {
+  if (name == "cpu") return make_cpu_backend(pool);
+  if (name == "ref") return make_ref_backend();
+  if (name == "cpu-planted-bug") return make_cpu_backend_with_planted_bug(pool);  // test-only
+  return invalid_argument("unknown backend \"" + name + "\" (choose cpu or ref)");
+}
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(std::shared_ptr<const Model> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
+             std::unique_ptr<ThreadPool> pool, std::unique_ptr<KernelBackend> kernels, Scheduler scheduler)
+      : model_(std::move(model)),
+        config_(std::move(config)),
+        tokenizer_(std::move(tokenizer)),
+        pool_(std::move(pool)),
+        kernels_(std::move(kernels)),
+        scheduler_(std::move(scheduler)),
+        runner_(model_, kernels_.get(), config_.num_blocks, config_.block_size) {}
+
+  Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
+    VOSTI_RETURN_IF_ERROR(validate(spec));
+    StopConditions stop = stop_conditions(spec);
+    std::lock_guard<std::mutex> lock(mu_);
+    const RequestId id = next_id_++;
+    pending_.push_back(
+        std::make_unique<LiveRequest>(id, std::move(spec), std::move(stop), std::move(callback), tokenizer_.get()));
+    return id;
+  }
+
+  void abort(RequestId id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts_.push_back(id);
+  }
+
+  bool has_work() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !pending_.empty() || !aborts_.empty() || !live_.empty();
+  }
+
+  EngineStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  const EngineConfig& config() const override { return config_; }
+  const Model& model() const override { return *model_; }
+
+  bool step() override;
+
+ private:
+  Status validate(const RequestSpec& spec) const;
+  StopConditions stop_conditions(const RequestSpec& spec) const;
+  void admit_and_abort();
+  void postprocess(const StepPlan& plan, const RunnerOutput& out);
+  void finish(LiveRequest& r, FinishReason reason);
+  void publish_stats();
+
+  std::shared_ptr<const Model> model_;
+  EngineConfig config_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<KernelBackend> kernels_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+
+  mutable std::mutex mu_;  // guards pending_, aborts_, next_id_, stats_ and live_'s membership
+  std::vector<std::unique_ptr<LiveRequest>> pending_;
+  std::vector<RequestId> aborts_;
+  RequestId next_id_ = 1;
+  EngineStats stats_;
+  std::unordered_map<RequestId, std::unique_ptr<LiveRequest>> live_;  // step thread only (size read under mu_)
+  int64_t num_generated_ = 0;
+  SamplerScratch scratch_;  // step thread only
+};
+
+StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
+  StopConditions c;
+  for (int64_t id : model_->config().eos_token_ids) c.eos_token_ids.push_back(static_cast<int32_t>(id));
+  c.stop_token_ids = spec.stop_token_ids;
+  c.stop_strings = spec.stop;
+  c.ignore_eos = spec.ignore_eos;
+  c.include_stop_str_in_output = spec.include_stop_str_in_output;
+  c.max_tokens = spec.max_tokens;
+  return c;
+}
+
+Status EngineImpl::validate(const RequestSpec& spec) const {
+  const int64_t vocab = model_->config().vocab_size;
+  if (spec.prompt.empty()) return invalid_argument("the prompt is empty: give at least one token");
+  for (size_t i = 0; i < spec.prompt.size(); ++i) {
+    if (spec.prompt[i] < 0 || spec.prompt[i] >= vocab)
+      return invalid_argument("prompt token " + std::to_string(i) + " has id " + std::to_string(spec.prompt[i]) +
+                              ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
+  const int64_t n = static_cast<int64_t>(spec.prompt.size());
+  if (n > config_.max_model_len || (spec.max_tokens > 0 && n >= config_.max_model_len))
+    return invalid_argument("the prompt has " + std::to_string(n) + " tokens; this deployment's maximum context length is " +
+                            std::to_string(config_.max_model_len) + " tokens, prompt and output together");
+  if (spec.max_tokens < 0) return invalid_argument("max_tokens must be >= 0, got " + std::to_string(spec.max_tokens));
+  VOSTI_RETURN_IF_ERROR(spec.sampling.validate(vocab));
+  if (!spec.stop.empty() && !tokenizer_)
+    return invalid_argument("stop strings need a tokenizer, and this engine has none");
+  return stop_conditions(spec).validate(vocab);
+}
+
+void EngineImpl::admit_and_abort() {
+  std::vector<std::unique_ptr<LiveRequest>> pending;
+  std::vector<RequestId> aborts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(pending_);
+    aborts.swap(aborts_);
+  }
+  for (auto& r : pending) {
+    const RequestId id = r->id();
+    Status s = scheduler_.add_request(id, r->spec().prompt, r->spec().priority,
+                                      /*use_prefix_cache=*/!r->spec().prompt_logprobs);
+    if (!s.ok()) {
+      r->fail(s.message());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.emplace(id, std::move(r));
+  }
+  for (RequestId id : aborts) {
+    auto it = live_.find(id);
+    if (it == live_.end()) {
+      // Still pending (raced with add_request's queue)? Aborts are drained after admission, so no.
+      continue;
+    }
+    finish(*it->second, FinishReason::kAbort);
+  }
+}
+
+bool EngineImpl::step() {
+  admit_and_abort();
+  StepPlan plan = scheduler_.schedule();
+  if (plan.empty()) {
+    publish_stats();
+    return false;
+  }
+  std::vector<uint8_t> all_positions(plan.requests.size(), 0);
+  for (size_t i = 0; i < plan.requests.size(); ++i) {
+    const ScheduledRequest& s = plan.requests[i];
+    const LiveRequest& r = *live_.at(s.id);
+    all_positions[i] = r.wants_prompt_logits(s.num_computed_tokens) ? 1 : 0;
+  }
+  const RunnerOutput out = runner_.execute(plan, all_positions);
+  scheduler_.on_step_done(plan);
+  postprocess(plan, out);
+#ifndef NDEBUG
+  const Status inv = scheduler_.check_invariants();
+  VOSTI_CHECK(inv.ok(), inv.to_string());
+#endif
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.num_steps++;
+  }
+  publish_stats();
+  return true;
+}
+
+void EngineImpl::postprocess(const StepPlan& plan, const RunnerOutput& out) {
+  const int64_t vocab = runner_.vocab_size();
+  for (size_t i = 0; i < out.rows.size(); ++i) {
+    const LogitsRow& row = out.rows[i];
+    const ScheduledRequest& s = plan.requests[static_cast<size_t>(row.plan_index)];
+    LiveRequest& r = *live_.at(s.id);
+    const std::span<const float> logits(out.row(i, vocab), static_cast<size_t>(vocab));
+    const RequestState* state = scheduler_.find(s.id);
+    VOSTI_CHECK(state != nullptr, "scheduled request vanished");
+    r.score_prompt_position(row.position, logits);
+    const bool last_row_of_request = row.position == s.num_computed_tokens + s.num_new_tokens - 1;
+    if (!(last_row_of_request && s.completes_known_tokens)) continue;
+    r.prompt_done(state->num_cached_tokens);
+    if (r.spec().max_tokens == 0) {
+      finish(r, FinishReason::kLength);
+      continue;
+    }
+    const TokenStep t = r.sample(logits, scratch_);
+    ++num_generated_;
+    const bool at_max_len = scheduler_.append_token(s.id, t.token);
+    const FinishReason reason = r.accept(t, at_max_len);
+    r.emit_token(t, reason);
+    if (reason != FinishReason::kNone) finish(r, reason);
+  }
+}
+
+void EngineImpl::finish(LiveRequest& r, FinishReason reason) {
+  const RequestId id = r.id();
+  scheduler_.finish(id);
+  r.finish(reason);
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(id);
+}
+
+void EngineImpl::publish_stats() {
+  const SchedulerStats& s = scheduler_.stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.num_running = scheduler_.num_running();
+  stats_.num_waiting = scheduler_.num_waiting() + static_cast<int64_t>(pending_.size());
+  stats_.num_blocks_total = scheduler_.pool().num_blocks();
+  stats_.num_blocks_used = scheduler_.pool().num_used_blocks();
+  stats_.num_preemptions = s.num_preemptions;
+  stats_.num_prefix_queries = s.num_prefix_query_tokens;
+  stats_.num_prefix_hits = s.num_prefix_hit_tokens;
+  stats_.num_generated_tokens = num_generated_;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model, const EngineConfig& input,
+                                               std::shared_ptr<const Tokenizer> tokenizer) {
+  if (!model) return invalid_argument("Engine::create needs a model");
+  EngineConfig config = input;
+  const ModelConfig& mc = model->config();
+  if (config.block_size <= 0 || config.block_size > 1024)
+    return invalid_argument("block_size must be in [1, 1024], got " + std::to_string(config.block_size));
+  if (config.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
+  if (config.max_num_batched_tokens <= 0) return invalid_argument("max_num_batched_tokens must be positive");
+  if (config.num_blocks <= 0) {
+    const int64_t bytes_per_block = 2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim *
+                                    static_cast<int64_t>(sizeof(float));
+    config.num_blocks = config.kv_cache_bytes / bytes_per_block;
+  }
+  if (config.num_blocks <= 0) return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
+  const int64_t cache_tokens = config.num_blocks * config.block_size;
+  if (config.max_model_len <= 0) config.max_model_len = static_cast<int32_t>(std::min(mc.max_position_embeddings, cache_tokens));
+  if (config.max_model_len > cache_tokens)
+    return invalid_argument("max_model_len " + std::to_string(config.max_model_len) + " exceeds the KV cache (" +
+                            std::to_string(cache_tokens) + " tokens): raise the cache size or lower max_model_len");
+  if (config.num_threads <= 0) config.num_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  auto pool = std::make_unique<ThreadPool>(config.num_threads);
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<KernelBackend> kernels, make_backend(config.backend, pool.get()));
+  SchedulerConfig sc;
+  sc.pool.block_size = config.block_size;
+  sc.pool.num_blocks = config.num_blocks;
+  sc.pool.enable_prefix_caching = config.enable_prefix_caching;
+  sc.pool.identity_seed = XXH3_64bits(model->path().data(), model->path().size());
+  sc.pool.shuffle_seed = config.block_shuffle_seed;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  sc.max_model_len = config.max_model_len;
+  VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
+  return std::unique_ptr<Engine>(new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(pool),
+                                                std::move(kernels), std::move(scheduler)));
+}
+
+}  // namespace vosti

@@ -1,0 +1,129 @@
+#include "engine/live_request.h"
+
+#include <xxhash.h>
+
+#include "tokenizer/tokenizer.h"
+
+namespace vosti {
+
+LiveRequest::LiveRequest(RequestId id, RequestSpec spec, StopConditions stop, OutputCallback callback,
+                         const Tokenizer* tokenizer)
+    : id_(id),
+      spec_(std::move(spec)),
+      stop_(std::move(stop)),
+      callback_(std::move(callback)),
+      tokenizer_(tokenizer),
+      seed_(spec_.sampling.seed.has_value() ? *spec_.sampling.seed : fresh_seed()) {
+  if (tokenizer_) decoder_ = std::make_unique<StreamingDecoder>(*tokenizer_, /*skip_special_tokens=*/true);
+  if (spec_.prompt_logprobs) prompt_scores_.resize(spec_.prompt.size());
+}
+
+LiveRequest::~LiveRequest() = default;
+
+bool LiveRequest::wants_prompt_logits(int32_t num_computed) const {
+  return spec_.prompt_logprobs && !prompt_scored_ && num_computed < static_cast<int32_t>(spec_.prompt.size());
+}
+
+void LiveRequest::score_prompt_position(int32_t position, std::span<const float> logits) {
+  if (!spec_.prompt_logprobs || prompt_scored_) return;
+  const size_t next = static_cast<size_t>(position) + 1;
+  if (next >= spec_.prompt.size()) return;
+  prompt_scores_[next] = score_token(logits, spec_.prompt[next], spec_.sampling.num_top_logprobs);
+}
+
+void LiveRequest::prompt_done(int32_t num_cached_prompt_tokens) {
+  if (prompt_scored_ || finished_) return;
+  num_cached_prompt_tokens_ = std::max(num_cached_prompt_tokens, 0);
+  prompt_scored_ = true;
+  if (spec_.prompt_logprobs) {
+    prompt_scores_[0] = ScoredToken{spec_.prompt[0], 0.0f, {}};  // the first token has no logprob
+    prompt_scores_pending_ = true;
+  }
+}
+
+TokenStep LiveRequest::sample(std::span<const float> logits, SamplerScratch& scratch) const {
+  TokenStep t;
+  const std::span<const int32_t> prompt(spec_.prompt);
+  t.scored = sample_token(logits, spec_.sampling, seed_, static_cast<int64_t>(outputs_.size()), prompt, outputs_,
+                          scratch);
+  t.token = t.scored.token;
+  if (spec_.logits_digests) {
+    const XXH128_hash_t h = XXH3_128bits(logits.data(), logits.size_bytes());
+    t.digest = {h.low64, h.high64};
+  }
+  return t;
+}
+
+FinishReason LiveRequest::accept(const TokenStep& step, bool at_max_len) {
+  outputs_.push_back(step.token);
+  if (decoder_) text_ += decoder_->push(step.token);
+  const StopDecision d = stop_.check(outputs_, text_, text_checked_);
+  text_checked_ = text_.size();
+  text_releasable_ = d.text_size;
+  if (d.finished()) {
+    if (d.reason == StopReason::kStopString) text_.resize(d.text_size);
+    return d.reason == StopReason::kMaxTokens ? FinishReason::kLength : FinishReason::kStop;
+  }
+  return at_max_len ? FinishReason::kLength : FinishReason::kNone;
+}
+
+RequestOutput LiveRequest::base_output() {
+  RequestOutput out;
+  out.id = id_;
+  out.seed = seed_;
+  out.num_prompt_tokens = static_cast<int32_t>(spec_.prompt.size());
+  out.num_output_tokens = static_cast<int32_t>(outputs_.size());
+  out.num_cached_prompt_tokens = num_cached_prompt_tokens_;
+  if (prompt_scores_pending_) {
+    out.prompt_logprobs = std::move(prompt_scores_);
+    prompt_scores_pending_ = false;
+  }
+  return out;
+}
+
+void LiveRequest::release_text(size_t upto, RequestOutput& out) {
+  upto = std::min(upto, text_.size());
+  if (upto > text_released_) {
+    out.new_text = text_.substr(text_released_, upto - text_released_);
+    text_released_ = upto;
+  }
+}
+
+void LiveRequest::emit_token(const TokenStep& step, FinishReason reason) {
+  RequestOutput out = base_output();
+  out.new_tokens.push_back(step.token);
+  out.new_logprobs.push_back(step.scored);
+  if (spec_.logits_digests) out.new_digests.push_back(step.digest);
+  if (reason != FinishReason::kNone) {
+    if (decoder_ && reason != FinishReason::kStop) text_ += decoder_->flush();
+    release_text(text_.size(), out);
+    finished_ = true;
+    out.finished = true;
+    out.finish_reason = reason;
+  } else {
+    release_text(text_releasable_, out);  // holds back what could still begin a stop string
+  }
+  if (callback_) callback_(out);
+}
+
+void LiveRequest::finish(FinishReason reason) {
+  if (finished_) return;
+  finished_ = true;
+  RequestOutput out = base_output();
+  if (reason != FinishReason::kAbort) release_text(text_.size(), out);
+  out.finished = true;
+  out.finish_reason = reason;
+  if (callback_) callback_(out);
+}
+
+void LiveRequest::fail(const std::string& message) {
+  if (finished_) return;
+  finished_ = true;
+  RequestOutput out = base_output();
+  out.finished = true;
+  out.finish_reason = FinishReason::kError;
+  out.error = message;
+  if (callback_) callback_(out);
+}
+
+}  // namespace vosti
