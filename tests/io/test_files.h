@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,8 +92,8 @@ class GgufBuilder {
 
   uint32_t version = 3;
   uint64_t alignment = 32;
-  int64_t tensor_count_override = -1;
-  int64_t kv_count_override = -1;
+  std::optional<int64_t> tensor_count_override;  // written instead of the real counts
+  std::optional<int64_t> kv_count_override;
 
   GgufBuilder& kv(const std::string& key, GgufType type, const std::string& encoded_value) {
     kvs_.push_back({key, static_cast<uint32_t>(type), encoded_value});
@@ -118,8 +119,8 @@ class GgufBuilder {
   std::string build() const {
     Bytes b;
     b.raw("GGUF").put(version);
-    b.put<int64_t>(tensor_count_override >= 0 ? tensor_count_override : static_cast<int64_t>(tensors_.size()));
-    b.put<int64_t>(kv_count_override >= 0 ? kv_count_override : static_cast<int64_t>(kvs_.size()));
+    b.put<int64_t>(tensor_count_override.value_or(static_cast<int64_t>(tensors_.size())));
+    b.put<int64_t>(kv_count_override.value_or(static_cast<int64_t>(kvs_.size())));
     for (const auto& kv : kvs_) b.str(kv.key).put(kv.type).raw(kv.value);
     std::vector<uint64_t> offsets;
     uint64_t next = 0;
@@ -135,6 +136,7 @@ class GgufBuilder {
     out.resize((out.size() + alignment - 1) / alignment * alignment, '\0');
     const size_t data_start = out.size();
     for (size_t i = 0; i < tensors_.size(); ++i) {
+      if (tensors_[i].data.empty()) continue;  // header-only tensors (crafted offsets)
       const size_t end = data_start + offsets[i] + tensors_[i].data.size();
       if (out.size() < end) out.resize(end, '\0');
       std::memcpy(out.data() + data_start + offsets[i], tensors_[i].data.data(), tensors_[i].data.size());
