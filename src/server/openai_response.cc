@@ -1,0 +1,204 @@
+#include "server/openai_response.h"
+
+#include <cstdio>
+
+#include "server/json_writer.h"
+
+namespace vosti {
+namespace {
+
+const char* finish_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "stop";
+}
+
+void write_bytes(JsonWriter& w, const std::string& s) {
+  w.key("bytes").begin_array();
+  for (unsigned char c : s) w.value(static_cast<int64_t>(c));
+  w.end_array();
+}
+
+// Completions: {"tokens","token_logprobs","top_logprobs","text_offset"}, prompt positions first.
+void write_completion_logprobs(JsonWriter& w, const ResponseContext& ctx, const ChoiceOutput& c) {
+  w.begin_object();
+  std::vector<const PositionLogprobs*> all;
+  for (const auto& p : c.prompt_logprobs) all.push_back(&p);
+  for (const auto& p : c.logprobs) all.push_back(&p);
+  std::vector<std::string> pieces;
+  for (const auto* p : all) pieces.push_back(ctx.piece(p->token));
+  w.key("tokens").begin_array();
+  for (const auto& s : pieces) w.value(s);
+  w.end_array();
+  w.key("token_logprobs").begin_array();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i == 0 && !c.prompt_logprobs.empty()) {
+      w.null();  // the first prompt token has no context to score it
+    } else {
+      w.value(all[i]->logprob);
+    }
+  }
+  w.end_array();
+  w.key("top_logprobs").begin_array();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i == 0 && !c.prompt_logprobs.empty()) {
+      w.null();
+      continue;
+    }
+    w.begin_object();
+    for (const auto& t : all[i]->top) w.key(ctx.piece(t.token)).value(t.logprob);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("text_offset").begin_array();
+  int64_t offset = c.text_offset;
+  for (const auto& s : pieces) {
+    w.value(offset);
+    offset += static_cast<int64_t>(s.size());
+  }
+  w.end_array();
+  w.end_object();
+}
+
+// Chat: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]}.
+void write_chat_logprobs(JsonWriter& w, const ResponseContext& ctx, const ChoiceOutput& c) {
+  w.begin_object().key("content").begin_array();
+  for (const auto& p : c.logprobs) {
+    const std::string s = ctx.piece(p.token);
+    w.begin_object().key("token").value(s).key("logprob").value(p.logprob);
+    write_bytes(w, s);
+    w.key("top_logprobs").begin_array();
+    for (const auto& t : p.top) {
+      const std::string ts = ctx.piece(t.token);
+      w.begin_object().key("token").value(ts).key("logprob").value(t.logprob);
+      write_bytes(w, ts);
+      w.end_object();
+    }
+    w.end_array().end_object();
+  }
+  w.end_array().end_object();
+}
+
+void write_ids(JsonWriter& w, const char* name, const std::vector<int32_t>& ids) {
+  w.key(name).begin_array();
+  for (int32_t id : ids) w.value(id);
+  w.end_array();
+}
+
+// The fields every choice shares after its content: logprobs, finish, extensions.
+void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOutput& c) {
+  w.key("logprobs");
+  if (!ctx.logprobs) {
+    w.null();
+  } else if (ctx.endpoint == Endpoint::kCompletions) {
+    write_completion_logprobs(w, ctx, c);
+  } else {
+    write_chat_logprobs(w, ctx, c);
+  }
+  w.key("finish_reason");
+  if (c.finish_reason) {
+    w.value(finish_name(*c.finish_reason));
+  } else {
+    w.null();
+  }
+  w.key("seed").value(c.seed);
+  if (ctx.return_token_ids) {
+    if (c.prompt_token_ids) write_ids(w, "prompt_token_ids", *c.prompt_token_ids);
+    write_ids(w, "token_ids", c.token_ids);
+  }
+  if (ctx.logits_digests) {
+    w.key("logits_digests").begin_array();
+    for (const auto& d : c.digests) w.value(digest_hex(d));
+    w.end_array();
+  }
+}
+
+void write_header(JsonWriter& w, const ResponseContext& ctx, const char* object) {
+  w.key("id").value(ctx.id).key("object").value(object).key("created").value(ctx.created);
+  w.key("model").value(ctx.model).key("system_fingerprint").value("vosti");
+}
+
+void write_usage(JsonWriter& w, const Usage& u) {
+  w.key("usage").begin_object();
+  w.key("prompt_tokens").value(u.prompt_tokens).key("completion_tokens").value(u.completion_tokens);
+  w.key("total_tokens").value(u.prompt_tokens + u.completion_tokens);
+  w.key("prompt_tokens_details").begin_object().key("cached_tokens").value(u.cached_tokens).end_object();
+  w.end_object();
+}
+
+}  // namespace
+
+std::string digest_hex(const LogitsDigest& digest) {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(digest[0]),
+                static_cast<unsigned long long>(digest[1]));
+  return std::string(buf, 32);
+}
+
+std::string full_response_body(const ResponseContext& ctx, const std::vector<ChoiceOutput>& choices,
+                               const Usage& usage) {
+  const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
+  JsonWriter w;
+  w.begin_object();
+  write_header(w, ctx, chat ? "chat.completion" : "text_completion");
+  w.key("choices").begin_array();
+  for (const auto& c : choices) {
+    w.begin_object().key("index").value(c.index);
+    if (chat) {
+      w.key("message").begin_object().key("role").value("assistant").key("content").value(c.text).end_object();
+    } else {
+      w.key("text").value(c.text);
+    }
+    write_choice_tail(w, ctx, c);
+    w.end_object();
+  }
+  w.end_array();
+  write_usage(w, usage);
+  w.end_object();
+  return w.take();
+}
+
+std::string chunk_body(const ResponseContext& ctx, const ChoiceOutput& delta, bool first) {
+  const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
+  JsonWriter w;
+  w.begin_object();
+  write_header(w, ctx, chat ? "chat.completion.chunk" : "text_completion");
+  w.key("choices").begin_array().begin_object().key("index").value(delta.index);
+  if (chat) {
+    w.key("delta").begin_object();
+    if (first) w.key("role").value("assistant");
+    if (!delta.text.empty() || !delta.finish_reason) w.key("content").value(delta.text);
+    w.end_object();
+  } else {
+    w.key("text").value(delta.text);
+  }
+  write_choice_tail(w, ctx, delta);
+  w.end_object().end_array();
+  w.end_object();
+  return w.take();
+}
+
+std::string usage_chunk_body(const ResponseContext& ctx, const Usage& usage) {
+  const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
+  JsonWriter w;
+  w.begin_object();
+  write_header(w, ctx, chat ? "chat.completion.chunk" : "text_completion");
+  w.key("choices").begin_array().end_array();
+  write_usage(w, usage);
+  w.end_object();
+  return w.take();
+}
+
+std::string sse_event(std::string_view json) {
+  std::string out;
+  out.reserve(json.size() + 8);
+  out.append("data: ").append(json).append("\n\n");
+  return out;
+}
+
+}  // namespace vosti

@@ -1,0 +1,69 @@
+// OpenAI response serialisation: completion / chat completion bodies, SSE chunks,
+// logprobs in both OpenAI shapes, usage, and Vosti's determinism extensions.
+//
+// Determinism made visible (docs/ARCHITECTURE.md, "## Server"):
+//   - every choice carries "seed": the seed its sampler used (replay with it);
+//   - logprobs print in the float's shortest round-trip form (equal text <=> equal bits);
+//   - "return_token_ids": "prompt_token_ids" and "token_ids" per choice (vLLM's names);
+//   - "return_logits_digests": "logits_digests", one 32-hex-digit string per output
+//     position: the 128-bit XXH3 digest of that position's full f32 logits.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/openai_request.h"
+
+namespace vosti {
+
+// What every body of one response shares.
+struct ResponseContext {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;      // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0; // unix seconds
+  std::string model;
+  bool logprobs = false;
+  bool return_token_ids = false;
+  bool logits_digests = false;
+  // Token id -> its raw text (bytes; may be part of a UTF-8 character).
+  std::function<std::string(int32_t)> piece;
+};
+
+// One choice's output: all of it (non-streaming) or one delta (streaming).
+struct ChoiceOutput {
+  int32_t index = 0;
+  uint64_t seed = 0;
+  std::string text;                          // completions with echo: prompt text first
+  std::vector<int32_t> token_ids;            // output tokens
+  std::vector<PositionLogprobs> logprobs;    // [token_ids] when logprobs were asked
+  std::vector<LogitsDigest> digests;         // [token_ids] when digests were asked
+  std::vector<PositionLogprobs> prompt_logprobs;  // echo + logprobs: [prompt], [0] unscored
+  const std::vector<int32_t>* prompt_token_ids = nullptr;  // when return_token_ids (first chunk / full)
+  std::optional<FinishReason> finish_reason;  // set on the last delta
+  int64_t text_offset = 0;                   // completions logprobs: offset of `text` in the choice
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+// The non-streaming body with all choices and usage.
+std::string full_response_body(const ResponseContext& ctx, const std::vector<ChoiceOutput>& choices,
+                               const Usage& usage);
+// One streaming chunk's JSON for one choice's delta; `first` adds the chat role.
+std::string chunk_body(const ResponseContext& ctx, const ChoiceOutput& delta, bool first);
+// The final usage-only chunk (stream_options.include_usage).
+std::string usage_chunk_body(const ResponseContext& ctx, const Usage& usage);
+// "data: <json>\n\n".
+std::string sse_event(std::string_view json);
+// "0123...": digest[0] then digest[1], each as 16 lower-case hex digits.
+std::string digest_hex(const LogitsDigest& digest);
+
+}  // namespace vosti
