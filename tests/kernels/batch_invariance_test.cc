@@ -4,6 +4,7 @@
 // A deliberately broken backend (PlantedBug::kSplitKByRowCount) must be caught.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -77,6 +78,36 @@ TEST(BatchInvariance, PlantedSplitKBugIsDetected) {
   alone->matmul(x.data(), 2, 77, w.data(), 247, nullptr, yg.data());
   EXPECT_LT(testing::rel_error(yb.data(), yg.data(), yb.size()), 1e-5);
   EXPECT_FALSE(testing::bits_equal(yb.data(), yg.data(), yb.size()));
+}
+
+TEST(BatchInvariance, RopeRowIsIndependentOfBatchAndThreads) {
+  ThreadPool one(1);
+  auto alone = make_cpu_backend(&one);
+  const int heads = 3, head_dim = 64;
+  const size_t row = static_cast<size_t>(heads * head_dim);
+  std::vector<float> inv_freq(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / head_dim);
+  const auto target = testing::random_floats(row, 5);
+  const int32_t target_pos = 77;
+  for (RopeLayout layout : {RopeLayout::kNeox, RopeLayout::kGptj}) {
+    std::vector<float> want = target;
+    alone->rope(want.data(), 1, heads, head_dim, &target_pos, inv_freq.data(), layout);
+    for (int threads : kThreadCounts) {
+      ThreadPool pool(threads);
+      auto cpu = make_cpu_backend(&pool);
+      for (int64_t m : {2, 9, 40}) {
+        const int64_t r = m - 1;
+        auto x = testing::random_floats(static_cast<size_t>(m) * row, static_cast<uint64_t>(m));
+        std::copy(target.begin(), target.end(), x.begin() + r * static_cast<int64_t>(row));
+        std::vector<int32_t> positions(static_cast<size_t>(m));
+        for (int64_t i = 0; i < m; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i * 13);
+        positions[static_cast<size_t>(r)] = target_pos;
+        cpu->rope(x.data(), m, heads, head_dim, positions.data(), inv_freq.data(), layout);
+        EXPECT_TRUE(testing::bits_equal(x.data() + r * static_cast<int64_t>(row), want.data(), row))
+            << "threads=" << threads << " m=" << m;
+      }
+    }
+  }
 }
 
 TEST(BatchInvariance, RmsNormAndSiluRowsAreIndependentOfBatchAndThreads) {

@@ -91,6 +91,7 @@ void attention_head_avx2(const float* q, const AttentionQuery& query, const Page
       ++in_block;
     }
     int j = 0;
+    for (; j + 8 <= n; j += 8) scores_block<8>(q, k_rows + j, d, scale, s + j);
     for (; j + 4 <= n; j += 4) scores_block<4>(q, k_rows + j, d, scale, s + j);
     for (; j < n; ++j) scores_block<1>(q, k_rows + j, d, scale, s + j);
     float tile_max = s[0];
@@ -98,11 +99,20 @@ void attention_head_avx2(const float* q, const AttentionQuery& query, const Page
     const float new_max = t0 == 0 ? tile_max : std::max(run_max, tile_max);
     const bool rescale = t0 > 0;
     const float alpha = rescale ? exp_f32(run_max - new_max) : 1.0f;
-    if (rescale) run_sum = run_sum * alpha;
+    // p_j = exp(s_j - M'), and the tile's lane-8 sum of the p_j.
     const __m256 mv = _mm256_set1_ps(new_max);
-    for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, avx2::exp_lane8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv)));
-    for (; j < n; ++j) s[j] = exp_f32(s[j] - new_max);
-    for (j = 0; j < n; ++j) run_sum = run_sum + s[j];
+    __m256 lane_sum = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+      const __m256 p = avx2::exp_lane8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+      _mm256_storeu_ps(s + j, p);
+      lane_sum = _mm256_add_ps(lane_sum, p);
+    }
+    float tile_sum = avx2::hsum8(lane_sum);
+    for (; j < n; ++j) {
+      s[j] = exp_f32(s[j] - new_max);
+      tile_sum = tile_sum + s[j];
+    }
+    run_sum = rescale ? run_sum * alpha + tile_sum : tile_sum;
     accumulate_tile(o, v_rows, s, n, d, rescale, alpha);
     run_max = new_max;
   }

@@ -4,9 +4,11 @@
 // KV tiles t = 0, 1, ..., floor(p / kKvTile) cover logical positions
 // [t*kKvTile, min((t+1)*kKvTile, p+1)); inside tile t, in increasing position j:
 //   s_j = lane-8 dot(q, k_j) (simd_avx2.h) * scale;   m_t = max_j s_j;
-//   M' = max(M, m_t); if t > 0: alpha = exp(M - M'), L = L*alpha, O[i] = O[i]*alpha;
-//   p_j = exp(s_j - M'); L = L + p_j (increasing j); O[i] = fma(p_j, v_j[i], O[i]) (increasing j);
-//   M = M'.
+//   M' = max(M, m_t) (M' = m_t for t = 0); p_j = exp(s_j - M');
+//   S_t = lane-8 sum of the p_j: lanes l accumulate p_{8b+l} over full 8-blocks b in
+//         increasing b (+0 start), hsum8's tree, then the tail j in increasing order;
+//   t = 0: L = S_t, O[i] = +0;  t > 0: alpha = exp(M - M'), L = L*alpha + S_t, O[i] = O[i]*alpha;
+//   then O[i] = fma(p_j, v_j[i], O[i]) for j in increasing order; M = M'.
 // Finally out[i] = O[i] / L. Tiles sit at fixed logical positions, so the physical
 // block layout, the block size, the chunking of the prompt and the other queries of
 // the batch never change the arithmetic.

@@ -5,7 +5,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <utility>
 
 #include "kernels/cpu/simd_avx2.h"
 
@@ -17,20 +19,20 @@ namespace {
 template <int R, int C>
 void dot_block(const float* x, int64_t ldx, const float* w, int64_t k, const float* bias, float* y, int64_t ldy) {
   __m256 acc[R][C];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 3
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
   }
   const int64_t k8 = k & ~int64_t{7};
   for (int64_t i = 0; i < k8; i += 8) {
     __m256 wv[C];
-#pragma GCC unroll 3
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w + c * k + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 xv = _mm256_loadu_ps(x + r * ldx + i);
-#pragma GCC unroll 3
+#pragma GCC unroll 8
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
     }
   }
@@ -46,29 +48,29 @@ void dot_block(const float* x, int64_t ldx, const float* w, int64_t k, const flo
 
 using DotBlockFn = void (*)(const float*, int64_t, const float*, int64_t, const float*, float*, int64_t);
 
-template <int R>
-DotBlockFn pick_cols(int64_t cols) {
-  switch (cols) {
-    case 1: return &dot_block<R, 1>;
-    case 2: return &dot_block<R, 2>;
-    default: return &dot_block<R, 3>;
+template <int... Cs>
+struct ColTable {
+  template <int R>
+  static constexpr std::array<DotBlockFn, sizeof...(Cs)> row() {
+    return {&dot_block<R, Cs + 1>...};
   }
+};
+
+template <int... Rs, int... Cs>
+constexpr auto make_block_table(std::integer_sequence<int, Rs...>, std::integer_sequence<int, Cs...>) {
+  return std::array<std::array<DotBlockFn, sizeof...(Cs)>, sizeof...(Rs)>{ColTable<Cs...>::template row<Rs + 1>()...};
 }
 
-DotBlockFn pick_block(int64_t rows, int64_t cols) {
-  switch (rows) {
-    case 1: return pick_cols<1>(cols);
-    case 2: return pick_cols<2>(cols);
-    case 3: return pick_cols<3>(cols);
-    default: return pick_cols<4>(cols);
-  }
-}
+// kBlockTable[rows - 1][cols - 1]: the micro-kernel for a rows x cols block.
+constexpr auto kBlockTable = make_block_table(std::make_integer_sequence<int, kMatmulRowBlock>(),
+                                              std::make_integer_sequence<int, kMatmulColBlock>());
+
+DotBlockFn pick_block(int64_t rows, int64_t cols) { return kBlockTable[rows - 1][cols - 1]; }
 
 }  // namespace
 
 void matmul_columns_avx2(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y,
                          int64_t col_begin, int64_t col_end) {
-  static_assert(kMatmulRowBlock == 4 && kMatmulColBlock == 3, "pick_block covers 1..4 rows x 1..3 columns");
   // Loop order: a chunk of columns (w[chunk, k] stays in L2), then 4-row blocks of x
   // (stay in L1), then 3-column micro-kernels streaming the chunk's weights.
   for (int64_t c0 = col_begin; c0 < col_end; c0 += kMatmulColChunk) {
