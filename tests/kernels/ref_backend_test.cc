@@ -21,6 +21,24 @@ TEST(RefBackend, MatmulSmallExactValues) {
   EXPECT_EQ(y, want);
 }
 
+TEST(RefBackend, MatmulIsTheSequentialSumForEveryColumn) {
+  auto ref = make_ref_backend();
+  const int64_t m = 3, k = 29, n = 7;  // columns 0..3 take the 4-column path, 4..6 the single one
+  const auto x = testing::random_floats(static_cast<size_t>(m * k), 1);
+  const auto w = testing::random_floats(static_cast<size_t>(n * k), 2);
+  const auto bias = testing::random_floats(static_cast<size_t>(n), 3);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  ref->matmul(x.data(), m, k, w.data(), n, bias.data(), y.data());
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      float s = 0.0f;
+      for (int64_t i = 0; i < k; ++i) s += x[static_cast<size_t>(r * k + i)] * w[static_cast<size_t>(c * k + i)];
+      s += bias[static_cast<size_t>(c)];
+      EXPECT_EQ(y[static_cast<size_t>(r * n + c)], s) << "r=" << r << " c=" << c;
+    }
+  }
+}
+
 TEST(RefBackend, RmsNormOfConstantRowIsWeight) {
   auto ref = make_ref_backend();
   const std::vector<float> x = {2, 2, 2, 2, -3, 3, -3, 3};  // [2, 4]

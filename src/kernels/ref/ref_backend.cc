@@ -30,14 +30,28 @@ class RefBackend final : public KernelBackend {
   void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
               float* y) override {
     VOSTI_CHECK(m >= 0 && k > 0 && n > 0, "matmul: bad shape");
+    // Four columns advance together only so the four independent sums overlap in the
+    // pipeline; each one is still the plain sequential sum over k.
     for (int64_t r = 0; r < m; ++r) {
       const float* xr = x + r * k;  // [k]
-      for (int64_t c = 0; c < n; ++c) {
+      int64_t c = 0;
+      for (; c + 4 <= n; c += 4) {
+        const float* w0 = w + c * k;  // [4, k]
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int64_t i = 0; i < k; ++i) {
+          s0 += xr[i] * w0[i];
+          s1 += xr[i] * w0[k + i];
+          s2 += xr[i] * w0[2 * k + i];
+          s3 += xr[i] * w0[3 * k + i];
+        }
+        const float sums[4] = {s0, s1, s2, s3};
+        for (int64_t j = 0; j < 4; ++j) y[r * n + c + j] = bias != nullptr ? sums[j] + bias[c + j] : sums[j];
+      }
+      for (; c < n; ++c) {
         const float* wc = w + c * k;  // [k]
         float s = 0.0f;
         for (int64_t i = 0; i < k; ++i) s += xr[i] * wc[i];
-        if (bias != nullptr) s += bias[c];
-        y[r * n + c] = s;
+        y[r * n + c] = bias != nullptr ? s + bias[c] : s;
       }
     }
   }
