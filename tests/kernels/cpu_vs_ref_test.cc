@@ -3,7 +3,8 @@
 // Bit-exact (same formula, same operation sequence): rope, silu_mul, kv_write.
 // Within tolerance (different reduction order): matmul and the rms_norm sum of
 // squares (oracle: sequential mul+add; CPU: lane-8 FMA dot), attention (oracle:
-// two-pass softmax over all positions; CPU: online softmax over 32-position tiles).
+// two-pass softmax over all positions; CPU: online softmax over 32-position tiles,
+// with exp_f32 instead of std::exp).
 // Bound: kRelTol = 1e-5 on ||cpu - ref|| / ||ref||. With f32 unit roundoff
 // u = 6e-8, the worst-case dot error over k terms is k*u*sum|x_i w_i| and the
 // typical one grows like sqrt(k)*u; for k <= 1536 with random signs that is
@@ -128,7 +129,7 @@ TEST_F(CpuVsRef, KvWriteIsBitExact) {
 // KV in shuffled physical blocks, GQA ratios 1, 3, 4, head_dim 64 and 128.
 TEST_F(CpuVsRef, AttentionOverShapes) {
   const std::vector<int32_t> positions = {0, 1, 15, 16, 31, 32, 33, 63, 64, 65, 100, 257};
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {20, 64, 96, 128}) {  // 20 and 96 exercise the non-multiple-of-64 paths
     for (int ratio : {1, 3, 4}) {
       for (int block_size : {16, 12}) {
         const int kv_heads = 2, num_heads = kv_heads * ratio;

@@ -20,6 +20,7 @@ inline int64_t kv_slot_offset(const PagedKvView& kv, int64_t slot, int kv_head) 
 
 // Slot of logical position j through a block table; checks the block id is in the pool.
 inline int64_t kv_slot_of_position(const PagedKvView& kv, const int32_t* block_table, int64_t j) {
+  VOSTI_CHECK(block_table != nullptr, "attention query without a block table");
   const int32_t block = block_table[j / kv.block_size];
   VOSTI_CHECK(block >= 0 && block < kv.num_blocks, "block table entry outside the KV pool");
   return static_cast<int64_t>(block) * kv.block_size + j % kv.block_size;
