@@ -12,7 +12,6 @@ namespace vosti {
 namespace {
 
 constexpr int kQK = 32;    // elements per block of the legacy quants
-constexpr int kQKK = 256;  // elements per super-block of the K-quants
 
 float load_f16(const uint8_t* p) {
   uint16_t h;

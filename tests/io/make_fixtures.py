@@ -12,7 +12,7 @@ independent implementation, so the C++ tests compare against it bit for bit:
                           written by gguf.GGUFWriter, plus two small tensors
   data/tiny_model/        config.json + model.safetensors written by `safetensors`
   data/default_model.json tensor checksums and samples of the real default model
-  ../fuzz/corpus/*/       small seeds for the libFuzzer targets
+  ../fuzz/corpus/<target>/ small seeds for the libFuzzer targets
 
 checksum(t) = sum over i of bits(f32 value i) * (2*i + 1) mod 2^64 (odd weights:
 any single changed value changes the sum).
@@ -165,15 +165,15 @@ def write_default_model_expected(model_path):
 
 
 def write_fuzz_seeds():
-    for d in ("gguf", "safetensors"):
+    for d in ("gguf_fuzz", "safetensors_fuzz"):
         os.makedirs(os.path.join(CORPUS, d), exist_ok=True)
-    tmp = os.path.join(CORPUS, "gguf", "all_types.gguf")
+    tmp = os.path.join(CORPUS, "gguf_fuzz", "all_types.gguf")
     write_all_types(tmp)
     data = open(tmp, "rb").read()
-    with open(os.path.join(CORPUS, "gguf", "truncated.gguf"), "wb") as f:
+    with open(os.path.join(CORPUS, "gguf_fuzz", "truncated.gguf"), "wb") as f:
         f.write(data[: len(data) * 2 // 3])
     # A Q4_K tensor: exercises block geometry checks.
-    w = gguf.GGUFWriter(os.path.join(CORPUS, "gguf", "q4k.gguf"), arch="fuzz")
+    w = gguf.GGUFWriter(os.path.join(CORPUS, "gguf_fuzz", "q4k.gguf"), arch="fuzz")
     w.add_uint32("general.alignment", 64)
     w.add_tensor("q", random_blocks(Q.Q4_K, 1), raw_dtype=Q.Q4_K)
     w.write_header_to_file()
@@ -181,9 +181,9 @@ def write_fuzz_seeds():
     w.write_tensors_to_file()
     w.close()
     save_file({"x": np.arange(4, dtype=np.float32), "y": np.ones((2, 2), dtype=np.float16)},
-              os.path.join(CORPUS, "safetensors", "small.safetensors"), metadata={"k": "v"})
+              os.path.join(CORPUS, "safetensors_fuzz", "small.safetensors"), metadata={"k": "v"})
     hdr = json.dumps({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
-    with open(os.path.join(CORPUS, "safetensors", "handmade.safetensors"), "wb") as f:
+    with open(os.path.join(CORPUS, "safetensors_fuzz", "handmade.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(hdr)) + hdr + b"\0\0\x80\x3f")
 
 
