@@ -1,0 +1,308 @@
+// Benchmark of the CUDA backend on one GPU: the batch-invariant bf16 GEMM against cuBLAS
+// (bf16, default heuristics, cublasGemmEx) at the Llama-3-8B projection shapes, cuBLAS's
+// own row invariance (row 0 of m rows vs 1 row), and the row-wise kernels against the
+// measured device-to-device copy bandwidth.
+// Method (the device tool's METHOD.md): CUDA events around each launch, L2 flushed by a
+// 256 MiB memset before every timed launch, warm-up first, median of many repetitions;
+// random inputs, never zeros. Prints a table; writes JSON with every number.
+//   gemm_cuda_bench [--json out.json] [--quick]
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/row_kernels.h"
+
+namespace {
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+#define CKS(x)                                                                                 \
+  do {                                                                                         \
+    vosti::Status s_ = (x);                                                                    \
+    if (!s_.ok()) {                                                                            \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.to_string().c_str());         \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+#define CKB(x)                                                                                  \
+  do {                                                                                          \
+    cublasStatus_t b_ = (x);                                                                    \
+    if (b_ != CUBLAS_STATUS_SUCCESS) {                                                          \
+      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, int(b_));    \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+struct Timing {
+  double median_us, p10_us, p90_us;
+};
+
+void* g_flush = nullptr;
+constexpr size_t kFlushBytes = size_t{256} << 20;
+
+// Median time of `fn` over `reps` launches, each after an L2 flush.
+Timing time_it(const std::function<void()>& fn, int reps) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaMemsetAsync(g_flush, i & 0xff, kFlushBytes));
+    CK(cudaEventRecord(a));
+    fn();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10]};
+}
+
+__global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float u = (h & 0xffffff) / float(0x1000000) - 0.5f;
+    p[i] = __float2bfloat16(u * scale);
+  }
+}
+__global__ void fill_f32(float* p, size_t n, uint32_t seed, float scale, float offset) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = ((h & 0xffffff) / float(0x1000000) - 0.5f) * scale + offset;
+  }
+}
+
+template <typename T>
+T* dalloc(size_t n) {
+  T* p = nullptr;
+  CK(cudaMalloc(&p, n * sizeof(T)));
+  return p;
+}
+
+std::string g_json;
+void json_add(const std::string& obj) {
+  if (!g_json.empty()) g_json += ",\n";
+  g_json += "  " + obj;
+}
+
+struct Shape {
+  const char* name;
+  int n, k;
+};
+
+double bf16_rel_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = vosti::bf16_to_f32(a[i]), y = vosti::bf16_to_f32(b[i]);
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  return std::sqrt(num / den);
+}
+
+void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& ms, int num_sms, int reps) {
+  const int max_m = *std::max_element(ms.begin(), ms.end());
+  auto* w = dalloc<__nv_bfloat16>(size_t(s.n) * s.k);
+  auto* x = dalloc<__nv_bfloat16>(size_t(max_m) * s.k);
+  auto* y = dalloc<__nv_bfloat16>(size_t(max_m) * s.n);
+  auto* yc = dalloc<__nv_bfloat16>(size_t(max_m) * s.n);
+  auto* y1 = dalloc<__nv_bfloat16>(size_t(s.n));
+  fill_bf16<<<1024, 256>>>(w, size_t(s.n) * s.k, 1234u + s.n, 0.1f);
+  fill_bf16<<<1024, 256>>>(x, size_t(max_m) * s.k, 99u + s.k, 2.0f);
+  CK(cudaGetLastError());
+  const vosti::GemmSchedule sched = vosti::select_schedule(s.n, s.k).value();
+  const size_t ws_bytes = std::max<size_t>(vosti::gemm_workspace_bytes(sched, max_m, num_sms), 1);
+  void* ws = dalloc<unsigned char>(ws_bytes);
+  CK(cudaMemset(ws, 0, ws_bytes));
+  const float alpha = 1.f, beta = 0.f;
+  for (int m : ms) {
+    vosti::GemmArgs a;
+    a.x = reinterpret_cast<const uint16_t*>(x);
+    a.w = reinterpret_cast<const uint16_t*>(w);
+    a.y = y;
+    a.out_dtype = vosti::DType::kBF16;
+    a.m = m;
+    auto ours = [&] { CKS(vosti::gemm_bf16(sched, a, {ws, ws_bytes}, nullptr)); };
+    auto cublas = [&](int rows, void* out) {
+      CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.k, &alpha, w, CUDA_R_16BF, s.k, x, CUDA_R_16BF,
+                       s.k, &beta, out, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    const Timing to = time_it(ours, reps);
+    const Timing tc = time_it([&] { cublas(m, yc); }, reps);
+    const Timing to2 = time_it(ours, reps);  // the same version twice: the spread of the measurement
+    // Agreement with cuBLAS and row-0 invariance of both.
+    std::vector<uint16_t> ho(size_t(m) * s.n), hc(size_t(m) * s.n), row(s.n);
+    CK(cudaMemcpy(ho.data(), y, ho.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hc.data(), yc, hc.size() * 2, cudaMemcpyDeviceToHost));
+    const double diff = bf16_rel_diff(ho, hc);
+    cublas(1, y1);
+    CK(cudaMemcpy(row.data(), y1, size_t(s.n) * 2, cudaMemcpyDeviceToHost));
+    const bool cublas_inv = std::memcmp(row.data(), hc.data(), size_t(s.n) * 2) == 0;
+    a.m = 1;
+    a.y = y1;
+    CKS(vosti::gemm_bf16(sched, a, {ws, ws_bytes}, nullptr));
+    CK(cudaMemcpy(row.data(), y1, size_t(s.n) * 2, cudaMemcpyDeviceToHost));
+    const bool ours_inv = std::memcmp(row.data(), ho.data(), size_t(s.n) * 2) == 0;
+    const double bytes = 2.0 * (double(m) * s.k + double(s.n) * s.k + double(m) * s.n);
+    const double flops = 2.0 * m * double(s.n) * s.k;
+    const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
+    std::printf("%-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
+                " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d split %d S %d\n",
+                s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3,
+                flops / to.median_us / 1e6, tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff,
+                ours_inv, cublas_inv, l.block_m, l.split_segments, sched.num_segments);
+    char buf[1024];
+    std::snprintf(buf, sizeof(buf),
+                  "{\"kind\": \"gemm\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, \"ours_us\": %.3f, "
+                  "\"ours_p10_us\": %.3f, \"ours_p90_us\": %.3f, \"ours_again_us\": %.3f, \"cublas_us\": %.3f, "
+                  "\"cublas_p10_us\": %.3f, \"cublas_p90_us\": %.3f, \"ratio_ours_over_cublas\": %.4f, "
+                  "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
+                  "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
+                  "\"block_m\": %d, \"split\": %s, \"segments\": %d}",
+                  s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us, tc.p10_us,
+                  tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
+                  bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff, ours_inv ? "true" : "false",
+                  cublas_inv ? "true" : "false", l.block_m, l.split_segments ? "true" : "false", sched.num_segments);
+    json_add(buf);
+  }
+  CK(cudaFree(w));
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+  CK(cudaFree(yc));
+  CK(cudaFree(y1));
+  CK(cudaFree(ws));
+}
+
+void report_row(const char* name, double bytes, const Timing& t, double copy_tbps) {
+  const double gbps = bytes / t.median_us / 1e3;
+  std::printf("%-22s %8.2f us %7.0f GB/s  %5.1f%% of copy\n", name, t.median_us, gbps, gbps / (copy_tbps * 10.0));
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "{\"kind\": \"row\", \"op\": \"%s\", \"bytes\": %.0f, \"us\": %.3f, \"GBps\": %.1f, "
+                "\"fraction_of_copy\": %.4f}",
+                name, bytes, t.median_us, gbps, gbps / (copy_tbps * 1000.0));
+  json_add(buf);
+}
+
+void bench_rows(double copy_tbps, int reps) {
+  const int64_t m = 16384, h = 4096;  // [m, h] f32 = 256 MiB
+  float* a = dalloc<float>(size_t(m) * h);
+  float* b = dalloc<float>(size_t(m) * h);
+  float* wt = dalloc<float>(size_t(h));
+  auto* o16 = dalloc<__nv_bfloat16>(size_t(m) * h);
+  fill_f32<<<1024, 256>>>(a, size_t(m) * h, 1, 4.0f, 0.1f);
+  fill_f32<<<1024, 256>>>(b, size_t(m) * h, 2, 4.0f, 0.0f);
+  fill_f32<<<64, 256>>>(wt, size_t(h), 3, 0.5f, 1.0f);
+  CK(cudaGetLastError());
+  const double mh = double(m) * h;
+  report_row("rms_norm f32->bf16", mh * 6, time_it([&] { CKS(vosti::rms_norm(a, m, h, wt, 1e-5f, o16, vosti::DType::kBF16, nullptr)); }, reps), copy_tbps);
+  report_row("add_rms_norm ->bf16", mh * 14, time_it([&] { CKS(vosti::add_rms_norm(a, b, m, h, wt, 1e-5f, o16, vosti::DType::kBF16, nullptr)); }, reps), copy_tbps);
+  // silu_mul: gate_up [m/2, 2h] f32 -> [m/2, h] bf16.
+  report_row("silu_mul f32->bf16", mh * 5, time_it([&] { CKS(vosti::silu_mul(a, m / 2, h, o16, vosti::DType::kBF16, nullptr)); }, reps), copy_tbps);
+  report_row("bias_add f32", mh * 8, time_it([&] { CKS(vosti::bias_add(a, m, h, wt, nullptr)); }, reps), copy_tbps);
+  int32_t* pos = dalloc<int32_t>(size_t(m));
+  std::vector<int32_t> hp(m);
+  for (int64_t i = 0; i < m; ++i) hp[i] = int32_t(i % 8192);
+  CK(cudaMemcpy(pos, hp.data(), m * 4, cudaMemcpyHostToDevice));
+  report_row("rope neox 32x128", mh * 8, time_it([&] { CKS(vosti::rope(a, h, m, 32, 128, pos, wt, vosti::RopeLayout::kNeox, nullptr)); }, reps), copy_tbps);
+  report_row("head_rms_norm 32x128", mh * 8, time_it([&] { CKS(vosti::head_rms_norm(a, h, m, 32, 128, wt, 1e-6f, nullptr)); }, reps), copy_tbps);
+  // Embedding: m ids into a 32768-row bf16 table; reads m * h bf16, writes m * h f32.
+  const int vocab = 32768;
+  int32_t* ids = dalloc<int32_t>(size_t(m));
+  for (int64_t i = 0; i < m; ++i) hp[i] = int32_t((i * 7919) % vocab);
+  CK(cudaMemcpy(ids, hp.data(), m * 4, cudaMemcpyHostToDevice));
+  auto* table = dalloc<__nv_bfloat16>(size_t(vocab) * h);
+  fill_bf16<<<1024, 256>>>(table, size_t(vocab) * h, 5, 1.0f);
+  report_row("embedding bf16->f32", mh * 6, time_it([&] { CKS(vosti::embedding_gather(reinterpret_cast<const uint16_t*>(table), vocab, h, ids, m, b, nullptr)); }, reps), copy_tbps);
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  CK(cudaFree(wt));
+  CK(cudaFree(o16));
+  CK(cudaFree(pos));
+  CK(cudaFree(ids));
+  CK(cudaFree(table));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  int dev_count = 0;
+  if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
+    std::fprintf(stderr, "gemm_cuda_bench: no CUDA device\n");
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  CK(cudaMalloc(&g_flush, kFlushBytes));
+  const int reps = quick ? 10 : 30;
+
+  // Copy ceiling: device-to-device, bytes read + written.
+  const size_t copy_bytes = size_t(2) << 30;
+  void* c0 = dalloc<unsigned char>(copy_bytes);
+  void* c1 = dalloc<unsigned char>(copy_bytes);
+  CK(cudaMemset(c0, 1, copy_bytes));
+  const Timing tcopy = time_it([&] { CK(cudaMemcpyAsync(c1, c0, copy_bytes, cudaMemcpyDeviceToDevice)); }, 10);
+  const double copy_tbps = 2.0 * copy_bytes / tcopy.median_us / 1e6;
+  std::printf("copy: %.2f TB/s (2 GiB d2d, read+write)\n", copy_tbps);
+  CK(cudaFree(c0));
+  CK(cudaFree(c1));
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "{\"kind\": \"copy\", \"TBps\": %.4f, \"device\": \"%s\", \"sms\": %d}", copy_tbps,
+                prop.name, prop.multiProcessorCount);
+  json_add(buf);
+
+  cublasHandle_t handle;
+  CKB(cublasCreate(&handle));
+  const std::vector<Shape> shapes = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  const std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
+  for (const Shape& s : shapes) bench_gemm(handle, s, ms, prop.multiProcessorCount, reps);
+  bench_rows(copy_tbps, reps);
+  CKB(cublasDestroy(handle));
+
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "[\n%s\n]\n", g_json.c_str());
+    std::fclose(f);
+  }
+  return 0;
+}

@@ -1,0 +1,336 @@
+// mma.sync bf16 GEMM kernel and its launcher; see gemm_bf16.h and gemm_schedule.h
+// for the arithmetic contract. Layout: x and w tiles are staged in shared memory as
+// [rows][kGemmBlockK] bf16 with the 16-byte chunks of each row XOR-swizzled by
+// (row % 8), so ldmatrix reads are free of bank conflicts; cp.async fills STAGES tiles
+// ahead. Rows past m (or n) are zero-filled and never stored.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm_bf16.h"
+
+namespace vosti {
+namespace {
+
+struct GemmParams {
+  const __nv_bfloat16* x;  // [m, k]
+  const __nv_bfloat16* w;  // [n, k]
+  const float* bias;       // [n] or nullptr
+  void* y;                 // [m, n]
+  float* partials;         // [num_segments, m, n] (split launches)
+  unsigned* counters;      // [num_m_tiles * num_n_tiles] (split launches)
+  int m, n, k;
+  int num_k_blocks, num_segments;
+  int out_f32;
+  int split;
+};
+
+__device__ __forceinline__ int segment_begin(int seg, int num_k_blocks, int num_segments) {
+  return static_cast<int>(static_cast<long long>(seg) * num_k_blocks / num_segments);
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Element offset of (row, 16-byte chunk) in a swizzled [rows][64] bf16 tile.
+__device__ __forceinline__ int swz(int row, int chunk) { return row * kGemmBlockK + ((chunk ^ (row & 7)) << 3); }
+
+template <int BM, int WM, int WN, int STAGES>
+struct TileConfig {
+  static constexpr int kThreads = WM * WN * 32;
+  static constexpr int kWarpM = BM / WM;
+  static constexpr int kWarpN = kGemmBlockN / WN;
+  static constexpr int kMi = kWarpM / 16;
+  static constexpr int kNi = kWarpN / 8;
+  static constexpr int kStageElems = (BM + kGemmBlockN) * kGemmBlockK;
+  static constexpr int kSmemBytes = STAGES * kStageElems * 2;
+  static_assert(kMi >= 1 && kNi % 2 == 0, "warp tile must hold whole m16 x n16 blocks");
+};
+
+template <class C, int BM>
+__device__ __forceinline__ void load_stage(__nv_bfloat16* stage, const GemmParams& p, int m0, int n0, int kb) {
+  const int k0 = kb * kGemmBlockK;
+  __nv_bfloat16* sa = stage;
+  __nv_bfloat16* sb = stage + BM * kGemmBlockK;
+  for (int i = threadIdx.x; i < BM * 8; i += C::kThreads) {
+    const int r = i >> 3, c = i & 7;
+    const bool ok = m0 + r < p.m;
+    const __nv_bfloat16* src = p.x + static_cast<size_t>(ok ? m0 + r : 0) * p.k + k0 + c * 8;
+    cp_async16(sa + swz(r, c), src, ok);
+  }
+  for (int i = threadIdx.x; i < kGemmBlockN * 8; i += C::kThreads) {
+    const int r = i >> 3, c = i & 7;
+    const bool ok = n0 + r < p.n;
+    const __nv_bfloat16* src = p.w + static_cast<size_t>(ok ? n0 + r : 0) * p.k + k0 + c * 8;
+    cp_async16(sb + swz(r, c), src, ok);
+  }
+}
+
+// acc += the tile in `stage`, one m16n8k16 per (m16, n8) block per 16-column chunk, k increasing.
+template <class C, int BM>
+__device__ __forceinline__ void mma_stage(float (&acc)[C::kMi][C::kNi][4], const __nv_bfloat16* stage, int warp_m,
+                                          int warp_n, int lane) {
+  const __nv_bfloat16* sa = stage;
+  const __nv_bfloat16* sb = stage + BM * kGemmBlockK;
+#pragma unroll
+  for (int kk = 0; kk < kGemmBlockK / 16; ++kk) {
+    unsigned a[C::kMi][4];
+    unsigned b[C::kNi][2];
+#pragma unroll
+    for (int mi = 0; mi < C::kMi; ++mi) {
+      const int row = warp_m * C::kWarpM + mi * 16 + (lane & 15);
+      ldmatrix_x4(a[mi], sa + swz(row, kk * 2 + (lane >> 4)));
+    }
+#pragma unroll
+    for (int nj = 0; nj < C::kNi / 2; ++nj) {
+      const int row = warp_n * C::kWarpN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+      unsigned r[4];
+      ldmatrix_x4(r, sb + swz(row, kk * 2 + ((lane >> 3) & 1)));
+      b[2 * nj][0] = r[0];
+      b[2 * nj][1] = r[1];
+      b[2 * nj + 1][0] = r[2];
+      b[2 * nj + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int mi = 0; mi < C::kMi; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < C::kNi; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+    }
+  }
+}
+
+__device__ __forceinline__ void store_pair(const GemmParams& p, int row, int col, float v0, float v1) {
+  if (p.bias != nullptr) {
+    v0 = v0 + p.bias[col];
+    v1 = v1 + p.bias[col + 1];
+  }
+  const size_t off = static_cast<size_t>(row) * p.n + col;
+  if (p.out_f32) {
+    *reinterpret_cast<float2*>(static_cast<float*>(p.y) + off) = make_float2(v0, v1);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.y) + off) = __floats2bfloat162_rn(v0, v1);
+  }
+}
+
+// One CTA computes a BM x kGemmBlockN tile of y over segments [seg_lo, seg_hi): blockIdx.x is
+// the m-tile, blockIdx.y the n-tile, blockIdx.z the segment of a split launch.
+template <int BM, int WM, int WN, int STAGES>
+__global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
+  using C = TileConfig<BM, WM, WN, STAGES>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warp_m = warp / WN;
+  const int warp_n = warp % WN;
+  const int m0 = blockIdx.x * BM;
+  const int n0 = blockIdx.y * kGemmBlockN;
+  const int seg_lo = p.split ? static_cast<int>(blockIdx.z) : 0;
+  const int seg_hi = p.split ? seg_lo + 1 : p.num_segments;
+  const int kb_begin = segment_begin(seg_lo, p.num_k_blocks, p.num_segments);
+  const int kb_end = segment_begin(seg_hi, p.num_k_blocks, p.num_segments);
+
+  float acc[C::kMi][C::kNi][4];
+  float total[C::kMi][C::kNi][4];
+#pragma unroll
+  for (int mi = 0; mi < C::kMi; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < C::kNi; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f, total[mi][ni][e] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kb_begin + s < kb_end) load_stage<C, BM>(smem + s * C::kStageElems, p, m0, n0, kb_begin + s);
+    cp_async_commit();
+  }
+  int seg = seg_lo;
+  int seg_end = segment_begin(seg + 1, p.num_k_blocks, p.num_segments);
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int pf = kb + STAGES - 1;
+    if (pf < kb_end) load_stage<C, BM>(smem + ((pf - kb_begin) % STAGES) * C::kStageElems, p, m0, n0, pf);
+    cp_async_commit();
+    mma_stage<C, BM>(acc, smem + ((kb - kb_begin) % STAGES) * C::kStageElems, warp_m, warp_n, lane);
+    if (kb + 1 == seg_end) {  // segment finished: S_s = S_{s-1} + P_s (S_0 = P_0), restart from zero
+      const bool first = seg == seg_lo;
+#pragma unroll
+      for (int mi = 0; mi < C::kMi; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < C::kNi; ++ni)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            total[mi][ni][e] = first ? acc[mi][ni][e] : total[mi][ni][e] + acc[mi][ni][e];
+            acc[mi][ni][e] = 0.f;
+          }
+      ++seg;
+      seg_end = segment_begin(seg + 1, p.num_k_blocks, p.num_segments);
+    }
+  }
+  cp_async_wait<0>();
+
+  const int g = lane >> 2;
+  const int q = (lane & 3) * 2;
+  if (!p.split) {
+#pragma unroll
+    for (int mi = 0; mi < C::kMi; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < C::kNi; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = m0 + warp_m * C::kWarpM + mi * 16 + g + h * 8;
+          const int col = n0 + warp_n * C::kWarpN + ni * 8 + q;
+          if (row < p.m && col < p.n) store_pair(p, row, col, total[mi][ni][2 * h], total[mi][ni][2 * h + 1]);
+        }
+    return;
+  }
+
+  // Split launch: publish P_seg, then the tile's last CTA (by an integer counter) sums
+  // P_0 + P_1 + ... in segment order; which CTA is last does not change that order.
+  const size_t plane = static_cast<size_t>(p.m) * p.n;
+#pragma unroll
+  for (int mi = 0; mi < C::kMi; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < C::kNi; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + warp_m * C::kWarpM + mi * 16 + g + h * 8;
+        const int col = n0 + warp_n * C::kWarpN + ni * 8 + q;
+        if (row < p.m && col < p.n) {
+          float* dst = p.partials + seg_lo * plane + static_cast<size_t>(row) * p.n + col;
+          __stcg(reinterpret_cast<float2*>(dst), make_float2(total[mi][ni][2 * h], total[mi][ni][2 * h + 1]));
+        }
+      }
+  __threadfence();
+  __syncthreads();
+  __shared__ int s_is_last;
+  const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) s_is_last = atomicAdd(&p.counters[tile], 1u) == static_cast<unsigned>(p.num_segments - 1);
+  __syncthreads();
+  if (!s_is_last) return;
+  __threadfence();
+#pragma unroll
+  for (int mi = 0; mi < C::kMi; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < C::kNi; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + warp_m * C::kWarpM + mi * 16 + g + h * 8;
+        const int col = n0 + warp_n * C::kWarpN + ni * 8 + q;
+        if (row < p.m && col < p.n) {
+          const float* src = p.partials + static_cast<size_t>(row) * p.n + col;
+          float2 t = __ldcg(reinterpret_cast<const float2*>(src));
+          for (int s = 1; s < p.num_segments; ++s) {
+            const float2 v = __ldcg(reinterpret_cast<const float2*>(src + s * plane));
+            t.x = t.x + v.x;
+            t.y = t.y + v.y;
+          }
+          store_pair(p, row, col, t.x, t.y);
+        }
+      }
+  if (threadIdx.x == 0) p.counters[tile] = 0;  // ready for the next call on this workspace
+}
+
+template <int BM, int WM, int WN, int STAGES>
+Status launch(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
+  using C = TileConfig<BM, WM, WN, STAGES>;
+  auto kernel = gemm_bf16_kernel<BM, WM, WN, STAGES>;
+  VOSTI_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  const dim3 grid(l.num_m_tiles, l.num_n_tiles, l.split_segments ? p.num_segments : 1);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p);
+  return cuda_launch_status("gemm_bf16_kernel");
+}
+
+}  // namespace
+
+size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num_sms) {
+  size_t most = 0;
+  const int64_t last_split_m = std::min<int64_t>(max_m, static_cast<int64_t>(128) * std::max(num_sms, 1));
+  for (int64_t m = 1; m <= last_split_m; ++m) most = std::max(most, plan_gemm_launch(schedule, m, num_sms).workspace_bytes);
+  return most;
+}
+
+Result<int> current_device_sm_count() {
+  int device = 0;
+  int sms = 0;
+  const Status got_device = cuda_status(cudaGetDevice(&device), "cudaGetDevice");
+  if (!got_device.ok()) return got_device;
+  const Status got_count =
+      cuda_status(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  if (!got_count.ok()) return got_count;
+  return sms;
+}
+
+Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream) {
+  if (args.x == nullptr || args.w == nullptr || args.y == nullptr) {
+    return invalid_argument("gemm_bf16: x, w and y must be device pointers, got a null one");
+  }
+  if (args.m < 1 || args.m > (int64_t{1} << 31) - 1 - 128) {
+    return invalid_argument("gemm_bf16: row count m=" + std::to_string(args.m) + " out of range [1, 2^31 - 129]");
+  }
+  if (args.out_dtype != DType::kBF16 && args.out_dtype != DType::kF32) {
+    return invalid_argument("gemm_bf16: out_dtype must be bf16 or f32");
+  }
+  if (schedule.num_k_blocks < 1 || schedule.num_segments < 1 || schedule.num_segments > schedule.num_k_blocks) {
+    return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
+  }
+  Result<int> sms = current_device_sm_count();
+  if (!sms.ok()) return sms.status();
+  const GemmLaunch l = plan_gemm_launch(schedule, args.m, sms.value());
+  if (l.split_segments && (workspace.data == nullptr || workspace.bytes < l.workspace_bytes)) {
+    return invalid_argument("gemm_bf16: workspace of " + std::to_string(workspace.bytes) + " bytes, this call needs " +
+                            std::to_string(l.workspace_bytes) + " (size it with gemm_workspace_bytes())");
+  }
+  GemmParams p{};
+  p.x = reinterpret_cast<const __nv_bfloat16*>(args.x);
+  p.w = reinterpret_cast<const __nv_bfloat16*>(args.w);
+  p.bias = args.bias;
+  p.y = args.y;
+  p.m = static_cast<int>(args.m);
+  p.n = static_cast<int>(schedule.n);
+  p.k = static_cast<int>(schedule.k);
+  p.num_k_blocks = schedule.num_k_blocks;
+  p.num_segments = schedule.num_segments;
+  p.out_f32 = args.out_dtype == DType::kF32 ? 1 : 0;
+  p.split = l.split_segments ? 1 : 0;
+  if (l.split_segments) {
+    const size_t tiles = static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles;
+    const size_t counter_bytes = (tiles * sizeof(unsigned) + 255) / 256 * 256;
+    p.counters = static_cast<unsigned*>(workspace.data);
+    p.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace.data) + counter_bytes);
+  }
+  switch (l.block_m) {
+    case 16: return launch<16, 1, 4, 4>(p, l, stream);
+    case 64: return launch<64, 2, 4, 4>(p, l, stream);
+    default: return launch<128, 2, 4, 4>(p, l, stream);
+  }
+}
+
+}  // namespace vosti

@@ -1,0 +1,53 @@
+// bf16 GEMM on NVIDIA tensor cores: y[m, n] = x[m, k] * w[n, k]^T (+ bias[n]),
+// bf16 inputs, f32 accumulation, bf16 or f32 output, for sm_80 and later (mma.sync).
+//
+// Reduction order: the one fixed by the GemmSchedule (gemm_schedule.h): fixed k
+// segments, each a chain of m16n8k16 tensor-core steps in increasing k from a zero
+// accumulator, the segment results added in segment order, then bias, then one rounding.
+// A row's output bits depend only on that row of x, w, bias and the schedule: never on
+// m, the row's index, other rows or the launch plan.
+// Workspace: when the plan splits segments over CTAs, per-tile integer counters (zero
+// between calls: the caller zeroes the buffer once after allocating it, every call
+// leaves them zero) and f32 partials [num_segments, m, n]. No floating-point atomics.
+// Thread safety: calls on different streams need different workspaces.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/cuda/gemm_schedule.h"
+
+namespace vosti {
+
+struct GemmArgs {
+  const uint16_t* x = nullptr;  // [m, k] bf16, device, rows contiguous, 16-byte aligned
+  const uint16_t* w = nullptr;  // [n, k] bf16, device, 16-byte aligned
+  const float* bias = nullptr;  // [n] f32, device, or nullptr
+  void* y = nullptr;            // [m, n] out_dtype, device
+  DType out_dtype = DType::kBF16;  // kBF16 or kF32
+  int64_t m = 0;
+};
+
+// Device workspace for split launches; counters must be zero before the first call.
+struct GemmWorkspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// Bytes of workspace that every call with 1..max_m rows fits in.
+size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num_sms);
+
+// The multiprocessor count of the current device (for plan_gemm_launch / workspace sizing).
+Result<int> current_device_sm_count();
+
+// Enqueues the GEMM on `stream`. Errors: kInvalidArgument for null pointers, m < 1,
+// m >= 2^31, an unsupported out_dtype or a workspace too small for the plan;
+// kInternal for a CUDA launch failure.
+Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace,
+                 cudaStream_t stream);
+
+}  // namespace vosti

@@ -1,0 +1,64 @@
+// GemmSchedule: the arithmetic of every bf16 GEMM y[m, n] = x[m, k] * w[n, k]^T (+ bias)
+// that the CUDA backend runs, fixed per weight shape (n, k) when a model is loaded, and
+// GemmLaunch: how one call with m rows is mapped onto the GPU.
+//
+// The arithmetic contract, the same for every m (DESIGN.md rules 1-3):
+//   y[r, c] = round_out( S_{num_segments-1} + bias[c] ),  S_0 = P_0,  S_s = S_{s-1} + P_s  (f32 adds)
+//   P_s = f32 accumulation, from a zero accumulator, of one mma.sync m16n8k16 (bf16 in, f32 acc)
+//         per 16-column chunk of k, over the k-blocks of segment s in increasing k order;
+//   segment s covers k-blocks [s * kb / S, (s + 1) * kb / S), kb = k / kBlockK, S = num_segments.
+// The tensor core computes each output element from its own row of x and its own row of w,
+// so other rows, the row's place in its m-tile and the number of rows never reach it.
+//
+// Schedule decisions live here and only here: select_schedule() is a pure function of
+// (n, k); plan_gemm_launch() may read m, but only to pick the m-tile height and whether the
+// segments run on separate CTAs (partials summed in segment order by the tile's last CTA)
+// or inside one CTA (a running total in the same order). Every launch plan evaluates the
+// contract above, which tests/kernels_cuda checks bit for bit for m in 1..300 and samples
+// up to 8192.
+// Thread safety: value types and pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace vosti {
+
+// The tensor-core instruction a schedule accumulates with (one per schedule, never per call).
+enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16 };
+
+inline constexpr int kGemmBlockN = 128;  // output columns per CTA tile
+inline constexpr int kGemmBlockK = 64;   // k columns per pipeline stage (one smem tile)
+
+struct GemmSchedule {
+  int64_t n = 0;
+  int64_t k = 0;
+  GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16;
+  int num_k_blocks = 0;   // k / kGemmBlockK
+  int num_segments = 1;   // S: k is cut into S fixed segments, summed in order 0..S-1
+};
+
+// The schedule for weight shape [n, k]; a pure function of (n, k).
+// Errors: kInvalidArgument unless n > 0, n % 8 == 0 and k is a positive multiple of 64.
+Result<GemmSchedule> select_schedule(int64_t n, int64_t k);
+
+// First k-block of segment s (s in 0..num_segments; s == num_segments gives num_k_blocks).
+inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
+  return static_cast<int>(static_cast<int64_t>(seg) * s.num_k_blocks / s.num_segments);
+}
+
+// How one call is laid out on the GPU; never changes the arithmetic.
+struct GemmLaunch {
+  int block_m = 16;        // rows per CTA tile: 16, 64 or 128
+  int num_m_tiles = 0;
+  int num_n_tiles = 0;
+  bool split_segments = false;  // true: one CTA per (tile, segment), partials in the workspace
+  size_t workspace_bytes = 0;   // tile counters + partials, 0 when not split
+};
+
+// The launch for m rows on a device with num_sms multiprocessors. REQUIRES: m >= 1.
+GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms);
+
+}  // namespace vosti

@@ -1,0 +1,271 @@
+// Row-wise kernels; reduction orders are documented in row_kernels.h.
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/row_kernels.h"
+
+namespace vosti {
+namespace {
+
+constexpr int kWarpsPerRowBlock = kRowThreads / 32;
+constexpr int kHeadWarpsPerBlock = 8;
+constexpr int kElementThreads = 256;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;  // identical bits in every lane: each step adds the same two values, commuted
+}
+
+__device__ __forceinline__ void store4(float* y, size_t i, float4 v) { *reinterpret_cast<float4*>(y + i) = v; }
+__device__ __forceinline__ void store4(__nv_bfloat16* y, size_t i, float4 v) {
+  __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y);
+  __nv_bfloat162 hi = __floats2bfloat162_rn(v.z, v.w);
+  uint2 packed;
+  packed.x = *reinterpret_cast<unsigned*>(&lo);
+  packed.y = *reinterpret_cast<unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(y + i) = packed;
+}
+
+__global__ void embedding_kernel(const __nv_bfloat16* table, int64_t vocab, int64_t hidden, const int32_t* ids,
+                                 float* out) {
+  const int64_t r = blockIdx.x;
+  const int32_t id = ids[r];
+  float* dst = out + r * hidden;
+  if (id < 0 || id >= vocab) {
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = __int_as_float(0x7fc00000);
+    return;
+  }
+  const __nv_bfloat16* src = table + static_cast<int64_t>(id) * hidden;
+  for (int64_t i = threadIdx.x * 8; i < hidden; i += blockDim.x * 8) {  // hidden % 8 == 0
+    const uint4 raw = *reinterpret_cast<const uint4*>(src + i);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+    const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+    const float2 c = __bfloat1622float2(h[2]), d = __bfloat1622float2(h[3]);
+    store4(dst, i, make_float4(a.x, a.y, b.x, b.y));
+    store4(dst, i + 4, make_float4(c.x, c.y, d.x, d.y));
+  }
+}
+
+// One block per row. kAdd: residual += delta first (the sum is the normalised row).
+template <typename OutT, bool kAdd>
+__global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(float* x, const float* delta, int64_t n,
+                                                               const float* weight, float eps, OutT* y) {
+  __shared__ float warp_sums[kWarpsPerRowBlock];
+  const int64_t r = blockIdx.x;
+  float* xr = x + r * n;
+  const int64_t groups = n / 4;
+  float acc = 0.f;
+  for (int64_t gi = threadIdx.x; gi < groups; gi += kRowThreads) {
+    float4 v = *reinterpret_cast<const float4*>(xr + gi * 4);
+    if constexpr (kAdd) {
+      const float4 d = *reinterpret_cast<const float4*>(delta + r * n + gi * 4);
+      v = make_float4(__fadd_rn(v.x, d.x), __fadd_rn(v.y, d.y), __fadd_rn(v.z, d.z), __fadd_rn(v.w, d.w));
+      store4(xr, gi * 4, v);
+    }
+    acc = __fmaf_rn(v.x, v.x, acc);
+    acc = __fmaf_rn(v.y, v.y, acc);
+    acc = __fmaf_rn(v.z, v.z, acc);
+    acc = __fmaf_rn(v.w, v.w, acc);
+  }
+  acc = warp_sum(acc);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  float ss = warp_sums[0];
+#pragma unroll
+  for (int w = 1; w < kWarpsPerRowBlock; ++w) ss = __fadd_rn(ss, warp_sums[w]);
+  const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(n)), eps)));
+  for (int64_t gi = threadIdx.x; gi < groups; gi += kRowThreads) {
+    const float4 v = *reinterpret_cast<const float4*>(xr + gi * 4);  // this thread's own writes when kAdd
+    const float4 w = *reinterpret_cast<const float4*>(weight + gi * 4);
+    store4(y + r * n, gi * 4,
+           make_float4(__fmul_rn(__fmul_rn(v.x, inv), w.x), __fmul_rn(__fmul_rn(v.y, inv), w.y),
+                       __fmul_rn(__fmul_rn(v.z, inv), w.z), __fmul_rn(__fmul_rn(v.w, inv), w.w)));
+  }
+}
+
+// One warp per (row, head).
+__global__ void head_rms_norm_kernel(float* x, int64_t row_stride, int64_t num_items, int num_heads, int head_dim,
+                                     const float* weight, float eps) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kHeadWarpsPerBlock + (threadIdx.x >> 5);
+  if (item >= num_items) return;
+  const int lane = threadIdx.x & 31;
+  float* xh = x + (item / num_heads) * row_stride + (item % num_heads) * head_dim;
+  float acc = 0.f;
+  for (int i = lane; i < head_dim; i += 32) acc = __fmaf_rn(xh[i], xh[i], acc);
+  acc = warp_sum(acc);
+  const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(acc, static_cast<float>(head_dim)), eps)));
+  for (int i = lane; i < head_dim; i += 32) xh[i] = __fmul_rn(__fmul_rn(xh[i], inv), weight[i]);
+}
+
+// One thread per rotated pair (row, head, i < head_dim / 2).
+__global__ void rope_kernel(float* x, int64_t row_stride, int64_t num_pairs, int num_heads, int head_dim,
+                            const int32_t* positions, const float* inv_freq, int gptj) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= num_pairs) return;
+  const int half = head_dim / 2;
+  const int i = static_cast<int>(t % half);
+  const int64_t rh = t / half;
+  const int64_t r = rh / num_heads;
+  float* xh = x + r * row_stride + (rh % num_heads) * head_dim;
+  const float angle = __fmul_rn(static_cast<float>(positions[r]), inv_freq[i]);
+  const float c = cosf(angle);
+  const float s = sinf(angle);
+  const int i0 = gptj ? 2 * i : i;
+  const int i1 = gptj ? 2 * i + 1 : i + half;
+  const float x0 = xh[i0], x1 = xh[i1];
+  xh[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  xh[i1] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+__device__ __forceinline__ float silu_times(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
+// One thread per 4 outputs.
+template <typename OutT>
+__global__ void silu_mul_kernel(const float* gate_up, int64_t m, int64_t n, OutT* y) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t groups = n / 4;
+  if (t >= m * groups) return;
+  const int64_t r = t / groups;
+  const int64_t c = (t % groups) * 4;
+  const float4 g = *reinterpret_cast<const float4*>(gate_up + r * 2 * n + c);
+  const float4 u = *reinterpret_cast<const float4*>(gate_up + r * 2 * n + n + c);
+  store4(y, static_cast<size_t>(r * n + c),
+         make_float4(silu_times(g.x, u.x), silu_times(g.y, u.y), silu_times(g.z, u.z), silu_times(g.w, u.w)));
+}
+
+__global__ void bias_add_kernel(float* y, int64_t m, int64_t n, const float* bias) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t groups = n / 4;
+  if (t >= m * groups) return;
+  const int64_t c = (t % groups) * 4;
+  float4 v = *reinterpret_cast<const float4*>(y + t * 4);
+  const float4 b = *reinterpret_cast<const float4*>(bias + c);
+  v = make_float4(__fadd_rn(v.x, b.x), __fadd_rn(v.y, b.y), __fadd_rn(v.z, b.z), __fadd_rn(v.w, b.w));
+  store4(y, static_cast<size_t>(t * 4), v);
+}
+
+Status check_rows(const char* op, int64_t m, int64_t n, int64_t n_multiple) {
+  if (m < 0 || m > 0x7fffffff) return invalid_argument(std::string(op) + ": row count m=" + std::to_string(m) + " out of range");
+  if (n <= 0 || n % n_multiple != 0) {
+    return invalid_argument(std::string(op) + ": row width " + std::to_string(n) + " must be a positive multiple of " +
+                            std::to_string(n_multiple));
+  }
+  return Status();
+}
+
+Status check_out_dtype(const char* op, DType t) {
+  if (t == DType::kF32 || t == DType::kBF16) return Status();
+  return invalid_argument(std::string(op) + ": output dtype must be f32 or bf16");
+}
+
+unsigned grid_for(int64_t threads, int block) { return static_cast<unsigned>((threads + block - 1) / block); }
+
+template <bool kAdd>
+Status launch_rms_norm(const char* op, float* x, const float* delta, int64_t m, int64_t n, const float* weight, float eps,
+                       void* y, DType y_dtype, cudaStream_t stream) {
+  const Status rows_ok = check_rows(op, m, n, 4);
+  if (!rows_ok.ok()) return rows_ok;
+  const Status dtype_ok = check_out_dtype(op, y_dtype);
+  if (!dtype_ok.ok()) return dtype_ok;
+  if (x == nullptr || weight == nullptr || y == nullptr || (kAdd && delta == nullptr)) {
+    return invalid_argument(std::string(op) + ": null device pointer");
+  }
+  if (m == 0) return Status();
+  if (y_dtype == DType::kF32) {
+    rms_norm_kernel<float, kAdd><<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(x, delta, n, weight, eps,
+                                                                                        static_cast<float*>(y));
+  } else {
+    rms_norm_kernel<__nv_bfloat16, kAdd><<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(
+        x, delta, n, weight, eps, static_cast<__nv_bfloat16*>(y));
+  }
+  return cuda_launch_status(op);
+}
+
+}  // namespace
+
+Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m,
+                        float* out, cudaStream_t stream) {
+  Status s = check_rows("embedding_gather", m, hidden, 8);
+  if (!s.ok()) return s;
+  if (table == nullptr || ids == nullptr || out == nullptr) return invalid_argument("embedding_gather: null device pointer");
+  if (vocab <= 0) return invalid_argument("embedding_gather: vocab must be positive");
+  if (m == 0) return Status();
+  embedding_kernel<<<static_cast<unsigned>(m), 128, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(table), vocab,
+                                                                 hidden, ids, out);
+  return cuda_launch_status("embedding_gather");
+}
+
+Status rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, void* y, DType y_dtype,
+                cudaStream_t stream) {
+  return launch_rms_norm<false>("rms_norm", const_cast<float*>(x), nullptr, m, n, weight, eps, y, y_dtype, stream);
+}
+
+Status add_rms_norm(float* residual, const float* delta, int64_t m, int64_t n, const float* weight, float eps, void* y,
+                    DType y_dtype, cudaStream_t stream) {
+  return launch_rms_norm<true>("add_rms_norm", residual, delta, m, n, weight, eps, y, y_dtype, stream);
+}
+
+Status head_rms_norm(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim, const float* weight,
+                     float eps, cudaStream_t stream) {
+  Status s = check_rows("head_rms_norm", m, head_dim, 1);
+  if (!s.ok()) return s;
+  if (num_heads <= 0 || row_stride < static_cast<int64_t>(num_heads) * head_dim) {
+    return invalid_argument("head_rms_norm: need num_heads > 0 and row_stride >= num_heads * head_dim");
+  }
+  if (x == nullptr || weight == nullptr) return invalid_argument("head_rms_norm: null device pointer");
+  const int64_t items = m * num_heads;
+  if (items == 0) return Status();
+  head_rms_norm_kernel<<<grid_for(items, kHeadWarpsPerBlock), kHeadWarpsPerBlock * 32, 0, stream>>>(
+      x, row_stride, items, num_heads, head_dim, weight, eps);
+  return cuda_launch_status("head_rms_norm");
+}
+
+Status rope(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim, const int32_t* positions,
+            const float* inv_freq, RopeLayout layout, cudaStream_t stream) {
+  Status s = check_rows("rope", m, head_dim, 2);
+  if (!s.ok()) return s;
+  if (num_heads <= 0 || row_stride < static_cast<int64_t>(num_heads) * head_dim) {
+    return invalid_argument("rope: need num_heads > 0 and row_stride >= num_heads * head_dim");
+  }
+  if (x == nullptr || positions == nullptr || inv_freq == nullptr) return invalid_argument("rope: null device pointer");
+  const int64_t pairs = m * num_heads * (head_dim / 2);
+  if (pairs == 0) return Status();
+  rope_kernel<<<grid_for(pairs, kElementThreads), kElementThreads, 0, stream>>>(
+      x, row_stride, pairs, num_heads, head_dim, positions, inv_freq, layout == RopeLayout::kGptj ? 1 : 0);
+  return cuda_launch_status("rope");
+}
+
+Status silu_mul(const float* gate_up, int64_t m, int64_t n, void* y, DType y_dtype, cudaStream_t stream) {
+  const Status rows_ok = check_rows("silu_mul", m, n, 4);
+  if (!rows_ok.ok()) return rows_ok;
+  const Status dtype_ok = check_out_dtype("silu_mul", y_dtype);
+  if (!dtype_ok.ok()) return dtype_ok;
+  if (gate_up == nullptr || y == nullptr) return invalid_argument("silu_mul: null device pointer");
+  const int64_t threads = m * (n / 4);
+  if (threads == 0) return Status();
+  if (y_dtype == DType::kF32) {
+    silu_mul_kernel<float><<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(gate_up, m, n,
+                                                                                                static_cast<float*>(y));
+  } else {
+    silu_mul_kernel<__nv_bfloat16><<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(
+        gate_up, m, n, static_cast<__nv_bfloat16*>(y));
+  }
+  return cuda_launch_status("silu_mul");
+}
+
+Status bias_add(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream) {
+  Status s = check_rows("bias_add", m, n, 4);
+  if (!s.ok()) return s;
+  if (y == nullptr || bias == nullptr) return invalid_argument("bias_add: null device pointer");
+  const int64_t threads = m * (n / 4);
+  if (threads == 0) return Status();
+  bias_add_kernel<<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(y, m, n, bias);
+  return cuda_launch_status("bias_add");
+}
+
+}  // namespace vosti

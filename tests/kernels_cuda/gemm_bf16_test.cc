@@ -1,0 +1,261 @@
+// Tests of the bf16 GEMM (src/kernels/cuda/gemm_bf16.h): the schedule table, accuracy
+// against an f64 CPU reference, and bitwise batch invariance: row r of an m-row product
+// equals the same row computed alone, for every m in 1..300 and samples up to 8192,
+// at several row positions, with the other rows freshly drawn for every m.
+#include "kernels/cuda/gemm_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm_schedule.h"
+#include "tests/kernels_cuda/cuda_test_util.h"
+
+namespace vosti {
+namespace {
+
+using cuda_test::DeviceBuffer;
+
+TEST(GemmSchedule, RejectsShapesItCannotRun) {
+  EXPECT_EQ(select_schedule(0, 64).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(select_schedule(100, 64).status().code(), StatusCode::kInvalidArgument);  // n % 8 != 0
+  EXPECT_EQ(select_schedule(128, 96).status().code(), StatusCode::kInvalidArgument);  // k % 64 != 0
+  Result<GemmSchedule> bad = select_schedule(128, 100);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("k=100"), std::string::npos);
+}
+
+TEST(GemmSchedule, SegmentsTileTheKBlocksInOrder) {
+  for (int64_t n : {8, 576, 960, 1024, 4096, 6144, 28672, 49152}) {
+    for (int64_t k : {64, 576, 1536, 4096, 14336}) {
+      Result<GemmSchedule> s = select_schedule(n, k);
+      ASSERT_TRUE(s.ok()) << s.status().to_string();
+      const GemmSchedule& g = s.value();
+      EXPECT_EQ(g.num_k_blocks, k / kGemmBlockK);
+      ASSERT_GE(g.num_segments, 1);
+      ASSERT_LE(g.num_segments, g.num_k_blocks);
+      EXPECT_EQ(gemm_segment_begin(g, 0), 0);
+      EXPECT_EQ(gemm_segment_begin(g, g.num_segments), g.num_k_blocks);
+      for (int seg = 0; seg < g.num_segments; ++seg) EXPECT_LT(gemm_segment_begin(g, seg), gemm_segment_begin(g, seg + 1));
+      Result<GemmSchedule> again = select_schedule(n, k);
+      EXPECT_EQ(again.value().num_segments, g.num_segments);
+    }
+  }
+}
+
+TEST(GemmSchedule, LlamaShapesSplitKAtSmallM) {
+  struct Shape { int64_t n, k; int segments; };
+  // The table as chosen (>= 256 CTAs at one m-tile, >= 4 k-blocks a segment, <= 16 segments).
+  for (Shape s : {Shape{6144, 4096, 6}, Shape{4096, 4096, 8}, Shape{28672, 4096, 2}, Shape{4096, 14336, 8}}) {
+    const GemmSchedule g = select_schedule(s.n, s.k).value();
+    EXPECT_EQ(g.num_segments, s.segments) << s.n << "x" << s.k;
+    // Split only while one m-tile row of tiles leaves multiprocessors idle.
+    EXPECT_EQ(plan_gemm_launch(g, 1, 132).split_segments, s.n / kGemmBlockN < 132);
+    EXPECT_FALSE(plan_gemm_launch(g, 4096, 132).split_segments);
+  }
+}
+
+TEST(GemmLaunch, WorkspaceCoversEveryRowCount) {
+  const GemmSchedule g = select_schedule(4096, 4096).value();
+  const size_t ws = gemm_workspace_bytes(g, 8192, 132);
+  for (int64_t m = 1; m <= 8192; ++m) ASSERT_LE(plan_gemm_launch(g, m, 132).workspace_bytes, ws) << m;
+}
+
+// A weight, bias and zeroed workspace on the device, for calls of up to max_m rows.
+class GemmHarness {
+ public:
+  GemmHarness(int64_t n, int64_t k, int64_t max_m, uint64_t seed)
+      : schedule_(select_schedule(n, k).value()),
+        w_(cuda_test::random_bf16(static_cast<size_t>(n * k), seed, 0.05f)),
+        bias_(cuda_test::random_f32(static_cast<size_t>(n), seed + 1, 0.5f)),
+        workspace_(std::max<size_t>(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()), 1)) {
+    EXPECT_EQ(cudaMemset(workspace_.get(), 0, workspace_.size()), cudaSuccess);
+  }
+  Status run(const uint16_t* x, int64_t m, void* y, DType out, bool with_bias) {
+    GemmArgs a;
+    a.x = x;
+    a.w = w_.get();
+    a.bias = with_bias ? bias_.get() : nullptr;
+    a.y = y;
+    a.out_dtype = out;
+    a.m = m;
+    const Status s = gemm_bf16(schedule_, a, GemmWorkspace{workspace_.get(), workspace_.size()}, nullptr);
+    if (!s.ok()) return s;
+    return cuda_status(cudaDeviceSynchronize(), "gemm_bf16");
+  }
+  const GemmSchedule& schedule() const { return schedule_; }
+  std::vector<uint16_t> weight() const { return w_.download(); }
+  std::vector<float> bias() const { return bias_.download(); }
+
+ private:
+  GemmSchedule schedule_;
+  DeviceBuffer<uint16_t> w_;    // [n, k]
+  DeviceBuffer<float> bias_;    // [n]
+  DeviceBuffer<uint8_t> workspace_;
+};
+
+// f64 reference of rows `rows` of x[m, k] w[n, k]^T + bias.
+std::vector<double> reference_rows(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w,
+                                   const std::vector<float>* bias, int64_t n, int64_t k,
+                                   const std::vector<int64_t>& rows) {
+  std::vector<double> out;
+  std::vector<double> wd(w.size());
+  for (size_t i = 0; i < w.size(); ++i) wd[i] = bf16_to_f32(w[i]);
+  for (int64_t r : rows) {
+    std::vector<double> xr(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) xr[i] = bf16_to_f32(x[r * k + i]);
+    for (int64_t c = 0; c < n; ++c) {
+      double acc = bias ? (*bias)[c] : 0.0;
+      const double* wc = wd.data() + c * k;
+      for (int64_t i = 0; i < k; ++i) acc += xr[i] * wc[i];
+      out.push_back(acc);
+    }
+  }
+  return out;
+}
+
+struct AccuracyCase {
+  int64_t m, n, k;
+  DType out;
+  bool bias;
+};
+
+class GemmAccuracy : public ::testing::TestWithParam<AccuracyCase> {};
+
+TEST_P(GemmAccuracy, MatchesF64Reference) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  const AccuracyCase c = GetParam();
+  GemmHarness g(c.n, c.k, c.m, 1000 + c.m);
+  const std::vector<uint16_t> x = cuda_test::random_bf16(static_cast<size_t>(c.m * c.k), 7 + c.n);
+  DeviceBuffer<uint16_t> dx(x);
+  const size_t esize = dtype_size(c.out);
+  DeviceBuffer<uint8_t> dy(static_cast<size_t>(c.m * c.n) * esize);  // poisoned: every element must be written
+  ASSERT_TRUE(g.run(dx.get(), c.m, dy.get(), c.out, c.bias).ok());
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < c.m; r += std::max<int64_t>(1, c.m / 16)) rows.push_back(r);
+  rows.push_back(c.m - 1);
+  const std::vector<float> bias = g.bias();
+  const std::vector<double> ref = reference_rows(x, g.weight(), c.bias ? &bias : nullptr, c.n, c.k, rows);
+  const std::vector<uint8_t> y = dy.download();
+  std::vector<double> got;
+  for (int64_t r : rows) {
+    for (int64_t col = 0; col < c.n; ++col) {
+      const uint8_t* e = y.data() + static_cast<size_t>(r * c.n + col) * esize;
+      got.push_back(c.out == DType::kF32 ? *reinterpret_cast<const float*>(e)
+                                         : bf16_to_f32(*reinterpret_cast<const uint16_t*>(e)));
+    }
+  }
+  const double err = cuda_test::relative_error(ref, got);
+  EXPECT_LT(err, c.out == DType::kF32 ? 1e-5 : 4e-3) << "m=" << c.m << " n=" << c.n << " k=" << c.k;
+  // Every element written (the poison is NaN in both dtypes).
+  for (size_t i = 0; i < y.size(); i += esize) {
+    const float v = c.out == DType::kF32 ? *reinterpret_cast<const float*>(&y[i])
+                                         : bf16_to_f32(*reinterpret_cast<const uint16_t*>(&y[i]));
+    ASSERT_FALSE(std::isnan(v)) << "element " << i / esize << " not written";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmAccuracy,
+                         ::testing::Values(AccuracyCase{37, 320, 1024, DType::kBF16, true},
+                                           AccuracyCase{5, 960, 576, DType::kF32, false},
+                                           AccuracyCase{1, 4096, 4096, DType::kF32, true},
+                                           AccuracyCase{130, 256, 4096, DType::kF32, true},
+                                           AccuracyCase{2200, 1024, 4096, DType::kF32, false},
+                                           AccuracyCase{300, 1536, 576, DType::kBF16, false}));
+
+// Row invariance over `ms`: probe rows at positions {0, m/2, m-1} of fresh m-row batches.
+void check_invariance(int64_t n, int64_t k, const std::vector<int64_t>& ms, DType out, bool bias, uint64_t seed) {
+  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
+  GemmHarness g(n, k, max_m, seed);
+  const int64_t pool_rows = max_m + 97;
+  DeviceBuffer<uint16_t> pool(cuda_test::random_bf16(static_cast<size_t>(pool_rows * k), seed + 2));
+  const std::vector<uint16_t> probe = cuda_test::random_bf16(static_cast<size_t>(k), seed + 3);
+  DeviceBuffer<uint16_t> dprobe(probe);
+  const size_t row_bytes = static_cast<size_t>(n) * dtype_size(out);
+  DeviceBuffer<uint8_t> alone(row_bytes);
+  ASSERT_TRUE(g.run(dprobe.get(), 1, alone.get(), out, bias).ok());
+  const std::vector<uint8_t> want = alone.download();
+  DeviceBuffer<uint16_t> x(static_cast<size_t>(max_m * k));
+  DeviceBuffer<uint8_t> y(static_cast<size_t>(max_m) * row_bytes);
+  const size_t xrow = static_cast<size_t>(k) * sizeof(uint16_t);
+  for (int64_t m : ms) {
+    const int64_t offset = (m * 31) % 97;  // other rows differ from one m to the next
+    ASSERT_EQ(cudaMemcpy(x.get(), pool.get() + offset * k, xrow * m, cudaMemcpyDeviceToDevice), cudaSuccess);
+    const std::set<int64_t> positions = {0, m / 2, m - 1};
+    for (int64_t p : positions) {
+      ASSERT_EQ(cudaMemcpy(x.get() + p * k, dprobe.get(), xrow, cudaMemcpyDeviceToDevice), cudaSuccess);
+    }
+    Status s = g.run(x.get(), m, y.get(), out, bias);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (int64_t p : positions) {
+      const std::vector<uint8_t> got = y.download(static_cast<size_t>(p) * row_bytes, row_bytes);
+      ASSERT_TRUE(cuda_test::same_bits(got.data(), want.data(), row_bytes))
+          << "n=" << n << " k=" << k << ": row " << p << " of m=" << m << " differs from the row computed alone";
+    }
+  }
+}
+
+std::vector<int64_t> range_m(int64_t lo, int64_t hi) {
+  std::vector<int64_t> v;
+  for (int64_t m = lo; m <= hi; ++m) v.push_back(m);
+  return v;
+}
+
+const std::vector<int64_t> kSampledM = {301, 383, 512, 777, 1000, 1024, 2047, 2176, 3001, 4096, 5555, 8192};
+
+TEST(GemmInvariance, QuickSplitAndLoopPlans) {  // the subset compute-sanitizer racecheck runs
+  VOSTI_SKIP_WITHOUT_CUDA();
+  check_invariance(1024, 4096, {1, 16, 17, 64, 65, 300, 2200}, DType::kF32, true, 11);
+}
+
+TEST(GemmInvariance, EveryMUpTo300F32Out) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  check_invariance(1024, 4096, range_m(1, 300), DType::kF32, true, 21);
+}
+
+TEST(GemmInvariance, EveryMUpTo300Bf16OutOddShape) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  check_invariance(960, 576, range_m(1, 300), DType::kBF16, false, 31);
+}
+
+TEST(GemmInvariance, SampledMUpTo8192) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  check_invariance(1024, 4096, kSampledM, DType::kF32, true, 41);
+}
+
+TEST(GemmInvariance, LlamaOProjectionSampledM) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  std::vector<int64_t> ms = {1, 2, 7, 8, 9, 31, 32, 63, 64, 100, 128, 129, 255, 256, 257, 1024, 4096, 8192};
+  check_invariance(4096, 4096, ms, DType::kBF16, false, 51);
+}
+
+TEST(GemmInvariance, LlamaDownProjectionSampledM) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  check_invariance(4096, 14336, {1, 8, 33, 64, 200, 256, 1024, 4096}, DType::kBF16, false, 61);
+}
+
+TEST(GemmErrors, BadArgumentsAreReported) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  GemmHarness g(256, 1024, 64, 5);
+  DeviceBuffer<uint16_t> x(64 * 1024);
+  DeviceBuffer<float> y(64 * 256);
+  EXPECT_EQ(g.run(nullptr, 4, y.get(), DType::kF32, false).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.run(x.get(), 0, y.get(), DType::kF32, false).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.run(x.get(), 4, y.get(), DType::kF16, false).code(), StatusCode::kInvalidArgument);
+  GemmArgs a;
+  a.x = x.get();
+  a.w = x.get();
+  a.y = y.get();
+  a.out_dtype = DType::kF32;
+  a.m = 4;
+  const Status s = gemm_bf16(g.schedule(), a, GemmWorkspace{nullptr, 0}, nullptr);  // this plan splits
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("workspace"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vosti
