@@ -126,11 +126,11 @@ TEST_F(CpuVsRef, KvWriteIsBitExact) {
 }
 
 // Queries of several sequences at positions crossing tile (32) and block boundaries,
-// KV in shuffled physical blocks, GQA ratios 1, 3, 4, head_dim 64 and 128.
+// KV in shuffled physical blocks, GQA ratios 1, 3, 4, 10, head_dim 20, 64, 96, 128.
 TEST_F(CpuVsRef, AttentionOverShapes) {
   const std::vector<int32_t> positions = {0, 1, 15, 16, 31, 32, 33, 63, 64, 65, 100, 257};
   for (int head_dim : {20, 64, 96, 128}) {  // 20 and 96 exercise the non-multiple-of-64 paths
-    for (int ratio : {1, 3, 4}) {
+    for (int ratio : {1, 3, 4, 10}) {  // 10: more heads per kv head than one CPU work item takes (8)
       for (int block_size : {16, 12}) {
         const int kv_heads = 2, num_heads = kv_heads * ratio;
         std::vector<int64_t> counts;

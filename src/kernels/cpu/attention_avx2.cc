@@ -59,21 +59,75 @@ void accumulate_tile(float* o, const float* const* v_rows, const float* p, int n
   }
 }
 
-}  // namespace
-
-void attention_head_avx2(const float* q, const AttentionQuery& query, const PagedKvView& kv, int kv_head, float scale,
-                         float* out) {
-  const int d = kv.head_dim;
-  VOSTI_CHECK(d > 0 && d <= kMaxCpuHeadDim, "attention: head_dim outside 1..512");
-  VOSTI_CHECK(query.position >= 0, "attention: negative position");
-  alignas(32) float o[kMaxCpuHeadDim];  // [d]: running numerator O
-  float s[kKvTile];                     // [tile]: scores, then probabilities
-  const float* k_rows[kKvTile];         // [tile]: K row of each position in the tile
-  const float* v_rows[kKvTile];         // [tile]: V row of each position in the tile
-  const int64_t len = static_cast<int64_t>(query.position) + 1;
+// Running online-softmax state of one head: M, L and O[d].
+struct HeadState {
   float run_max = 0.0f;
   float run_sum = 0.0f;
-  std::fill(o, o + d, 0.0f);
+  float* o = nullptr;  // [d]
+};
+
+// Tile maximum: lanes of full 8-blocks by vector max, then the lanes and the tail.
+// (max is exact, so this order gives the same value as any other.)
+float tile_max_of(const float* s, int n) {
+  int j = 0;
+  float mx = s[0];
+  if (n >= 8) {
+    __m256 v = _mm256_loadu_ps(s);
+    for (j = 8; j + 8 <= n; j += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    mx = lanes[0];
+    for (int l = 1; l < 8; ++l) mx = std::max(mx, lanes[l]);
+  }
+  for (; j < n; ++j) mx = std::max(mx, s[j]);
+  return mx;
+}
+
+// One head, one tile of n positions: scores, softmax statistics and O, in the order of
+// attention_avx2.h. `first` is true for tile 0.
+void head_tile(const float* q, const float* const* k_rows, const float* const* v_rows, int n, int d, float scale,
+               bool first, HeadState& st) {
+  float s[kKvTile];  // [n]: scores, then probabilities
+  int j = 0;
+  for (; j + 8 <= n; j += 8) scores_block<8>(q, k_rows + j, d, scale, s + j);
+  for (; j + 4 <= n; j += 4) scores_block<4>(q, k_rows + j, d, scale, s + j);
+  for (; j < n; ++j) scores_block<1>(q, k_rows + j, d, scale, s + j);
+  const float tile_max = tile_max_of(s, n);
+  const float new_max = first ? tile_max : std::max(st.run_max, tile_max);
+  const float alpha = first ? 1.0f : exp_f32(st.run_max - new_max);
+  // p_j = exp(s_j - M'), and the tile's lane-8 sum of the p_j.
+  const __m256 mv = _mm256_set1_ps(new_max);
+  __m256 lane_sum = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 p = avx2::exp_lane8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    _mm256_storeu_ps(s + j, p);
+    lane_sum = _mm256_add_ps(lane_sum, p);
+  }
+  float tile_sum = avx2::hsum8(lane_sum);
+  for (; j < n; ++j) {
+    s[j] = exp_f32(s[j] - new_max);
+    tile_sum = tile_sum + s[j];
+  }
+  st.run_sum = first ? tile_sum : st.run_sum * alpha + tile_sum;
+  accumulate_tile(st.o, v_rows, s, n, d, !first, alpha);
+  st.run_max = new_max;
+}
+
+}  // namespace
+
+void attention_group_avx2(const float* q, int num_group_heads, const AttentionQuery& query, const PagedKvView& kv,
+                          int kv_head, float scale, float* out) {
+  const int d = kv.head_dim;
+  VOSTI_CHECK(d > 0 && d <= kMaxCpuHeadDim, "attention: head_dim outside 1..512");
+  VOSTI_CHECK(num_group_heads > 0 && num_group_heads <= kMaxCpuGroupHeads, "attention: group heads outside 1..8");
+  VOSTI_CHECK(query.position >= 0, "attention: negative position");
+  alignas(32) float o[kMaxCpuGroupHeads * kMaxCpuHeadDim];  // [num_group_heads, d]: running numerators
+  HeadState states[kMaxCpuGroupHeads];
+  for (int g = 0; g < num_group_heads; ++g) states[g].o = o + g * d;
+  std::fill(o, o + num_group_heads * d, 0.0f);
+  const float* k_rows[kKvTile];  // [tile]: K row of each position in the tile
+  const float* v_rows[kKvTile];  // [tile]: V row of each position in the tile
+  const int64_t len = static_cast<int64_t>(query.position) + 1;
   for (int64_t t0 = 0; t0 < len; t0 += kKvTile) {
     const int n = static_cast<int>(std::min<int64_t>(kKvTile, len - t0));
     // Address only (no arithmetic): walk the block table from the tile start without a division per position.
@@ -90,33 +144,12 @@ void attention_head_avx2(const float* q, const AttentionQuery& query, const Page
       ++slot;
       ++in_block;
     }
-    int j = 0;
-    for (; j + 8 <= n; j += 8) scores_block<8>(q, k_rows + j, d, scale, s + j);
-    for (; j + 4 <= n; j += 4) scores_block<4>(q, k_rows + j, d, scale, s + j);
-    for (; j < n; ++j) scores_block<1>(q, k_rows + j, d, scale, s + j);
-    float tile_max = s[0];
-    for (j = 1; j < n; ++j) tile_max = std::max(tile_max, s[j]);
-    const float new_max = t0 == 0 ? tile_max : std::max(run_max, tile_max);
-    const bool rescale = t0 > 0;
-    const float alpha = rescale ? exp_f32(run_max - new_max) : 1.0f;
-    // p_j = exp(s_j - M'), and the tile's lane-8 sum of the p_j.
-    const __m256 mv = _mm256_set1_ps(new_max);
-    __m256 lane_sum = _mm256_setzero_ps();
-    for (j = 0; j + 8 <= n; j += 8) {
-      const __m256 p = avx2::exp_lane8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
-      _mm256_storeu_ps(s + j, p);
-      lane_sum = _mm256_add_ps(lane_sum, p);
-    }
-    float tile_sum = avx2::hsum8(lane_sum);
-    for (; j < n; ++j) {
-      s[j] = exp_f32(s[j] - new_max);
-      tile_sum = tile_sum + s[j];
-    }
-    run_sum = rescale ? run_sum * alpha + tile_sum : tile_sum;
-    accumulate_tile(o, v_rows, s, n, d, rescale, alpha);
-    run_max = new_max;
+    // The tile's K/V (n x d each) stay in L1 while every head of the group uses them.
+    for (int g = 0; g < num_group_heads; ++g) head_tile(q + g * d, k_rows, v_rows, n, d, scale, t0 == 0, states[g]);
   }
-  for (int i = 0; i < d; ++i) out[i] = o[i] / run_sum;
+  for (int g = 0; g < num_group_heads; ++g) {
+    for (int i = 0; i < d; ++i) out[g * d + i] = states[g].o[i] / states[g].run_sum;
+  }
 }
 
 }  // namespace vosti

@@ -1,4 +1,4 @@
-// Paged attention of one (query token, head) pair on the CPU, AVX2/FMA.
+// Paged attention of (query token, head) pairs on the CPU, AVX2/FMA.
 //
 // Reduction order (fixed; depends only on the token's position p and its own KV):
 // KV tiles t = 0, 1, ..., floor(p / kKvTile) cover logical positions
@@ -13,7 +13,7 @@
 // block layout, the block size, the chunking of the prompt and the other queries of
 // the batch never change the arithmetic.
 // exp is exp_f32 (scalar_math.h), computed 8 lanes at a time by exp_lane8 (same bits).
-// Thread safety: pure function; callers give each (token, head) to one thread.
+// Thread safety: pure function; callers give each (token, head) pair to one thread.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +22,17 @@
 
 namespace vosti {
 
-// Largest head_dim the CPU attention supports (its per-head accumulator is on the stack).
+// Largest head_dim and number of query heads per call the CPU attention supports
+// (its accumulators are on the stack).
 inline constexpr int kMaxCpuHeadDim = 512;
+inline constexpr int kMaxCpuGroupHeads = 8;
 
-// out[head_dim] = attention of q[head_dim] over the query's positions 0..position in kv head kv_head.
-// REQUIRES: kv.head_dim <= kMaxCpuHeadDim; the block table covers position.
-void attention_head_avx2(const float* q, const AttentionQuery& query, const PagedKvView& kv, int kv_head, float scale,
-                         float* out);
+// out[g, :] = attention of q[g, :] over the query's positions 0..position in kv head kv_head,
+// for g in [0, num_group_heads): heads that share one kv head, computed together so each
+// K/V tile is read once; each head's arithmetic is exactly the single-head order above.
+// REQUIRES: kv.head_dim <= kMaxCpuHeadDim; 1 <= num_group_heads <= kMaxCpuGroupHeads;
+// the block table covers position.
+void attention_group_avx2(const float* q, int num_group_heads, const AttentionQuery& query, const PagedKvView& kv,
+                          int kv_head, float scale, float* out);
 
 }  // namespace vosti

@@ -111,12 +111,20 @@ class CpuBackend final : public KernelBackend {
     VOSTI_CHECK(kv.num_kv_heads > 0 && num_heads % kv.num_kv_heads == 0, "attention: heads not a multiple of kv heads");
     const int d = kv.head_dim;
     const int group = num_heads / kv.num_kv_heads;
-    parallel(static_cast<size_t>(m * num_heads), 1, [&](size_t b, size_t e) {
+    // Work items: (token, run of up to kMaxCpuGroupHeads heads sharing one kv head).
+    // Each (token, head) pair lies in exactly one item and its arithmetic does not
+    // depend on which other heads share the item.
+    const int runs_per_kv = (group + kMaxCpuGroupHeads - 1) / kMaxCpuGroupHeads;
+    const int runs_per_token = kv.num_kv_heads * runs_per_kv;
+    parallel(static_cast<size_t>(m * runs_per_token), 1, [&](size_t b, size_t e) {
       for (size_t item = b; item < e; ++item) {
-        const int64_t r = static_cast<int64_t>(item) / num_heads;
-        const int h = static_cast<int>(static_cast<int64_t>(item) % num_heads);
-        const int64_t off = (r * num_heads + h) * d;
-        attention_head_avx2(q + off, queries[r], kv, h / group, scale, out + off);
+        const int64_t r = static_cast<int64_t>(item) / runs_per_token;
+        const int run = static_cast<int>(static_cast<int64_t>(item) % runs_per_token);
+        const int kvh = run / runs_per_kv;
+        const int h0 = kvh * group + (run % runs_per_kv) * kMaxCpuGroupHeads;
+        const int heads = std::min(kMaxCpuGroupHeads, (kvh + 1) * group - h0);
+        const int64_t off = (r * num_heads + h0) * d;
+        attention_group_avx2(q + off, heads, queries[r], kv, kvh, scale, out + off);
       }
     });
   }
