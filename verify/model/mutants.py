@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Planted bugs in the engine model: each must make the proof fail to check.
+
+Each mutant replaces one exact snippet of EngineModel.v (it must occur exactly once)
+and recompiles it with coqc in a scratch copy. A mutant is KILLED when coqc rejects a
+proof (any error other than a syntax error); it SURVIVES if everything still checks.
+Run by scripts/check-proof; prints one line per mutant and exits 1 if any survives or
+cannot be applied.
+  python3 verify/model/mutants.py
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (name, the C++ bug it models, old snippet, new snippet)
+MUTANTS = [
+    ("hit-trusts-hash",
+     "prefix-cache hit without comparing tokens (trusts the hash)",
+     "      cached_prefix s b = Some (firstn ((length (block_table r) + 1) * block_size) (tokens r)) ->\n"
+     "      step s (mkState (upd (requests s) x (Some (set_table r (block_table r ++ [b])",
+     "      cached_prefix s b <> None ->\n"
+     "      step s (mkState (upd (requests s) x (Some (set_table r (block_table r ++ [b])"),
+    ("key-without-parent",
+     "prefix hash/comparison without its parent: only the block's own tokens are compared",
+     "      cached_prefix s b = Some (firstn ((length (block_table r) + 1) * block_size) (tokens r)) ->\n"
+     "      step s (mkState (upd (requests s) x (Some (set_table r (block_table r ++ [b])",
+     "      (exists pre, cached_prefix s b = Some pre /\\\n"
+     "         skipn (length pre - block_size) pre =\n"
+     "         skipn (length (block_table r) * block_size)\n"
+     "               (firstn ((length (block_table r) + 1) * block_size) (tokens r))) ->\n"
+     "      step s (mkState (upd (requests s) x (Some (set_table r (block_table r ++ [b])"),
+    ("hit-after-partial-block",
+     "prefix hit appended after a partially computed block",
+     "      num_computed r = length (block_table r) * block_size ->\n"
+     "      (length (block_table r) + 1) * block_size <= length (tokens r) ->",
+     "      num_computed r <= length (block_table r) * block_size ->\n"
+     "      (length (block_table r) + 1) * block_size <= length (tokens r) ->"),
+    ("share-partial-block",
+     "registering (sharing) a partially filled block",
+     "      (j + 1) * block_size <= num_computed r ->\n      step s (mkState (requests s)",
+     "      j * block_size < num_computed r ->\n      step s (mkState (requests s)"),
+    ("reuse-before-refcount-zero",
+     "allocation reuses a block whose ref count has not reached zero",
+     "b < num_blocks -> ref_count s b = 0 ->",
+     "b < num_blocks -> ref_count s b <= 1 ->"),
+    ("evict-keeps-cache-entry",
+     "allocation reuses a cached free block without dropping its prefix-cache entry",
+     "(request_ids s) (kv_mem s) (upd (ref_count s) b 1)\n"
+     "                      (upd (cached_prefix s) b None) (key_map s))",
+     "(request_ids s) (kv_mem s) (upd (ref_count s) b 1)\n"
+     "                      (cached_prefix s) (key_map s))"),
+    ("preempt-keeps-computed",
+     "preemption releases the blocks but keeps num_computed_tokens",
+     "step s (mkState (upd (requests s) x (Some (set_table r [] 0 fin)))",
+     "step s (mkState (upd (requests s) x (Some (set_table r [] (num_computed r) fin)))"),
+    ("logits-before-kv-write",
+     "logits computed from the cache as it was before the step's KV writes",
+     "step s (mkState (fun x => option_map (advance batch (write_rows batch 0 batch (kv_mem s)) x)",
+     "step s (mkState (fun x => option_map (advance batch (kv_mem s) x)"),
+    ("sampler-keyed-by-row",
+     "sampler draw keyed by the batch row instead of the output position",
+     "let t := sample lg (sampler r) (length (outputs r)) (tokens r) in",
+     "let t := sample lg (sampler r) k (tokens r) in"),
+    ("contract-chunk-offset",
+     "kernel contract broken: logits depend on the row's offset in its chunk "
+     "(a KV tile boundary at the chunk start)",
+     "  kernel_logits batch k m = logits_fn (r_tok row) (read_kv m (r_table row) (S (r_pos row))).",
+     "  kernel_logits batch k m = logits_fn (r_tok row + cnt (r_req row) (firstn k batch))\n"
+     "                              (read_kv m (r_table row) (S (r_pos row)))."),
+]
+
+
+def coqc(workdir, name):
+    return subprocess.run(["timeout", "300", "coqc", "-Q", ".", "Vosti", name],
+                          cwd=workdir, capture_output=True, text=True)
+
+
+def main():
+    source = open(os.path.join(HERE, "EngineModel.v")).read()
+    work = tempfile.mkdtemp()
+    bad = 0
+    try:
+        shutil.copy(os.path.join(HERE, "ListFacts.v"), work)
+        if coqc(work, "ListFacts.v").returncode != 0:
+            print("  FAIL  mutants: ListFacts.v does not compile")
+            return 1
+        for name, bug, old, new in MUTANTS:
+            if source.count(old) != 1:
+                print(f"  FAIL  mutant {name}: snippet found {source.count(old)} times (model changed?)")
+                bad += 1
+                continue
+            with open(os.path.join(work, "EngineModel.v"), "w") as f:
+                f.write(source.replace(old, new))
+            r = coqc(work, "EngineModel.v")
+            out = r.stdout + r.stderr
+            if r.returncode != 0 and "Syntax error" not in out:
+                where = next((l for l in out.splitlines() if l.startswith("File ")), "")
+                print(f"  ok    mutant {name} killed ({bug}); {where.strip()}")
+            elif r.returncode != 0:
+                print(f"  FAIL  mutant {name}: syntax error, the mutant is malformed\n{out}")
+                bad += 1
+            else:
+                print(f"  FAIL  mutant {name} SURVIVED: the proof still checks with: {bug}")
+                bad += 1
+    finally:
+        shutil.rmtree(work)
+    print(f"mutants: {len(MUTANTS) - bad} killed, {bad} not")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
