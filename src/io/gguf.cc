@@ -25,8 +25,12 @@ class Reader {
   size_t pos() const { return pos_; }
   uint64_t remaining() const { return size_ - pos_; }
 
+  // What is being read, for messages ("metadata key 'general.name'"); empty for none.
+  void set_context(std::string context) { context_ = std::move(context); }
+
   Status error(const std::string& what) const {
-    return data_loss(path_ + ": " + what + " (at byte " + std::to_string(pos_) + " of " + std::to_string(size_) + ")");
+    return data_loss(path_ + ": " + (context_.empty() ? "" : context_ + ": ") + what + " (at byte " +
+                     std::to_string(pos_) + " of " + std::to_string(size_) + ")");
   }
 
   template <typename T>
@@ -53,6 +57,7 @@ class Reader {
   size_t size_;
   size_t pos_ = 0;
   const std::string& path_;
+  std::string context_;
 };
 
 // Bytes of the smallest encoding of one value of `type` (0 for an invalid type).
@@ -88,7 +93,7 @@ Status read_array(Reader& r, int depth, GgufValue* v) {
   VOSTI_RETURN_IF_ERROR(r.read(&count, "array length"));
   if (count > r.remaining() / min_bytes) {
     return r.error("array of " + std::to_string(count) + " " +
-                   std::string(gguf_type_name(static_cast<GgufType>(elem_type))) + " values cannot fit in the file");
+                   std::string(gguf_type_name(static_cast<GgufType>(elem_type))) + " values cannot fit in the rest of the file (truncated?)");
   }
   GgufArray arr;
   arr.element_type = static_cast<GgufType>(elem_type);
@@ -213,9 +218,11 @@ Result<GgufFile> GgufFile::parse(std::shared_ptr<const MappedFile> file) {
     VOSTI_RETURN_IF_ERROR(r.read_string(&key, "metadata key"));
     uint32_t type = 0;
     VOSTI_RETURN_IF_ERROR(r.read(&type, "metadata value type"));
-    if (min_value_bytes(type) == 0) return r.error("metadata key '" + key + "' has unknown type " + std::to_string(type));
+    r.set_context("metadata key '" + key + "'");
+    if (min_value_bytes(type) == 0) return r.error("unknown value type " + std::to_string(type));
     GgufValue value;
     VOSTI_RETURN_IF_ERROR(read_value(r, static_cast<GgufType>(type), 0, &value));
+    r.set_context("");
     if (!g.metadata_index_.emplace(key, g.metadata_.size()).second) return r.error("duplicate metadata key '" + key + "'");
     g.metadata_.emplace_back(std::move(key), std::move(value));
   }

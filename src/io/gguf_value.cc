@@ -1,5 +1,6 @@
 // GgufValue conversions and display; the parser is in gguf.cc.
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -21,10 +22,16 @@ Status wrong_type(GgufType actual, const char* expected) {
   return invalid_argument("value is " + std::string(gguf_type_name(actual)) + ", expected " + expected);
 }
 
+// Shortest round-trip text, laid out like Python's repr (100000.0, 1e-05, 1e+16).
 std::string format_double(double v) {
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, res.ptr);
+  char buf[400];
+  const double a = std::fabs(v);
+  const bool fixed = std::isfinite(v) && (a == 0 || (a >= 1e-4 && a < 1e16));
+  auto res = fixed ? std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed)
+                   : std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, res.ptr);
+  if (fixed && s.find('.') == std::string::npos) s += ".0";
+  return s;
 }
 
 // A quoted, escaped string, cut at kMaxDisplayStringBytes (never inside a UTF-8 sequence).

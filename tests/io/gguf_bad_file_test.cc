@@ -95,7 +95,7 @@ TEST(GgufBadFile, LyingLengths) {
 TEST(GgufBadFile, BadValueTypes) {
   GgufBuilder b;
   b.kv("k", static_cast<GgufType>(13), Bytes().put<uint32_t>(0).data());
-  expect_error(b.build(), StatusCode::kDataLoss, "unknown type 13");
+  expect_error(b.build(), StatusCode::kDataLoss, "metadata key 'k': unknown value type 13");
   b = GgufBuilder();
   b.kv("k", GgufType::kArray, Bytes().put<uint32_t>(77).put<uint64_t>(1).data());
   expect_error(b.build(), StatusCode::kDataLoss, "unknown array element type 77");
