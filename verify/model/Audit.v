@@ -67,4 +67,5 @@ End Audit.
 
 Print Assumptions audited_engine_theorem.
 Print Assumptions audited_deterministic_inference.
+Print Assumptions every_row_logits.
 Print Assumptions nonvacuous.

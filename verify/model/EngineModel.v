@@ -855,6 +855,30 @@ Proof.
     inversion Hx'; subst r'. apply (advance_inv s); auto.
 Qed.
 
+(* Every non-padding row of a legal batch (prompt positions included, so prompt
+   logprobs too) gets the logits F_D (tokens[0..p]) of its logical prefix. *)
+Lemma row_logits_inv : forall s batch k row,
+  inv s -> rows_ok s batch -> bounds_ok s batch ->
+  nth_error batch k = Some row -> r_pad row = false ->
+  exists r, requests s (r_req row) = Some r /\
+    kernel_logits batch k (write_rows batch 0 batch (kv_mem s)) =
+      F_D (firstn (S (r_pos row)) (tokens r)).
+Proof.
+  intros s batch k row Hinv Hrows Hbounds Hk Hpad.
+  assert (Hf : fold_inv s batch (length batch) (write_rows batch 0 batch (kv_mem s))).
+  { apply fold_all; auto. split.
+    - apply (inv_cached _ Hinv).
+    - intros x r Hx. simpl. rewrite Nat.add_0_r. apply (ri_slots _ _ _ _ (inv_requests _ Hinv _ _ Hx)). }
+  unfold fold_inv in Hf. rewrite firstn_all in Hf. destruct Hf as [_ Hsl].
+  destruct (Hrows k row Hk Hpad) as [r [Hr [_ [Hpos [HposT [_ [Htok Htbl]]]]]]].
+  exists r. split; auto.
+  rewrite (kernel_logits_contract batch k row _ Hk), Htok, Htbl.
+  apply logits_are_F_D; auto. intros q Hq. apply (Hsl _ _ Hr).
+  pose proof (cnt_firstn_lt batch k row (r_req row) Hk) as Hlt.
+  unfold is_row_of in Hlt. rewrite Hpad, Nat.eqb_refl in Hlt. simpl in Hlt.
+  specialize (Hlt eq_refl). lia.
+Qed.
+
 (* ======================================================================
    Part 6: the engine theorem
    ====================================================================== *)
@@ -962,5 +986,15 @@ Proof.
   pose proof (reach_step _ _ R2 (step_forward s2 batch Hrows Hbounds)) as R3.
   eexists. eexists. split; [exact R3|]. split; [reflexivity|]. reflexivity.
 Qed.
+
+(* Every non-padding row of every legal batch in every execution, prompt positions
+   included (prompt logprobs), gets the logits F_D (tokens[0..p]). *)
+Theorem every_row_logits : forall s batch k row,
+  reachable s -> rows_ok s batch -> bounds_ok s batch ->
+  nth_error batch k = Some row -> r_pad row = false ->
+  exists r, requests s (r_req row) = Some r /\
+    kernel_logits batch k (write_rows batch 0 batch (kv_mem s)) =
+      F_D (firstn (S (r_pos row)) (tokens r)).
+Proof. intros s batch k row Hs. apply row_logits_inv, inv_reachable, Hs. Qed.
 
 End Engine.
