@@ -1,10 +1,180 @@
+// vosti serve: the OpenAI-compatible HTTP server on one model (src/server/).
+//
+// Signals: SIGINT/SIGTERM stop accepting connections, let running requests finish
+// within --shutdown-timeout seconds, abort the rest, and exit 0. The signals are
+// blocked in every thread and taken synchronously by the main thread (sigwait).
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
 
+#include <CLI/CLI.hpp>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+#include "server/openai_service.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 
 namespace vosti::tools {
-int cmd_serve(int, char**) {
-  std::fprintf(stderr, "vosti serve: not built yet\n");
-  return 1;
+namespace {
+
+struct ServeFlags {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::string served_model_name;
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 512;
+  int block_size = 16;
+  int64_t kv_cache_mb = 256;
+  int max_model_len = 0;
+  int threads = 0;
+  int io_threads = 2;
+  bool no_prefix_caching = false;
+  int64_t max_body_bytes = 8 << 20;
+  double shutdown_timeout_s = 30;
+  bool no_access_log = false;
+};
+
+// Blocks SIGINT/SIGTERM in this thread and every thread started after; returns the set.
+sigset_t block_shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
 }
+
+// Stops accepting, waits for running requests up to the deadline, aborts the rest.
+void shut_down(HttpServer& server, OpenAiService& service, EngineLoop& loop, double timeout_s) {
+  using Clock = std::chrono::steady_clock;
+  server.stop_accepting();
+  service.begin_shutdown();
+  std::fprintf(stderr, "vosti serve: shutting down; %lld request(s) in flight, waiting up to %.0f s\n",
+               static_cast<long long>(service.num_active()), timeout_s);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (service.num_active() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (service.num_active() > 0) {
+    std::fprintf(stderr, "vosti serve: aborting %lld request(s) at the deadline\n",
+                 static_cast<long long>(service.num_active()));
+    service.abort_all();
+    const auto abort_deadline = Clock::now() + std::chrono::seconds(5);
+    while (service.num_active() > 0 && Clock::now() < abort_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the last bytes reach the sockets
+  server.stop();
+  loop.stop();
+}
+
+int run_serve(const ServeFlags& f) {
+  const sigset_t signals = block_shutdown_signals();
+  auto model = Model::load(f.model);
+  if (!model.ok()) {
+    std::fprintf(stderr, "vosti serve: %s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  auto tokenizer = Tokenizer::load_for_model(f.model);
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "vosti serve: %s\n", tokenizer.status().to_string().c_str());
+    return 1;
+  }
+  EngineConfig config;
+  config.block_size = f.block_size;
+  config.kv_cache_bytes = f.kv_cache_mb << 20;
+  config.max_num_seqs = f.max_num_seqs;
+  config.max_num_batched_tokens = f.max_num_batched_tokens;
+  config.max_model_len = f.max_model_len;
+  config.enable_prefix_caching = !f.no_prefix_caching;
+  config.num_threads = f.threads;
+  auto engine = Engine::create(*model, config, *tokenizer);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "vosti serve: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  // Destroyed explicitly before the server: the engine's callbacks hold connections.
+  auto loop_holder = std::make_unique<EngineLoop>(std::move(engine).value());
+  EngineLoop& loop = *loop_holder;
+
+  HttpServerOptions http;
+  http.host = f.host;
+  http.port = static_cast<uint16_t>(f.port);
+  http.num_io_threads = f.io_threads;
+  http.max_body_bytes = f.max_body_bytes;
+  http.access_log = !f.no_access_log;
+  ServiceOptions service_options;
+  service_options.served_model_name =
+      f.served_model_name.empty() ? std::filesystem::path(f.model).stem().string() : f.served_model_name;
+  service_options.api_key = f.api_key;
+  HttpServer* server_ptr = nullptr;
+  service_options.num_connections = [&server_ptr] { return server_ptr ? server_ptr->num_connections() : 0; };
+  OpenAiService service(loop, *tokenizer, service_options);
+  HttpServer server(http, [&service](const HttpRequest& r, std::shared_ptr<HttpResponder> w) {
+    service.handle(r, std::move(w));
+  });
+  server_ptr = &server;
+  if (Status s = server.start(); !s.ok()) {
+    std::fprintf(stderr, "vosti serve: %s\n", s.to_string().c_str());
+    loop.stop();
+    return 1;
+  }
+  std::fprintf(stderr, "vosti serve: serving '%s' (max_model_len %d) on http://%s:%u\n",
+               service_options.served_model_name.c_str(), loop.config().max_model_len, f.host.c_str(),
+               static_cast<unsigned>(server.port()));
+  std::fflush(stderr);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "vosti serve: got %s\n", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  shut_down(server, service, loop, f.shutdown_timeout_s);
+  loop_holder.reset();
+  std::fprintf(stderr, "vosti serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  ServeFlags f;
+  f.model = default_model_path();
+  CLI::App app{"Run the OpenAI-compatible HTTP server (POST /v1/completions, /v1/chat/completions, ...)", "vosti serve"};
+  app.add_option("--model", f.model, "model: a .gguf file or a Hugging Face directory")->capture_default_str();
+  app.add_option("--host", f.host, "address to bind (loopback by default)")->capture_default_str();
+  app.add_option("--port", f.port, "TCP port (0: any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
+  app.add_option("--api-key", f.api_key, "require 'Authorization: Bearer KEY' on every route but /health");
+  app.add_option("--served-model-name", f.served_model_name, "model id for /v1/models (default: the file's stem)");
+  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences per engine step")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per engine step")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--block-size", f.block_size, "KV cache block size in tokens")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--kv-cache-mb", f.kv_cache_mb, "KV cache size in MiB")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-model-len", f.max_model_len, "context length (0: the model's, capped by the cache)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--threads", f.threads, "CPU threads for the forward pass (0: all cores)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--io-threads", f.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
+  app.add_flag("--no-prefix-caching", f.no_prefix_caching, "disable the prefix cache");
+  app.add_option("--max-body-bytes", f.max_body_bytes, "largest request body accepted (413 above)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--shutdown-timeout", f.shutdown_timeout_s, "seconds running requests get to finish on SIGTERM")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--no-access-log", f.no_access_log, "do not print one JSON line per request on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return run_serve(f);
+}
+
 }  // namespace vosti::tools

@@ -71,7 +71,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   HttpSession(tcp::socket socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {
     ++server_.num_connections;
   }
-  ~HttpSession() { --server_.num_connections; }
+  ~HttpSession() { close(); }
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -283,6 +283,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    --server_.num_connections;
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
