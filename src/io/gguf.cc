@@ -12,6 +12,10 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;          // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 16;        // nested arrays deeper than this are rejected
+// Each parsed value costs ~48 bytes, so the total is capped well above the
+// largest real tokenizer tables (~1.3M values for a 262k vocabulary) to keep
+// a garbage file from costing 48x its size in memory.
+constexpr uint64_t kMaxArrayValues = uint64_t{1} << 24;
 // Smallest encodings, used to reject counts the remaining bytes cannot hold
 // before anything is allocated for them.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // key length, type, one-byte value
@@ -21,6 +25,8 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // name length, n_dims,
 class Reader {
  public:
   Reader(const uint8_t* data, size_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
+
+  uint64_t array_values_ = 0;  // array items read so far (all arrays, nested too)
 
   size_t pos() const { return pos_; }
   uint64_t remaining() const { return size_ - pos_; }
@@ -95,6 +101,10 @@ Status read_array(Reader& r, int depth, GgufValue* v) {
     return r.error("array of " + std::to_string(count) + " " +
                    std::string(gguf_type_name(static_cast<GgufType>(elem_type))) + " values cannot fit in the rest of the file (truncated?)");
   }
+  if (count > kMaxArrayValues - r.array_values_) {
+    return r.error("metadata arrays hold more than " + std::to_string(kMaxArrayValues) + " values in all");
+  }
+  r.array_values_ += count;
   GgufArray arr;
   arr.element_type = static_cast<GgufType>(elem_type);
   arr.items.resize(count);

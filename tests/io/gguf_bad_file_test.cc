@@ -92,6 +92,14 @@ TEST(GgufBadFile, LyingLengths) {
   expect_error(cut, StatusCode::kDataLoss, "file ends inside uint64 value");
 }
 
+TEST(GgufBadFile, TooManyArrayValues) {
+  // An honest array of 2^24 + 1 bytes: the file holds it, the cap on values refuses it before allocating.
+  const uint64_t n = (uint64_t{1} << 24) + 1;
+  GgufBuilder b;
+  b.kv("a", GgufType::kArray, Bytes().put<uint32_t>(0).put<uint64_t>(n).raw(std::string(n, '\1')).data());
+  expect_error(b.build(), StatusCode::kDataLoss, "metadata key 'a': metadata arrays hold more than 16777216 values");
+}
+
 TEST(GgufBadFile, BadValueTypes) {
   GgufBuilder b;
   b.kv("k", static_cast<GgufType>(13), Bytes().put<uint32_t>(0).data());
