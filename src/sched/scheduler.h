@@ -5,8 +5,9 @@
 //      left, max_model_len - num_computed) tokens -- chunked prefill at any chunk size,
 //      prefills mixed with decodes. When one cannot get its blocks, the lowest-priority,
 //      latest-arrived running request is preempted by recomputation (blocks released,
-//      num_computed_tokens = 0, back to the waiting queue), repeatedly, until it fits or
-//      it is the victim itself.
+//      num_computed_tokens = 0, back to the waiting queue; it keeps its arrival number, so
+//      it re-enters at the front of its priority class), repeatedly, until it fits or it is
+//      the victim itself.
 //   2. if nothing was preempted, waiting requests in (priority, arrival) order are
 //      admitted while sequences, budget and blocks allow (head-of-line: the first that
 //      does not fit stops admission). On admission the longest prefix-cache hit in full
