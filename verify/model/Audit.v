@@ -3,9 +3,9 @@
    hypothesis beyond the two kernel-contract clauses and a positive block size, this
    file would stop compiling; Print Assumptions lists any axiom the proofs depend on
    (scripts/check-proof requires "Closed under the global context"). *)
-Require Import List.
+Require Import List Arith Lia.
 Import ListNotations.
-From Vosti Require Import EngineModel.
+From Vosti Require Import ListFacts EngineModel.
 
 Section Audit.
 
@@ -65,7 +65,60 @@ Qed.
 
 End Audit.
 
+(* The strongest cross-execution form. Two executions may differ in EVERYTHING the
+   model quantifies over -- request streams, scheduling choices, pool size, hash
+   function, block size, and even the kernel implementations themselves (thread counts,
+   CUDA graphs, padding, split strategies) -- as long as both kernel pairs meet the
+   contract with the same logical functions kv_fn and logits_fn (which D fixes) and the
+   same sampler. Then requests with equal prompts and sampler states get equal logits and
+   equal tokens at every output index produced in both. *)
+Theorem determinism_across_executions :
+  forall (KV Logits SamplerState : Type)
+         (kv_fn : Token -> list (option KV) -> KV)
+         (logits_fn : Token -> list (option KV) -> Logits)
+         (sample : Logits -> SamplerState -> nat -> list Token -> Token)
+         (B1 B2 nb1 nb2 : nat) (hash1 hash2 : list Token -> nat)
+         (kk1 kk2 : list Row -> nat -> Mem KV -> KV)
+         (kl1 kl2 : list Row -> nat -> Mem KV -> Logits),
+  B1 <> 0 -> B2 <> 0 ->
+  (forall batch k row m, nth_error batch k = Some row ->
+     kk1 batch k m = kv_fn (r_tok row) (read_kv KV B1 m (r_table row) (r_pos row))) ->
+  (forall batch k row m, nth_error batch k = Some row ->
+     kl1 batch k m = logits_fn (r_tok row) (read_kv KV B1 m (r_table row) (S (r_pos row)))) ->
+  (forall batch k row m, nth_error batch k = Some row ->
+     kk2 batch k m = kv_fn (r_tok row) (read_kv KV B2 m (r_table row) (r_pos row))) ->
+  (forall batch k row m, nth_error batch k = Some row ->
+     kl2 batch k m = logits_fn (r_tok row) (read_kv KV B2 m (r_table row) (S (r_pos row)))) ->
+  forall s1 s2 x1 x2 r1 r2,
+  reachable KV Logits SamplerState B1 nb1 hash1 sample kk1 kl1 s1 ->
+  reachable KV Logits SamplerState B2 nb2 hash2 sample kk2 kl2 s2 ->
+  requests _ _ _ s1 x1 = Some r1 -> requests _ _ _ s2 x2 = Some r2 ->
+  prompt _ _ r1 = prompt _ _ r2 -> sampler _ _ r1 = sampler _ _ r2 ->
+  forall i, i < length (outputs _ _ r1) -> i < length (outputs _ _ r2) ->
+    nth_error (output_logits _ _ r1) i = nth_error (output_logits _ _ r2) i /\
+    nth_error (outputs _ _ r1) i = nth_error (outputs _ _ r2) i.
+Proof.
+  intros KV Logits SamplerState kv_fn logits_fn sample B1 B2 nb1 nb2 hash1 hash2
+         kk1 kk2 kl1 kl2 HB1 HB2 Ha1 Hb1 Ha2 Hb2 s1 s2 x1 x2 r1 r2 Hs1 Hs2 Hx1 Hx2 Hp Hss.
+  destruct (engine_theorem _ _ _ _ HB1 _ _ _ _ _ _ _ Ha1 Hb1 s1 Hs1 x1 r1 Hx1) as [_ H1].
+  destruct (engine_theorem _ _ _ _ HB2 _ _ _ _ _ _ _ Ha2 Hb2 s2 Hs2 x2 r2 Hx2) as [_ H2].
+  (* the outputs agree up to every common index, by induction on it *)
+  assert (Hpre : forall i, i <= length (outputs _ _ r1) -> i <= length (outputs _ _ r2) ->
+                   firstn i (outputs _ _ r1) = firstn i (outputs _ _ r2)).
+  { induction i as [|i IH]; intros Hi1 Hi2; [reflexivity|].
+    rewrite (firstn_S_nth _ (outputs _ _ r1) i 0), (firstn_S_nth _ (outputs _ _ r2) i 0) by lia.
+    rewrite IH by lia. f_equal. cbv beta.
+    destruct (H1 i ltac:(lia)) as [_ Ho1]. destruct (H2 i ltac:(lia)) as [_ Ho2].
+    apply (nth_error_nth _ _ 0) in Ho1. apply (nth_error_nth _ _ 0) in Ho2.
+    assert (E : firstn i (outputs _ _ r1) = firstn i (outputs _ _ r2)) by (apply IH; lia).
+    unfold Token in *. rewrite Ho1, Ho2, Hp, Hss, E. reflexivity. }
+  intros i Hi1 Hi2.
+  destruct (H1 i Hi1) as [Hl1 Ho1]. destruct (H2 i Hi2) as [Hl2 Ho2].
+  rewrite Hl1, Hl2, Ho1, Ho2, Hp, Hss, (Hpre i) by lia. split; reflexivity.
+Qed.
+
 Print Assumptions audited_engine_theorem.
 Print Assumptions audited_deterministic_inference.
+Print Assumptions determinism_across_executions.
 Print Assumptions every_row_logits.
 Print Assumptions nonvacuous.
