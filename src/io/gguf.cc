@@ -222,7 +222,7 @@ Result<GgufFile> GgufFile::parse(std::shared_ptr<const MappedFile> file) {
   uint64_t n_tensors = 0, n_kv = 0;
   VOSTI_RETURN_IF_ERROR(read_header(r, g.path_, &g.version_, &n_tensors, &n_kv));
 
-  g.metadata_.reserve(n_kv);
+  // The containers grow as entries are read, never reserved from the counts a file claims.
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     VOSTI_RETURN_IF_ERROR(r.read_string(&key, "metadata key"));
@@ -237,12 +237,13 @@ Result<GgufFile> GgufFile::parse(std::shared_ptr<const MappedFile> file) {
     g.metadata_.emplace_back(std::move(key), std::move(value));
   }
 
-  g.tensors_.resize(n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
-    VOSTI_RETURN_IF_ERROR(read_tensor_info(r, &g.tensors_[i]));
-    if (!g.tensor_index_.emplace(g.tensors_[i].name, i).second) {
-      return r.error("duplicate tensor name '" + g.tensors_[i].name + "'");
+    GgufTensorInfo ti;
+    VOSTI_RETURN_IF_ERROR(read_tensor_info(r, &ti));
+    if (!g.tensor_index_.emplace(ti.name, g.tensors_.size()).second) {
+      return r.error("duplicate tensor name '" + ti.name + "'");
     }
+    g.tensors_.push_back(std::move(ti));
   }
 
   g.alignment_ = kDefaultAlignment;
