@@ -1,10 +1,179 @@
-#include <cstdio>
+// vosti generate: text in, text out, streamed as it is produced.
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 
 namespace vosti::tools {
-int cmd_generate(int, char**) {
-  std::fprintf(stderr, "vosti generate: not built yet\n");
-  return 1;
+
+namespace {
+
+struct GenerateOptions {
+  std::string model;
+  std::string prompt;
+  std::string system;
+  std::vector<int32_t> prompt_ids;
+  bool chat = false;
+  bool json = false;
+  bool enable_thinking = false;
+  int32_t threads = 0;
+  RequestSpec spec;
+  double temperature = 0.7;
+  uint64_t seed = 0;
+  bool has_seed = false;
+};
+
+// A one-line progress indicator on stderr while the model loads (terminals only).
+class LoadProgress {
+ public:
+  explicit LoadProgress(const std::string& what) : active_(isatty(STDERR_FILENO)), what_(what) {
+    if (active_) std::fprintf(stderr, "loading %s ...", what_.c_str());
+    t0_ = std::chrono::steady_clock::now();
+  }
+  void done() {
+    if (!active_) return;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    std::fprintf(stderr, "\rloaded %s in %.2f s\n", what_.c_str(), s);
+  }
+
+ private:
+  bool active_;
+  std::string what_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+Result<std::vector<int32_t>> build_prompt(const GenerateOptions& o, const Tokenizer& tok) {
+  if (!o.prompt_ids.empty()) return o.prompt_ids;
+  if (!o.chat) return tok.encode(o.prompt, /*add_special_tokens=*/true);
+  if (!tok.chat_template()) return invalid_argument("--chat: this model has no chat template");
+  std::vector<ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system});
+  messages.push_back({"user", o.prompt});
+  ChatOptions chat;
+  chat.add_generation_prompt = true;
+  chat.enable_thinking = o.enable_thinking;
+  chat.bos_token = tok.bos_token();
+  chat.eos_token = tok.eos_token();
+  VOSTI_ASSIGN_OR_RETURN(std::string text, render_chat(*tok.chat_template(), messages, chat));
+  // The template already holds BOS where the model wants it.
+  return tok.encode(text, /*add_special_tokens=*/false);
 }
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+  GenerateOptions o;
+  o.spec.max_tokens = 128;
+  std::vector<std::string> stop;
+  CLI::App app{"Generates text from a prompt; tokens stream to stdout as they are produced.", "vosti generate"};
+  app.add_option("--model,-m", o.model, "GGUF file or HF directory (default: the default model)");
+  app.add_option("--prompt,-p", o.prompt, "the prompt (default: read stdin)");
+  app.add_option("--prompt-ids", o.prompt_ids, "the prompt as token ids instead of text");
+  app.add_flag("--chat", o.chat, "apply the model's chat template to the prompt (a user message)");
+  app.add_option("--system", o.system, "a system message (with --chat)");
+  app.add_flag("--enable-thinking", o.enable_thinking, "chat templates with a thinking switch (Qwen3): enable it");
+  app.add_option("--max-tokens,-n", o.spec.max_tokens, "output tokens at most")->check(CLI::NonNegativeNumber);
+  app.add_option("--temperature,-t", o.temperature, "0 = greedy");
+  app.add_option("--top-k", o.spec.sampling.top_k, "keep the k most likely tokens (0 = off)");
+  app.add_option("--top-p", o.spec.sampling.top_p, "nucleus sampling mass (1 = off)");
+  app.add_option("--min-p", o.spec.sampling.min_p, "drop tokens below min_p x the top probability");
+  app.add_option("--repetition-penalty", o.spec.sampling.repetition_penalty, "HF-style repetition penalty");
+  auto* seed_opt = app.add_option("--seed", o.seed, "sampling seed (default: a fresh one, reported)");
+  app.add_option("--stop", stop, "stop string (repeatable)");
+  app.add_flag("--ignore-eos", o.spec.ignore_eos, "keep generating past end-of-sequence tokens");
+  app.add_flag("--json", o.json, "print one JSON object: text, tokens, ids, logprobs, seed, finish reason");
+  app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
+  CLI11_PARSE(app, argc, argv);
+  if (o.model.empty()) o.model = default_model_path();
+  o.spec.sampling.temperature = static_cast<float>(o.temperature);
+  if (seed_opt->count()) o.spec.sampling.seed = o.seed;
+  o.spec.stop = stop;
+  if (o.prompt.empty() && o.prompt_ids.empty()) {
+    o.prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (o.prompt.empty()) {
+      std::fprintf(stderr, "vosti generate: no prompt: give --prompt, --prompt-ids or text on stdin\n");
+      return 2;
+    }
+  }
+
+  LoadProgress progress(o.model);
+  auto model = Model::load(o.model);
+  if (!model.ok()) {
+    std::fprintf(stderr, "\nvosti generate: %s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  auto tok = Tokenizer::load_for_model(o.model);
+  if (!tok.ok()) {
+    std::fprintf(stderr, "\nvosti generate: %s\n", tok.status().to_string().c_str());
+    return 1;
+  }
+  progress.done();
+  auto prompt = build_prompt(o, **tok);
+  if (!prompt.ok()) {
+    std::fprintf(stderr, "vosti generate: %s\n", prompt.status().to_string().c_str());
+    return 1;
+  }
+  o.spec.prompt = *prompt;
+  EngineConfig config;
+  config.num_threads = o.threads;
+  config.max_num_seqs = 1;
+  auto engine = Engine::create(*model, config, *tok);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "vosti generate: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+
+  nlohmann::json result = {{"tokens", nlohmann::json::array()}, {"ids", nlohmann::json::array()},
+                           {"logprobs", nlohmann::json::array()}};
+  std::string text;
+  bool done = false;
+  auto t0 = std::chrono::steady_clock::now();
+  auto id = (*engine)->add_request(o.spec, [&](const RequestOutput& out) {
+    for (size_t i = 0; i < out.new_tokens.size(); ++i) {
+      result["ids"].push_back(out.new_tokens[i]);
+      result["tokens"].push_back((*tok)->decode_lenient(std::vector<int32_t>{out.new_tokens[i]}, false));
+      result["logprobs"].push_back(out.new_logprobs[i].logprob);
+    }
+    text += out.new_text;
+    if (!o.json) {
+      std::fwrite(out.new_text.data(), 1, out.new_text.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (out.finished) {
+      done = true;
+      result["seed"] = out.seed;
+      result["finish_reason"] = finish_reason_name(out.finish_reason);
+      result["usage"] = {{"prompt_tokens", out.num_prompt_tokens}, {"completion_tokens", out.num_output_tokens}};
+      if (!out.error.empty()) result["error"] = out.error;
+    }
+  });
+  if (!id.ok()) {
+    std::fprintf(stderr, "vosti generate: %s\n", id.status().to_string().c_str());
+    return 1;
+  }
+  while (!done) (*engine)->step();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.json) {
+    result["text"] = text;
+    std::printf("%s\n", result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+    const auto n = result["ids"].size();
+    std::fprintf(stderr, "[%zu tokens in %.2f s, %.1f tok/s, seed %llu, finish: %s]\n", n, secs,
+                 static_cast<double>(n) / secs, static_cast<unsigned long long>(result["seed"].get<uint64_t>()),
+                 result["finish_reason"].get<std::string>().c_str());
+  }
+  return 0;
+}
+
 }  // namespace vosti::tools

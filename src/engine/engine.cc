@@ -114,6 +114,9 @@ class EngineImpl final : public Engine {
 StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
   StopConditions c;
   for (int64_t id : model_->config().eos_token_ids) c.eos_token_ids.push_back(static_cast<int32_t>(id));
+  if (tokenizer_)
+    for (int32_t id : tokenizer_->stop_ids())
+      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
   c.stop_token_ids = spec.stop_token_ids;
   c.stop_strings = spec.stop;
   c.ignore_eos = spec.ignore_eos;

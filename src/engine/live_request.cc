@@ -51,6 +51,7 @@ TokenStep LiveRequest::sample(std::span<const float> logits, SamplerScratch& scr
     const XXH128_hash_t h = XXH3_128bits(logits.data(), logits.size_bytes());
     t.digest = {h.low64, h.high64};
   }
+  if (spec_.return_logits) t.logits.assign(logits.begin(), logits.end());
   return t;
 }
 
@@ -94,6 +95,7 @@ void LiveRequest::emit_token(const TokenStep& step, FinishReason reason) {
   out.new_tokens.push_back(step.token);
   out.new_logprobs.push_back(step.scored);
   if (spec_.logits_digests) out.new_digests.push_back(step.digest);
+  if (spec_.return_logits) out.new_logits.push_back(step.logits);
   if (reason != FinishReason::kNone) {
     if (decoder_ && reason != FinishReason::kStop) text_ += decoder_->flush();
     release_text(text_.size(), out);

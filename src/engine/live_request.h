@@ -25,6 +25,7 @@ struct TokenStep {
   int32_t token = 0;
   ScoredToken scored;
   LogitsDigest digest{};
+  std::vector<float> logits;  // [vocab] if the request returns full logits
 };
 
 class LiveRequest {

@@ -30,6 +30,7 @@ struct RequestSpec {
   int32_t priority = 0;                  // lower runs first; FCFS within a priority
   bool prompt_logprobs = false;          // logprobs of the prompt tokens (echo + logprobs)
   bool logits_digests = false;           // 128-bit digest of every produced position's logits
+  bool return_logits = false;            // the full logits row of every produced position (harness use)
 };
 
 // One scored position: the chosen (or prompt) token, its log-probability under the raw
@@ -46,6 +47,7 @@ struct RequestOutput {
   std::vector<int32_t> new_tokens;            // produced this step
   std::vector<PositionLogprobs> new_logprobs; // [new_tokens]
   std::vector<LogitsDigest> new_digests;      // [new_tokens] if asked
+  std::vector<std::vector<float>> new_logits; // [new_tokens][vocab] if return_logits
   std::vector<PositionLogprobs> prompt_logprobs;  // once, when the prompt is done (if asked); [0] has no logprob
   std::string new_text;                       // detokenised delta, if the engine has a tokenizer
   bool finished = false;

@@ -1,0 +1,289 @@
+#include "tools/harness/determinism_harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "model/model.h"
+
+namespace vosti {
+
+namespace {
+
+// What one request produced in one run.
+struct RequestRecord {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<std::vector<float>> logits;  // [num_outputs][vocab]
+  FinishReason finish = FinishReason::kNone;
+  std::string error;
+};
+
+struct RunRecord {
+  std::vector<RequestRecord> requests;  // [num_requests], in the harness's order
+  EngineStats stats;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Drives one engine through the request set under `v`; records every output.
+Result<RunRecord> run_once(std::shared_ptr<const Model> model, const std::vector<HarnessRequest>& requests,
+                           const Variation& v, uint64_t seed) {
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, v.config));
+  const size_t n = requests.size();
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed);
+  if (v.order == Variation::Order::kReverse) std::reverse(order.begin(), order.end());
+  if (v.order == Variation::Order::kShuffled) std::shuffle(order.begin(), order.end(), rng);
+
+  const int passes = v.warm_prefix_cache ? 2 : 1;
+  RunRecord run;
+  for (int pass = 0; pass < passes; ++pass) {
+    run.requests.assign(n, RequestRecord{});
+    size_t num_done = 0;
+    std::vector<RequestId> neighbours;
+    int64_t step = 0;
+    size_t next = 0;  // index into order of the next arrival
+    const int64_t vocab = model->config().vocab_size;
+    auto add = [&](size_t idx) -> Status {
+      RequestSpec spec = requests[idx].spec;
+      spec.return_logits = true;
+      auto id = engine->add_request(std::move(spec), [&run, &num_done, idx](const RequestOutput& out) {
+        RequestRecord& rec = run.requests[idx];
+        for (size_t k = 0; k < out.new_tokens.size(); ++k) {
+          rec.tokens.push_back(out.new_tokens[k]);
+          rec.logprobs.push_back(out.new_logprobs[k].logprob);
+          rec.logits.push_back(out.new_logits[k]);
+        }
+        if (out.finished) {
+          rec.finish = out.finish_reason;
+          rec.error = out.error;
+          ++num_done;
+        }
+      });
+      return id.ok() ? Status() : id.status();
+    };
+    while (num_done < n) {
+      while (next < n && (v.stagger_steps == 0 || step >= static_cast<int64_t>(next) * v.stagger_steps)) {
+        VOSTI_RETURN_IF_ERROR(add(order[next]));
+        ++next;
+      }
+      // Neighbours: random prompts that arrive early and are aborted a few steps later.
+      if (static_cast<int32_t>(neighbours.size()) < v.num_aborted_neighbours && step % 3 == 0) {
+        RequestSpec spec;
+        const int64_t len = 8 + static_cast<int64_t>(rng() % 40);
+        for (int64_t i = 0; i < len; ++i) spec.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+        spec.max_tokens = 64;
+        spec.sampling.temperature = 1.0f;
+        spec.sampling.seed = rng();
+        auto id = engine->add_request(std::move(spec), nullptr);
+        if (id.ok()) neighbours.push_back(*id);
+      }
+      if (step % 4 == 3)
+        for (RequestId id : neighbours) engine->abort(id);
+      if (!engine->step() && next >= n && num_done < n) {
+        if (!engine->has_work()) return internal_error("engine idle with unfinished requests in variation " + v.name);
+      }
+      ++step;
+      if (step > 1000000) return internal_error("variation " + v.name + " did not finish");
+    }
+    for (RequestId id : neighbours) engine->abort(id);
+    while (engine->has_work()) engine->step();
+  }
+  run.stats = engine->stats();
+  return run;
+}
+
+// The first difference between a run and the reference, or "" if identical.
+std::string compare(const RunRecord& ref, const RunRecord& run, int64_t* num_positions) {
+  for (size_t r = 0; r < ref.requests.size(); ++r) {
+    const RequestRecord& a = ref.requests[r];
+    const RequestRecord& b = run.requests[r];
+    if (!b.error.empty()) return "request " + std::to_string(r) + ": error: " + b.error;
+    const size_t n = std::min(a.tokens.size(), b.tokens.size());
+    for (size_t p = 0; p < n; ++p) {
+      ++*num_positions;
+      if (a.logits[p].size() != b.logits[p].size() ||
+          std::memcmp(a.logits[p].data(), b.logits[p].data(), a.logits[p].size() * sizeof(float)) != 0)
+        return "request " + std::to_string(r) + ", position " + std::to_string(p) + ": logits differ";
+      if (a.tokens[p] != b.tokens[p])
+        return "request " + std::to_string(r) + ", position " + std::to_string(p) + ": token differs";
+      if (std::memcmp(&a.logprobs[p], &b.logprobs[p], sizeof(float)) != 0)
+        return "request " + std::to_string(r) + ", position " + std::to_string(p) + ": logprob differs";
+    }
+    if (a.tokens.size() != b.tokens.size() || a.finish != b.finish)
+      return "request " + std::to_string(r) + ": " + std::to_string(b.tokens.size()) + " outputs (" +
+             finish_reason_name(b.finish) + ") vs " + std::to_string(a.tokens.size()) + " (" +
+             finish_reason_name(a.finish) + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<HarnessRequest> make_harness_requests(const Model& model, bool full, uint64_t seed) {
+  const int64_t vocab = model.config().vocab_size;
+  std::mt19937_64 rng(seed);
+  auto random_tokens = [&](int64_t n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    return t;
+  };
+  const std::vector<int32_t> shared = random_tokens(full ? 96 : 40);  // a prefix several prompts share
+  std::vector<std::vector<int32_t>> prompts = {random_tokens(5), random_tokens(full ? 120 : 23), shared, random_tokens(1)};
+  for (int64_t extra : {7, 19}) {  // shared prefix + distinct tails (prefix-cache hits, partial blocks)
+    auto p = shared;
+    auto tail = random_tokens(extra);
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  if (full)
+    for (int64_t len : {33, 64, 200, 17}) prompts.push_back(random_tokens(len));
+  std::vector<HarnessRequest> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    HarnessRequest r;
+    r.spec.prompt = prompts[i];
+    r.spec.max_tokens = static_cast<int32_t>((full ? 48 : 12) + (i % 3) * 4);
+    r.spec.ignore_eos = true;
+    if (i % 2 == 1) {
+      r.spec.sampling.temperature = 0.9f;
+      r.spec.sampling.top_p = 0.95f;
+      r.spec.sampling.top_k = 50;
+      r.spec.sampling.seed = 1000 + i;
+    } else {
+      r.spec.sampling.temperature = 0.0f;
+      r.spec.sampling.seed = 0;
+    }
+    r.spec.sampling.num_top_logprobs = 2;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
+  std::vector<Variation> v;
+  auto add = [&](std::string name, auto&& tweak) {
+    Variation x;
+    x.name = std::move(name);
+    x.config = ref;
+    tweak(x);
+    v.push_back(std::move(x));
+  };
+  const std::vector<int32_t> seqs = {1, 2, 7, 64};
+  for (int32_t s : seqs)
+    add("max_num_seqs=" + std::to_string(s), [&](Variation& x) {
+      x.config.max_num_seqs = s;
+      x.config.max_num_batched_tokens = 512;
+    });
+  for (int32_t b : {3, 16, 61, 512})
+    add("token_budget=" + std::to_string(b), [&](Variation& x) {
+      x.config.max_num_seqs = 64;
+      x.config.max_num_batched_tokens = b;
+    });
+  add("prefix_cache=cold", [&](Variation& x) {
+    x.config.enable_prefix_caching = true;
+    x.config.max_num_batched_tokens = 16;
+  });
+  add("prefix_cache=warm", [&](Variation& x) {
+    x.config.enable_prefix_caching = true;
+    x.config.max_num_batched_tokens = 61;
+    x.warm_prefix_cache = true;
+  });
+  add("tiny_cache(evict+preempt)", [&](Variation& x) {
+    x.config.enable_prefix_caching = true;
+    x.config.max_num_batched_tokens = 64;
+    x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size + 2;
+  });
+  add("shuffled_blocks", [&](Variation& x) {
+    x.config.block_shuffle_seed = 0x5eed;
+    x.config.max_num_batched_tokens = 61;
+  });
+  add("reverse_arrival", [&](Variation& x) {
+    x.order = Variation::Order::kReverse;
+    x.config.max_num_batched_tokens = 61;
+  });
+  add("shuffled+staggered_arrival", [&](Variation& x) {
+    x.order = Variation::Order::kShuffled;
+    x.stagger_steps = 3;
+    x.config.max_num_batched_tokens = 16;
+  });
+  add("aborted_neighbours", [&](Variation& x) {
+    x.num_aborted_neighbours = 4;
+    x.config.max_num_batched_tokens = 61;
+  });
+  for (int32_t t : {1, 3})
+    add("threads=" + std::to_string(t), [&](Variation& x) {
+      x.config.num_threads = t;
+      x.config.max_num_batched_tokens = 61;
+    });
+  return v;
+}
+
+bool HarnessReport::all_identical() const {
+  return std::all_of(results.begin(), results.end(), [](const VariationResult& r) { return r.identical; });
+}
+
+Result<HarnessReport> run_determinism_harness(std::shared_ptr<const Model> model,
+                                              const std::vector<HarnessRequest>& requests,
+                                              const EngineConfig& reference_config,
+                                              const std::vector<Variation>& variations,
+                                              const std::function<void(const VariationResult&)>& on_result) {
+  HarnessReport report;
+  report.model_name = model->config().name;
+  Variation ref;
+  ref.name = "reference";
+  ref.config = reference_config;
+  ref.config.max_num_seqs = 1;
+  ref.config.max_num_batched_tokens = 1;
+  ref.config.enable_prefix_caching = false;
+  auto t0 = std::chrono::steady_clock::now();
+  VOSTI_ASSIGN_OR_RETURN(RunRecord reference, run_once(model, requests, ref, 1));
+  report.reference_seconds = seconds_since(t0);
+  for (size_t r = 0; r < reference.requests.size(); ++r)
+    if (!reference.requests[r].error.empty())
+      return internal_error("reference run: request " + std::to_string(r) + ": " + reference.requests[r].error);
+  for (size_t i = 0; i < variations.size(); ++i) {
+    VariationResult res;
+    res.name = variations[i].name;
+    t0 = std::chrono::steady_clock::now();
+    auto run = run_once(model, requests, variations[i], 100 + i);
+    res.seconds = seconds_since(t0);
+    if (!run.ok()) {
+      res.first_difference = run.status().to_string();
+    } else {
+      res.first_difference = compare(reference, *run, &res.num_positions);
+      res.identical = res.first_difference.empty();
+      res.num_preemptions = run->stats.num_preemptions;
+      res.num_prefix_hit_tokens = run->stats.num_prefix_hits;
+    }
+    if (on_result) on_result(res);
+    report.results.push_back(std::move(res));
+  }
+  return report;
+}
+
+std::string format_report_table(const std::vector<HarnessReport>& reports) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-28s %-26s %-10s %9s %8s %8s %7s\n", "variation", "model", "result", "positions",
+                "preempt", "hits", "secs");
+  out += line;
+  for (const auto& rep : reports) {
+    for (const auto& r : rep.results) {
+      std::snprintf(line, sizeof line, "%-28s %-26s %-10s %9lld %8lld %8lld %7.1f%s%s\n", r.name.c_str(),
+                    rep.model_name.substr(0, 26).c_str(), r.identical ? "identical" : "DIFFERS",
+                    static_cast<long long>(r.num_positions), static_cast<long long>(r.num_preemptions),
+                    static_cast<long long>(r.num_prefix_hit_tokens), r.seconds, r.identical ? "" : "  ",
+                    r.first_difference.c_str());
+      out += line;
+    }
+  }
+  return out;
+}
+
+}  // namespace vosti

@@ -1,0 +1,73 @@
+// The determinism harness behind `vosti verify` and the determinism CTest suite.
+//
+// It runs one request set first as the reference F_D (docs/SPEC.md: each request
+// alone, prefix cache off, one token per step) and then under each variation of
+// DESIGN.md section 1 (batch composition, token budgets, chunking, prefix cache
+// off/cold/warm, a cache so small that eviction and preemption happen, shuffled
+// physical blocks, arrival orders, staggered arrivals, aborted neighbours, thread
+// counts), and compares every logit of every output position bit for bit (memcmp of
+// the full f32 rows), plus the tokens and logprobs.
+// Thread safety: none; one harness run at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/engine.h"
+
+namespace vosti {
+
+class Model;
+
+struct HarnessRequest {
+  RequestSpec spec;  // compared request (max_tokens > 0)
+};
+
+struct Variation {
+  std::string name;
+  EngineConfig config;                    // the deployment-invariant fields must equal the reference's
+  enum class Order : uint8_t { kForward, kReverse, kShuffled } order = Order::kForward;
+  int32_t stagger_steps = 0;              // > 0: request i arrives at step i * stagger_steps
+  int32_t num_aborted_neighbours = 0;     // extra requests aborted mid-way (not compared)
+  bool warm_prefix_cache = false;         // run the set twice in one engine; compare the second run
+};
+
+struct VariationResult {
+  std::string name;
+  bool identical = false;
+  std::string first_difference;  // "request 3, position 7: logits differ" when not identical
+  int64_t num_positions = 0;     // output positions compared
+  int64_t num_preemptions = 0;   // in this run, for the record
+  int64_t num_prefix_hit_tokens = 0;
+  double seconds = 0;
+};
+
+// The request set for a model: mixed prompt lengths, shared prefixes, greedy and
+// seeded sampling. `full` makes it larger and longer.
+std::vector<HarnessRequest> make_harness_requests(const Model& model, bool full, uint64_t seed);
+
+// The variation matrix (CI-sized unless full) for a reference config.
+std::vector<Variation> make_variations(const EngineConfig& reference, bool full);
+
+struct HarnessReport {
+  std::string model_name;
+  double reference_seconds = 0;
+  std::vector<VariationResult> results;
+  bool all_identical() const;
+};
+
+// Runs the reference and every variation. `on_result` (may be null) is called after each.
+Result<HarnessReport> run_determinism_harness(std::shared_ptr<const Model> model,
+                                              const std::vector<HarnessRequest>& requests,
+                                              const EngineConfig& reference_config,
+                                              const std::vector<Variation>& variations,
+                                              const std::function<void(const VariationResult&)>& on_result = {});
+
+// The table `vosti verify` prints: variation x model -> identical / first difference.
+std::string format_report_table(const std::vector<HarnessReport>& reports);
+
+}  // namespace vosti
