@@ -8,6 +8,8 @@
 // at position p reads the KV of positions 0..p of its own sequence, through the
 // paged cache, in KV tiles at fixed logical positions [t*kKvTile, (t+1)*kKvTile),
 // merged in increasing t order.
+// Each implementation documents its reduction orders at the kernel: kernels/ref/ref_backend.cc
+// (the oracle), kernels/cpu/{simd_avx2,matmul_avx2,attention_avx2}.h (the CPU backend).
 // Shapes: row-major; "[m, n]" means m rows of n contiguous floats.
 // Thread safety: an instance may be used by one caller at a time.
 #pragma once
@@ -59,7 +61,8 @@ class KernelBackend {
                     const float* inv_freq, RopeLayout layout) = 0;
   // y[m, n] = silu(gate[m, n]) * up[m, n], gate and up read from gate_up[m, 2n] (gate first).
   virtual void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) = 0;
-  // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset).
+  // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset);
+  // a negative slot marks a padding row, which is skipped.
   virtual void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) = 0;
   // out[m, num_heads, head_dim] = softmax(q k^T * scale) v over each query's positions 0..position,
   // with grouped-query heads (head h reads kv head h / (num_heads / num_kv_heads)).

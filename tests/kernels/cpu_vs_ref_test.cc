@@ -113,6 +113,22 @@ TEST_F(CpuVsRef, SiluMulIsBitExact) {
   }
 }
 
+TEST_F(CpuVsRef, SiluMulIsBitExactAtExtremes) {
+  // exp overflow and underflow inside silu: g = -100 gives exp(100) = inf and silu = -0.
+  const std::vector<float> gate = {-100.0f, 100.0f, -88.8f, 88.8f, -87.4f, 87.4f, 0.0f, -0.0f,
+                                   1e-30f, -1e-30f, 30.0f, -30.0f, 3.5f, -3.5f, 1e10f, -1e10f};
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<float> gu(gate);
+  const auto up = testing::random_floats(gate.size(), 9, 0.5f, 2.0f);
+  gu.insert(gu.end(), up.begin(), up.end());
+  std::vector<float> yc(gate.size()), yr(gate.size());
+  cpu_->silu_mul(gu.data(), 1, n, yc.data());
+  ref_->silu_mul(gu.data(), 1, n, yr.data());
+  EXPECT_TRUE(testing::bits_equal(yc.data(), yr.data(), yc.size()));
+  EXPECT_EQ(yr[0], 0.0f);
+  EXPECT_FLOAT_EQ(yr[1], 100.0f * up[1]);
+}
+
 TEST_F(CpuVsRef, KvWriteIsBitExact) {
   testing::PagedPool pc(6, 4, 2, 8), pr(6, 4, 2, 8);
   const auto kn = testing::random_floats(5 * 2 * 8, 1);
