@@ -129,6 +129,33 @@ double bf16_rel_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>
   return std::sqrt(num / den);
 }
 
+// Times every launch plan (m-tile height x group count dividing S) of one call: all give the
+// same bits (tests/kernels_cuda), so the fastest is what plan_gemm_launch should pick.
+void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmArgs a, int m, vosti::GemmWorkspace ws,
+                 int num_sms, double default_us, double cublas_us) {
+  a.m = m;
+  double best = 1e30;
+  int best_bm = 0, best_groups = 0;
+  std::string list;
+  for (int bm : {16, 64, 128}) {
+    for (int groups = 1; groups <= sched.num_segments; ++groups) {
+      if (sched.num_segments % groups != 0) continue;
+      const vosti::GemmLaunch l = vosti::make_gemm_launch(sched, m, bm, groups, num_sms);
+      if (l.split_segments && size_t(l.num_m_tiles) * l.num_n_tiles * 4 > l.counter_bytes) continue;
+      const Timing t = time_it([&] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, ws, nullptr)); }, 10);
+      char item[96];
+      std::snprintf(item, sizeof(item), "%s[%d, %d, %.2f]", list.empty() ? "" : ", ", bm, groups, t.median_us);
+      list += item;
+      if (t.median_us < best) best = t.median_us, best_bm = bm, best_groups = groups;
+    }
+  }
+  std::printf("    plans (bm, groups, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
+              list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
+  std::string obj = "{\"kind\": \"gemm_plans\", \"shape\": \"" + std::string(s.name) + "\", \"M\": " +
+                    std::to_string(m) + ", \"plans_bm_groups_us\": [" + list + "]}";
+  json_add(obj);
+}
+
 void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& ms, int num_sms, int reps) {
   const int max_m = *std::max_element(ms.begin(), ms.end());
   auto* w = dalloc<__nv_bfloat16>(size_t(s.n) * s.k);
@@ -140,7 +167,9 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& m
   fill_bf16<<<1024, 256>>>(x, size_t(max_m) * s.k, 99u + s.k, 2.0f);
   CK(cudaGetLastError());
   const vosti::GemmSchedule sched = vosti::select_schedule(s.n, s.k).value();
-  const size_t ws_bytes = std::max<size_t>(vosti::gemm_workspace_bytes(sched, max_m, num_sms), 1);
+  const int sweep_max_m = 1024;  // every plan is timed up to this m
+  const size_t ws_bytes = std::max(vosti::gemm_workspace_bytes(sched, max_m, num_sms),
+                                   vosti::make_gemm_launch(sched, sweep_max_m, 16, sched.num_segments, num_sms).workspace_bytes);
   void* ws = dalloc<unsigned char>(ws_bytes);
   CK(cudaMemset(ws, 0, ws_bytes));
   const float alpha = 1.f, beta = 0.f;
@@ -176,10 +205,10 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& m
     const double flops = 2.0 * m * double(s.n) * s.k;
     const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
     std::printf("%-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
-                " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d split %d S %d\n",
+                " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d\n",
                 s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3,
                 flops / to.median_us / 1e6, tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff,
-                ours_inv, cublas_inv, l.block_m, l.split_segments, sched.num_segments);
+                ours_inv, cublas_inv, l.block_m, l.num_groups, sched.num_segments);
     char buf[1024];
     std::snprintf(buf, sizeof(buf),
                   "{\"kind\": \"gemm\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, \"ours_us\": %.3f, "
@@ -187,12 +216,13 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& m
                   "\"cublas_p10_us\": %.3f, \"cublas_p90_us\": %.3f, \"ratio_ours_over_cublas\": %.4f, "
                   "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
                   "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
-                  "\"block_m\": %d, \"split\": %s, \"segments\": %d}",
+                  "\"block_m\": %d, \"groups\": %d, \"segments\": %d}",
                   s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us, tc.p10_us,
                   tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
                   bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff, ours_inv ? "true" : "false",
-                  cublas_inv ? "true" : "false", l.block_m, l.split_segments ? "true" : "false", sched.num_segments);
+                  cublas_inv ? "true" : "false", l.block_m, l.num_groups, sched.num_segments);
     json_add(buf);
+    if (m <= sweep_max_m) sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
   }
   CK(cudaFree(w));
   CK(cudaFree(x));
@@ -205,7 +235,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& m
 void report_row(const char* name, double bytes, const Timing& t, double copy_tbps) {
   const double gbps = bytes / t.median_us / 1e3;
   std::printf("%-22s %8.2f us %7.0f GB/s  %5.1f%% of copy\n", name, t.median_us, gbps, gbps / (copy_tbps * 10.0));
-  char buf[512];
+  char buf[1024];
   std::snprintf(buf, sizeof(buf),
                 "{\"kind\": \"row\", \"op\": \"%s\", \"bytes\": %.0f, \"us\": %.3f, \"GBps\": %.1f, "
                 "\"fraction_of_copy\": %.4f}",
@@ -282,7 +312,7 @@ int main(int argc, char** argv) {
   std::printf("copy: %.2f TB/s (2 GiB d2d, read+write)\n", copy_tbps);
   CK(cudaFree(c0));
   CK(cudaFree(c1));
-  char buf[256];
+  char buf[1024];
   std::snprintf(buf, sizeof(buf), "{\"kind\": \"copy\", \"TBps\": %.4f, \"device\": \"%s\", \"sms\": %d}", copy_tbps,
                 prop.name, prop.multiProcessorCount);
   json_add(buf);

@@ -38,6 +38,7 @@ TEST(GemmSchedule, SegmentsTileTheKBlocksInOrder) {
       EXPECT_EQ(g.num_k_blocks, k / kGemmBlockK);
       ASSERT_GE(g.num_segments, 1);
       ASSERT_LE(g.num_segments, g.num_k_blocks);
+      EXPECT_EQ(g.num_k_blocks % g.num_segments, 0);
       EXPECT_EQ(gemm_segment_begin(g, 0), 0);
       EXPECT_EQ(gemm_segment_begin(g, g.num_segments), g.num_k_blocks);
       for (int seg = 0; seg < g.num_segments; ++seg) EXPECT_LT(gemm_segment_begin(g, seg), gemm_segment_begin(g, seg + 1));
@@ -49,12 +50,11 @@ TEST(GemmSchedule, SegmentsTileTheKBlocksInOrder) {
 
 TEST(GemmSchedule, LlamaShapesSplitKAtSmallM) {
   struct Shape { int64_t n, k; int segments; };
-  // The table as chosen (>= 256 CTAs at one m-tile, >= 4 k-blocks a segment, <= 16 segments).
-  for (Shape s : {Shape{6144, 4096, 6}, Shape{4096, 4096, 8}, Shape{28672, 4096, 2}, Shape{4096, 14336, 8}}) {
+  // The table as chosen (<= 396 CTAs at one m-tile, >= 3 k-blocks a segment, <= 16 equal segments).
+  for (Shape s : {Shape{6144, 4096, 8}, Shape{4096, 4096, 8}, Shape{28672, 4096, 1}, Shape{4096, 14336, 8}}) {
     const GemmSchedule g = select_schedule(s.n, s.k).value();
     EXPECT_EQ(g.num_segments, s.segments) << s.n << "x" << s.k;
-    // Split only while one m-tile row of tiles leaves multiprocessors idle.
-    EXPECT_EQ(plan_gemm_launch(g, 1, 132).split_segments, s.n / kGemmBlockN < 132);
+    EXPECT_EQ(plan_gemm_launch(g, 1, 132).split_segments, s.segments > 1);
     EXPECT_FALSE(plan_gemm_launch(g, 4096, 132).split_segments);
   }
 }
@@ -65,6 +65,26 @@ TEST(GemmLaunch, WorkspaceCoversEveryRowCount) {
   for (int64_t m = 1; m <= 8192; ++m) ASSERT_LE(plan_gemm_launch(g, m, 132).workspace_bytes, ws) << m;
 }
 
+TEST(GemmLaunch, GroupsFitOneWaveAndCountersStayPut) {
+  for (int64_t n : {576, 1024, 4096, 6144}) {
+    const GemmSchedule g = select_schedule(n, 4096).value();
+    const size_t counters = plan_gemm_launch(g, 1, 132).counter_bytes;
+    for (int64_t m = 1; m <= 3000; ++m) {
+      const GemmLaunch l = plan_gemm_launch(g, m, 132);
+      // The counters must not move with m: a later call would find a partial where a counter is.
+      ASSERT_EQ(l.counter_bytes, counters);
+      ASSERT_GE(l.num_groups, 1);
+      ASSERT_LE(l.num_groups, g.num_segments);
+      ASSERT_EQ(l.split_segments, l.num_groups > 1);
+      const int64_t ctas = static_cast<int64_t>(l.num_m_tiles) * l.num_n_tiles * l.num_groups;
+      if (l.split_segments) {
+        ASSERT_LE(ctas, 132 * gemm_ctas_per_sm(l.block_m)) << "n=" << n << " m=" << m;
+        ASSERT_LE(static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * 4, counters);
+      }
+    }
+  }
+}
+
 // A weight, bias and zeroed workspace on the device, for calls of up to max_m rows.
 class GemmHarness {
  public:
@@ -72,10 +92,13 @@ class GemmHarness {
       : schedule_(select_schedule(n, k).value()),
         w_(cuda_test::random_bf16(static_cast<size_t>(n * k), seed, 0.05f)),
         bias_(cuda_test::random_f32(static_cast<size_t>(n), seed + 1, 0.5f)),
-        workspace_(std::max<size_t>(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()), 1)) {
+        workspace_(std::max(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
+                            make_gemm_launch(schedule_, max_m, 16, schedule_.num_segments,
+                                             current_device_sm_count().value()).workspace_bytes)) {
     EXPECT_EQ(cudaMemset(workspace_.get(), 0, workspace_.size()), cudaSuccess);
   }
-  Status run(const uint16_t* x, int64_t m, void* y, DType out, bool with_bias) {
+  // Runs with the default plan, or with `launch` when given.
+  Status run(const uint16_t* x, int64_t m, void* y, DType out, bool with_bias, const GemmLaunch* launch = nullptr) {
     GemmArgs a;
     a.x = x;
     a.w = w_.get();
@@ -83,7 +106,9 @@ class GemmHarness {
     a.y = y;
     a.out_dtype = out;
     a.m = m;
-    const Status s = gemm_bf16(schedule_, a, GemmWorkspace{workspace_.get(), workspace_.size()}, nullptr);
+    const GemmWorkspace ws{workspace_.get(), workspace_.size()};
+    const Status s = launch ? gemm_bf16_with_launch(schedule_, a, *launch, ws, nullptr)
+                            : gemm_bf16(schedule_, a, ws, nullptr);
     if (!s.ok()) return s;
     return cuda_status(cudaDeviceSynchronize(), "gemm_bf16");
   }
@@ -238,6 +263,38 @@ TEST(GemmInvariance, LlamaDownProjectionSampledM) {
   check_invariance(4096, 14336, {1, 8, 33, 64, 200, 256, 1024, 4096}, DType::kBF16, false, 61);
 }
 
+TEST(GemmInvariance, WorkspaceReusedAcrossPlans) {  // m values whose plans differ in tiles and groups
+  VOSTI_SKIP_WITHOUT_CUDA();
+  check_invariance(4096, 4096, {1, 257, 3, 129, 8, 255, 1, 384, 2}, DType::kF32, true, 71);
+}
+
+// Every launch plan (m-tile 16/64/128 x every group count dividing S) gives the default
+// plan's bits for the whole output.
+TEST(GemmInvariance, EveryLaunchPlanComputesTheSameBits) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  const int64_t n = 1024, k = 4096, max_m = 300;
+  GemmHarness g(n, k, max_m, 81);
+  const int sms = current_device_sm_count().value();
+  DeviceBuffer<uint16_t> x(cuda_test::random_bf16(static_cast<size_t>(max_m * k), 82));
+  DeviceBuffer<float> want(static_cast<size_t>(max_m * n)), got(static_cast<size_t>(max_m * n));
+  for (int64_t m : {1, 5, 16, 17, 40, 64, 100, 255, 300}) {
+    ASSERT_TRUE(g.run(x.get(), m, want.get(), DType::kF32, true).ok());
+    const std::vector<float> expected = want.download(0, static_cast<size_t>(m * n));
+    for (int block_m : {16, 64, 128}) {
+      for (int groups = 1; groups <= g.schedule().num_segments; ++groups) {
+        if (g.schedule().num_segments % groups != 0) continue;
+        const GemmLaunch l = make_gemm_launch(g.schedule(), m, block_m, groups, sms);
+        got.poison();
+        const Status s = g.run(x.get(), m, got.get(), DType::kF32, true, &l);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        const std::vector<float> out = got.download(0, static_cast<size_t>(m * n));
+        ASSERT_TRUE(cuda_test::same_bits(out.data(), expected.data(), out.size() * sizeof(float)))
+            << "m=" << m << " block_m=" << block_m << " groups=" << groups;
+      }
+    }
+  }
+}
+
 TEST(GemmErrors, BadArgumentsAreReported) {
   VOSTI_SKIP_WITHOUT_CUDA();
   GemmHarness g(256, 1024, 64, 5);
@@ -255,6 +312,9 @@ TEST(GemmErrors, BadArgumentsAreReported) {
   const Status s = gemm_bf16(g.schedule(), a, GemmWorkspace{nullptr, 0}, nullptr);  // this plan splits
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos);
+  const GemmLaunch wrong_m = make_gemm_launch(g.schedule(), 200, 16, 1, 132);
+  EXPECT_EQ(gemm_bf16_with_launch(g.schedule(), a, wrong_m, GemmWorkspace{nullptr, 0}, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -23,12 +23,15 @@ struct GemmParams {
   unsigned* counters;      // [num_m_tiles * num_n_tiles] (split launches)
   int m, n, k;
   int num_k_blocks, num_segments;
+  int num_groups;  // CTAs per tile along k; > 1 means a split launch
   int out_f32;
   int split;
 };
 
-__device__ __forceinline__ int segment_begin(int seg, int num_k_blocks, int num_segments) {
-  return static_cast<int>(static_cast<long long>(seg) * num_k_blocks / num_segments);
+// First of `total` items in part `i` of `parts` contiguous parts (k-blocks of a segment,
+// segments of a group): i * total / parts.
+__device__ __forceinline__ int part_begin(int i, int total, int parts) {
+  return static_cast<int>(static_cast<long long>(i) * total / parts);
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -137,8 +140,28 @@ __device__ __forceinline__ void store_pair(const GemmParams& p, int row, int col
   }
 }
 
+// Stores one finished segment result P_seg of this thread's fragments to its workspace plane.
+template <class C>
+__device__ __forceinline__ void store_partial(const GemmParams& p, const float (&acc)[C::kMi][C::kNi][4], int seg,
+                                              int row0, int col0, int lane) {
+  const size_t plane = static_cast<size_t>(p.m) * p.n;
+#pragma unroll
+  for (int mi = 0; mi < C::kMi; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < C::kNi; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + mi * 16 + (lane >> 2) + h * 8;
+        const int col = col0 + ni * 8 + (lane & 3) * 2;
+        if (row < p.m && col < p.n) {
+          float* dst = p.partials + seg * plane + static_cast<size_t>(row) * p.n + col;
+          __stcg(reinterpret_cast<float2*>(dst), make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+        }
+      }
+}
+
 // One CTA computes a BM x kGemmBlockN tile of y over segments [seg_lo, seg_hi): blockIdx.x is
-// the m-tile, blockIdx.y the n-tile, blockIdx.z the segment of a split launch.
+// the m-tile, blockIdx.y the n-tile, blockIdx.z the k-group of a split launch.
 template <int BM, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
   using C = TileConfig<BM, WM, WN, STAGES>;
@@ -150,10 +173,13 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
   const int warp_n = warp % WN;
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * kGemmBlockN;
-  const int seg_lo = p.split ? static_cast<int>(blockIdx.z) : 0;
-  const int seg_hi = p.split ? seg_lo + 1 : p.num_segments;
-  const int kb_begin = segment_begin(seg_lo, p.num_k_blocks, p.num_segments);
-  const int kb_end = segment_begin(seg_hi, p.num_k_blocks, p.num_segments);
+  const int group = p.split ? static_cast<int>(blockIdx.z) : 0;
+  const int seg_lo = part_begin(group, p.num_segments, p.num_groups);
+  const int seg_hi = part_begin(group + 1, p.num_segments, p.num_groups);
+  const int kb_begin = part_begin(seg_lo, p.num_k_blocks, p.num_segments);
+  const int kb_end = part_begin(seg_hi, p.num_k_blocks, p.num_segments);
+  const int row0 = m0 + warp_m * C::kWarpM;  // this warp's first row and column
+  const int col0 = n0 + warp_n * C::kWarpN;
 
   float acc[C::kMi][C::kNi][4];
   float total[C::kMi][C::kNi][4];
@@ -170,7 +196,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
     cp_async_commit();
   }
   int seg = seg_lo;
-  int seg_end = segment_begin(seg + 1, p.num_k_blocks, p.num_segments);
+  int seg_end = part_begin(seg + 1, p.num_k_blocks, p.num_segments);
   for (int kb = kb_begin; kb < kb_end; ++kb) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
@@ -178,7 +204,8 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
     if (pf < kb_end) load_stage<C, BM>(smem + ((pf - kb_begin) % STAGES) * C::kStageElems, p, m0, n0, pf);
     cp_async_commit();
     mma_stage<C, BM>(acc, smem + ((kb - kb_begin) % STAGES) * C::kStageElems, warp_m, warp_n, lane);
-    if (kb + 1 == seg_end) {  // segment finished: S_s = S_{s-1} + P_s (S_0 = P_0), restart from zero
+    if (kb + 1 == seg_end) {  // segment finished: publish P_s (split) or S_s = S_{s-1} + P_s (S_0 = P_0)
+      if (p.split) store_partial<C>(p, acc, seg, row0, col0, lane);
       const bool first = seg == seg_lo;
 #pragma unroll
       for (int mi = 0; mi < C::kMi; ++mi)
@@ -190,7 +217,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
             acc[mi][ni][e] = 0.f;
           }
       ++seg;
-      seg_end = segment_begin(seg + 1, p.num_k_blocks, p.num_segments);
+      seg_end = part_begin(seg + 1, p.num_k_blocks, p.num_segments);
     }
   }
   cp_async_wait<0>();
@@ -211,27 +238,14 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
     return;
   }
 
-  // Split launch: publish P_seg, then the tile's last CTA (by an integer counter) sums
+  // Split launch: every P_s is published; the tile's last CTA (by an integer counter) sums
   // P_0 + P_1 + ... in segment order; which CTA is last does not change that order.
   const size_t plane = static_cast<size_t>(p.m) * p.n;
-#pragma unroll
-  for (int mi = 0; mi < C::kMi; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < C::kNi; ++ni)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = m0 + warp_m * C::kWarpM + mi * 16 + g + h * 8;
-        const int col = n0 + warp_n * C::kWarpN + ni * 8 + q;
-        if (row < p.m && col < p.n) {
-          float* dst = p.partials + seg_lo * plane + static_cast<size_t>(row) * p.n + col;
-          __stcg(reinterpret_cast<float2*>(dst), make_float2(total[mi][ni][2 * h], total[mi][ni][2 * h + 1]));
-        }
-      }
   __threadfence();
   __syncthreads();
   __shared__ int s_is_last;
   const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
-  if (threadIdx.x == 0) s_is_last = atomicAdd(&p.counters[tile], 1u) == static_cast<unsigned>(p.num_segments - 1);
+  if (threadIdx.x == 0) s_is_last = atomicAdd(&p.counters[tile], 1u) == static_cast<unsigned>(p.num_groups - 1);
   __syncthreads();
   if (!s_is_last) return;
   __threadfence();
@@ -263,7 +277,7 @@ Status launch(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
   auto kernel = gemm_bf16_kernel<BM, WM, WN, STAGES>;
   VOSTI_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-  const dim3 grid(l.num_m_tiles, l.num_n_tiles, l.split_segments ? p.num_segments : 1);
+  const dim3 grid(l.num_m_tiles, l.num_n_tiles, l.num_groups);
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p);
   return cuda_launch_status("gemm_bf16_kernel");
 }
@@ -272,7 +286,8 @@ Status launch(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
 
 size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num_sms) {
   size_t most = 0;
-  const int64_t last_split_m = std::min<int64_t>(max_m, static_cast<int64_t>(128) * std::max(num_sms, 1));
+  // Split launches have fewer m-tiles than 3 * num_sms.
+  const int64_t last_split_m = std::min<int64_t>(max_m, static_cast<int64_t>(128) * 3 * std::max(num_sms, 1));
   for (int64_t m = 1; m <= last_split_m; ++m) most = std::max(most, plan_gemm_launch(schedule, m, num_sms).workspace_bytes);
   return most;
 }
@@ -289,6 +304,14 @@ Result<int> current_device_sm_count() {
 }
 
 Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream) {
+  Result<int> sms = current_device_sm_count();
+  if (!sms.ok()) return sms.status();
+  return gemm_bf16_with_launch(schedule, args, plan_gemm_launch(schedule, std::max<int64_t>(args.m, 1), sms.value()),
+                               workspace, stream);
+}
+
+Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l,
+                             GemmWorkspace workspace, cudaStream_t stream) {
   if (args.x == nullptr || args.w == nullptr || args.y == nullptr) {
     return invalid_argument("gemm_bf16: x, w and y must be device pointers, got a null one");
   }
@@ -298,12 +321,18 @@ Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspa
   if (args.out_dtype != DType::kBF16 && args.out_dtype != DType::kF32) {
     return invalid_argument("gemm_bf16: out_dtype must be bf16 or f32");
   }
-  if (schedule.num_k_blocks < 1 || schedule.num_segments < 1 || schedule.num_segments > schedule.num_k_blocks) {
+  if (schedule.num_k_blocks < 1 || schedule.num_segments < 1 || schedule.num_k_blocks % schedule.num_segments != 0 ||
+      schedule.k != static_cast<int64_t>(schedule.num_k_blocks) * kGemmBlockK) {
     return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   }
-  Result<int> sms = current_device_sm_count();
-  if (!sms.ok()) return sms.status();
-  const GemmLaunch l = plan_gemm_launch(schedule, args.m, sms.value());
+  if ((l.block_m != 16 && l.block_m != 64 && l.block_m != 128) ||
+      l.num_m_tiles != (args.m + l.block_m - 1) / l.block_m ||
+      l.num_n_tiles != (schedule.n + kGemmBlockN - 1) / kGemmBlockN || l.num_groups < 1 ||
+      l.num_groups > schedule.num_segments || l.split_segments != (l.num_groups > 1) ||
+      (l.split_segments &&
+       static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * sizeof(unsigned) > l.counter_bytes)) {
+    return invalid_argument("gemm_bf16: launch not made for this schedule and m (use make_gemm_launch)");
+  }
   if (l.split_segments && (workspace.data == nullptr || workspace.bytes < l.workspace_bytes)) {
     return invalid_argument("gemm_bf16: workspace of " + std::to_string(workspace.bytes) + " bytes, this call needs " +
                             std::to_string(l.workspace_bytes) + " (size it with gemm_workspace_bytes())");
@@ -319,12 +348,11 @@ Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspa
   p.num_k_blocks = schedule.num_k_blocks;
   p.num_segments = schedule.num_segments;
   p.out_f32 = args.out_dtype == DType::kF32 ? 1 : 0;
+  p.num_groups = l.num_groups;
   p.split = l.split_segments ? 1 : 0;
   if (l.split_segments) {
-    const size_t tiles = static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles;
-    const size_t counter_bytes = (tiles * sizeof(unsigned) + 255) / 256 * 256;
     p.counters = static_cast<unsigned*>(workspace.data);
-    p.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace.data) + counter_bytes);
+    p.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace.data) + l.counter_bytes);
   }
   switch (l.block_m) {
     case 16: return launch<16, 1, 4, 4>(p, l, stream);

@@ -50,4 +50,9 @@ Result<int> current_device_sm_count();
 Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace,
                  cudaStream_t stream);
 
+// The same GEMM with a caller-chosen launch (make_gemm_launch); the output bits are those of
+// gemm_bf16(). Errors as gemm_bf16(), and kInvalidArgument for a launch not made for (schedule, m).
+Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& launch,
+                             GemmWorkspace workspace, cudaStream_t stream);
+
 }  // namespace vosti

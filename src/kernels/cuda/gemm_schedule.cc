@@ -6,11 +6,20 @@
 namespace vosti {
 
 namespace {
-// Enough CTAs to cover the chip twice when m is small and the weight stream is the cost.
-constexpr int64_t kTargetSmallMCtas = 256;
-constexpr int kMinKBlocksPerSegment = 4;
+// One wave of the m16 configuration on a 132-multiprocessor Hopper (3 resident CTAs each):
+// at m <= 16 the segments of every tile run side by side and the weight stream is the cost.
+constexpr int64_t kTargetSmallMCtas = 396;
+constexpr int kMinKBlocksPerSegment = 3;
 constexpr int kMaxSegments = 16;
 constexpr size_t kWorkspaceAlign = 256;
+
+// The largest divisor d of `value` with d <= limit (>= 1).
+int largest_divisor_at_most(int value, int64_t limit) {
+  for (int d = static_cast<int>(std::min<int64_t>(value, std::max<int64_t>(limit, 1))); d > 1; --d) {
+    if (value % d == 0) return d;
+  }
+  return 1;
+}
 }  // namespace
 
 Result<GemmSchedule> select_schedule(int64_t n, int64_t k) {
@@ -27,27 +36,41 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k) {
   s.k = k;
   s.instruction = GemmInstruction::kMmaSyncM16N8K16;
   s.num_k_blocks = static_cast<int>(k / kGemmBlockK);
+  // Equal segments (a divisor of the k-block count), as many as one small-m wave holds.
   const int64_t n_tiles = (n + kGemmBlockN - 1) / kGemmBlockN;
-  const int64_t wanted = (kTargetSmallMCtas + n_tiles - 1) / n_tiles;
-  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(kMaxSegments, s.num_k_blocks / kMinKBlocksPerSegment));
-  s.num_segments = static_cast<int>(std::clamp<int64_t>(wanted, 1, most));
+  const int64_t limit = std::min<int64_t>({kTargetSmallMCtas / n_tiles, kMaxSegments,
+                                           s.num_k_blocks / kMinKBlocksPerSegment});
+  s.num_segments = largest_divisor_at_most(s.num_k_blocks, limit);
   return s;
 }
 
-GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms) {
+int gemm_ctas_per_sm(int block_m) { return block_m == 16 ? 3 : (block_m == 64 ? 2 : 1); }
+
+GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms) {
   GemmLaunch l;
-  l.block_m = m <= 16 ? 16 : (m <= 64 ? 64 : 128);
-  l.num_m_tiles = static_cast<int>((m + l.block_m - 1) / l.block_m);
+  l.block_m = block_m;
+  l.num_m_tiles = static_cast<int>((m + block_m - 1) / block_m);
   l.num_n_tiles = static_cast<int>((schedule.n + kGemmBlockN - 1) / kGemmBlockN);
-  const int64_t tiles = static_cast<int64_t>(l.num_m_tiles) * l.num_n_tiles;
-  l.split_segments = schedule.num_segments > 1 && tiles < num_sms;
+  l.num_groups = num_groups;
+  l.split_segments = num_groups > 1;
+  // Counters of every split launch fit 3 * num_sms tiles: one region size per device, so
+  // a later call never finds a partial where its counter is.
+  l.counter_bytes = (static_cast<size_t>(3) * num_sms * sizeof(uint32_t) + kWorkspaceAlign - 1) / kWorkspaceAlign *
+                    kWorkspaceAlign;
   if (l.split_segments) {
-    const size_t counters = (static_cast<size_t>(tiles) * sizeof(uint32_t) + kWorkspaceAlign - 1) /
-                            kWorkspaceAlign * kWorkspaceAlign;
-    l.workspace_bytes = counters + static_cast<size_t>(schedule.num_segments) * static_cast<size_t>(m) *
-                                       static_cast<size_t>(schedule.n) * sizeof(float);
+    l.workspace_bytes = l.counter_bytes + static_cast<size_t>(schedule.num_segments) * static_cast<size_t>(m) *
+                                              static_cast<size_t>(schedule.n) * sizeof(float);
   }
   return l;
+}
+
+GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms) {
+  const int block_m = m <= 64 ? 16 : (m <= 256 ? 64 : 128);
+  const int64_t tiles = ((m + block_m - 1) / block_m) * ((schedule.n + kGemmBlockN - 1) / kGemmBlockN);
+  const int64_t slots = static_cast<int64_t>(num_sms) * gemm_ctas_per_sm(block_m);
+  // Whole groups of equal size (a divisor of S), as many as one wave of resident CTAs holds.
+  const int groups = tiles >= slots ? 1 : largest_divisor_at_most(schedule.num_segments, slots / tiles);
+  return make_gemm_launch(schedule, m, block_m, groups, num_sms);
 }
 
 }  // namespace vosti

@@ -37,7 +37,7 @@ struct GemmSchedule {
   int64_t k = 0;
   GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16;
   int num_k_blocks = 0;   // k / kGemmBlockK
-  int num_segments = 1;   // S: k is cut into S fixed segments, summed in order 0..S-1
+  int num_segments = 1;   // S (divides num_k_blocks): k cut into S equal segments, summed in order 0..S-1
 };
 
 // The schedule for weight shape [n, k]; a pure function of (n, k).
@@ -50,15 +50,31 @@ inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
 }
 
 // How one call is laid out on the GPU; never changes the arithmetic.
+// The S segments of a tile are cut into num_groups contiguous groups, one CTA each.
+// num_groups == 1: one CTA runs all segments, adding each to a running f32 total.
+// num_groups > 1: each CTA stores every P_s of its group to the workspace; the tile's
+// last CTA (an integer counter decides which) sums P_0 + P_1 + ... in segment order.
 struct GemmLaunch {
-  int block_m = 16;        // rows per CTA tile: 16, 64 or 128
+  int block_m = 16;       // rows per CTA tile: 16, 64 or 128
   int num_m_tiles = 0;
   int num_n_tiles = 0;
-  bool split_segments = false;  // true: one CTA per (tile, segment), partials in the workspace
-  size_t workspace_bytes = 0;   // tile counters + partials, 0 when not split
+  int num_groups = 1;     // CTAs per tile along k, 1..num_segments
+  bool split_segments = false;  // num_groups > 1
+  size_t counter_bytes = 0;     // tile counters at the start of the workspace (fixed per device)
+  size_t workspace_bytes = 0;   // counters + f32 partials [num_segments, m, n]; 0 when not split
 };
 
-// The launch for m rows on a device with num_sms multiprocessors. REQUIRES: m >= 1.
+// CTAs of each m-tile height resident per multiprocessor on sm_90 (registers and shared
+// memory of the three kernel configurations; see gemm_bf16.cu).
+int gemm_ctas_per_sm(int block_m);
+
+// The launch for m rows on a device with num_sms multiprocessors: the m-tile height from m,
+// then as many equal k-groups (a divisor of S) as one wave of resident CTAs holds.
+// REQUIRES: m >= 1, num_sms >= 1.
 GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms);
+
+// A launch with a given m-tile height (16, 64 or 128) and group count (1..S); for tests
+// and benchmarks that check every plan computes the same bits.
+GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms);
 
 }  // namespace vosti
