@@ -15,15 +15,27 @@ bool ranks_before(float value_a, int32_t id_a, float value_b, int32_t id_b) {
 
 }  // namespace
 
-float exp_from_max(float x, float m) { return x == m ? 1.0f : std::exp(x - m); }
-
 LogSoftmaxStats log_softmax_stats(std::span<const float> logits) {
   VOSTI_CHECK(!logits.empty(), "log_softmax of an empty logits row");
+  // Chunks keep the sanitized values and the exps on the stack, so the work vectorises.
+  constexpr size_t kChunk = 512;
+  float values[kChunk];  // [kChunk] sanitized logits
+  float exps[kChunk];    // [kChunk] exp_from_max of values
   float m = -std::numeric_limits<float>::infinity();
-  for (const float x : logits) m = std::max(m, sanitize_logit(x));
-  double z = 0.0;
-  for (const float x : logits) z += static_cast<double>(exp_from_max(sanitize_logit(x), m));
-  return {m, std::log(z)};
+  for (size_t begin = 0; begin < logits.size(); begin += kChunk) {
+    const size_t n = std::min(kChunk, logits.size() - begin);
+    for (size_t i = 0; i < n; ++i) values[i] = sanitize_logit(logits[begin + i]);
+    m = std::max(m, max_value(values, n));
+  }
+  static_assert(kChunk % kSumLanes == 0, "chunks must start on a lane boundary");
+  LaneSums z;
+  for (size_t begin = 0; begin < logits.size(); begin += kChunk) {
+    const size_t n = std::min(kChunk, logits.size() - begin);
+    for (size_t i = 0; i < n; ++i) values[i] = sanitize_logit(logits[begin + i]);
+    exp_from_max_n(values, m, exps, n);
+    add_lane_sums(exps, n, z);
+  }
+  return {m, std::log(z.total())};
 }
 
 float token_logprob(std::span<const float> logits, const LogSoftmaxStats& stats, int32_t token) {

@@ -6,7 +6,8 @@
 //   l'_i   = l_i, except NaN -> -inf (a NaN logit is treated as -inf everywhere)
 //   m      = max_i l'_i (sequential scan in id order)
 //   d_i    = 0 if l'_i == m, else l'_i - m (float; so +inf/-inf rows stay defined)
-//   Z      = sum_i exp(d_i), exp in float, summed as double in id order
+//   Z      = sum_i exp(d_i), exp = exp_nonpositive in float, summed as double lane sums
+//            (both in sampler_math.h: a fixed order by token id)
 //   lp_i   = float(double(d_i) - log(Z))
 // Top-n lists are best first under the total order (l'_i desc, id asc): ties by lowest id.
 // Thread safety: pure functions.
@@ -16,6 +17,8 @@
 #include <limits>
 #include <span>
 #include <vector>
+
+#include "sample/sampler_math.h"
 
 namespace vosti {
 
@@ -39,9 +42,6 @@ struct LogSoftmaxStats {
 
 // NaN -> -inf; every other value unchanged.
 inline float sanitize_logit(float x) { return x != x ? -std::numeric_limits<float>::infinity() : x; }
-
-// exp(x - m) as the sampler and logprobs define it: exactly 1 when x == m.
-float exp_from_max(float x, float m);
 
 // REQUIRES: !logits.empty().
 LogSoftmaxStats log_softmax_stats(std::span<const float> logits /*[vocab]*/);

@@ -1,10 +1,12 @@
 #include "sample/sampler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
 #include "core/check.h"
+#include "sample/sampler_math.h"
 #include "sample/philox.h"
 
 namespace vosti {
@@ -65,20 +67,17 @@ void process_logits(std::span<const float> logits, const SamplingParams& params,
   }
 }
 
-// Argmax with ties to the lowest id: a strict comparison in ascending id order.
+// Argmax with ties to the lowest id: the first token holding the maximum.
 int32_t argmax(const float* s, size_t vocab) {
-  size_t best = 0;
-  for (size_t i = 1; i < vocab; ++i) {
-    if (s[i] > s[best]) best = i;
-  }
-  return static_cast<int32_t>(best);
+  const float m = max_value(s, vocab);
+  return static_cast<int32_t>(find_first(s, 0, vocab, [m](float x) { return same_float(x, m); }));
 }
 
 // The tokens a draw chooses from: either every token (dense, weights of the excluded set
 // to 0, which leaves every sum bit-identical) or scratch.kept.
 struct Candidates {
   bool dense = true;
-  double total = 0.0;  // W: sum of the kept weights in id order
+  LaneSums sums;  // lane sums of the kept weights; W = sums.total()
 };
 
 // The total order (s desc, id asc) used by top-k and top-p.
@@ -87,25 +86,54 @@ struct BetterLogit {
   bool operator()(int32_t a, int32_t b) const { return s[a] > s[b] || (s[a] == s[b] && a < b); }
 };
 
-// Makes order[0..n) the n best of order[0..size) under `better`, sorted best first.
-void select_best(std::vector<int32_t>& order, size_t from, size_t n, size_t size, BetterLogit better) {
-  auto first = order.begin() + static_cast<std::ptrdiff_t>(from);
-  auto nth = order.begin() + static_cast<std::ptrdiff_t>(n);
-  auto last = order.begin() + static_cast<std::ptrdiff_t>(size);
+using OrderIt = std::vector<int32_t>::iterator;
+
+// Makes [first, nth) the best of [first, last) under `better`, sorted best first.
+void select_best(OrderIt first, OrderIt nth, OrderIt last, BetterLogit better) {
   if (nth < last) std::nth_element(first, nth, last, better);
   std::sort(first, nth, better);
 }
 
-// Step 6: the nucleus size within order[0..n), of which order[0..num_sorted) is sorted.
-// Sorts further in growing chunks only as far as the nucleus reaches.
-size_t nucleus_size(std::vector<int32_t>& order, size_t n, size_t num_sorted, double threshold,
-                    const float* w, BetterLogit better) {
+// Step 5: order[0..k) = the k best token ids, best first. A small k takes one scan with
+// a heap whose front is the worst kept token; the set is unique either way.
+void select_top_k(size_t vocab, size_t k, std::vector<int32_t>& order, BetterLogit better) {
+  const OrderIt first = order.begin();
+  if (k * 8 > vocab) {
+    std::iota(first, first + static_cast<std::ptrdiff_t>(vocab), 0);
+    select_best(first, first + static_cast<std::ptrdiff_t>(k), first + static_cast<std::ptrdiff_t>(vocab), better);
+    return;
+  }
+  const OrderIt heap_end = first + static_cast<std::ptrdiff_t>(k);
+  std::iota(first, heap_end, 0);
+  std::make_heap(first, heap_end, better);
+  // Ids arrive ascending, so a tie with the worst kept token never beats it: a plain
+  // comparison with its value is the whole test.
+  const float* s = better.s;
+  float worst = s[order[0]];
+  for (size_t i = k;; ++i) {
+    i = find_first(s, i, vocab, [worst](float x) { return greater_float(x, worst); });
+    if (i == vocab) break;
+    std::pop_heap(first, heap_end, better);
+    *(heap_end - 1) = static_cast<int32_t>(i);
+    std::push_heap(first, heap_end, better);
+    worst = s[order[0]];
+  }
+  std::sort(first, heap_end, better);
+}
+
+// Step 6 over order[0..n), of which order[0..num_sorted) is sorted best first and ranks
+// before the rest: the nucleus size. Sorts further, in growing chunks, only if the
+// nucleus reaches past the sorted part.
+size_t nucleus_size(std::vector<int32_t>& order, size_t n, size_t num_sorted, double threshold, const float* w,
+                    BetterLogit better) {
   double mass_before = 0.0;
   size_t r = 0;
   while (r < n) {
     if (r == num_sorted) {
       const size_t next = std::min(n, std::max<size_t>(2 * num_sorted, 64));
-      select_best(order, num_sorted, next, n, better);
+      select_best(order.begin() + static_cast<std::ptrdiff_t>(num_sorted),
+                  order.begin() + static_cast<std::ptrdiff_t>(next), order.begin() + static_cast<std::ptrdiff_t>(n),
+                  better);
       num_sorted = next;
     }
     if (mass_before >= threshold) break;
@@ -115,75 +143,104 @@ size_t nucleus_size(std::vector<int32_t>& order, size_t n, size_t num_sorted, do
   return r;
 }
 
+// Top-p over the whole vocabulary (w computed for every token): order[0..vocab) gets the
+// tokens with s >= tau first, sorted, then the rest. Tau is chosen so that the tokens
+// below it weigh at most half of what top-p cuts, so the nucleus nearly always ends inside
+// the sorted part; when it does not, nucleus_size sorts on. Tau affects speed, not the result.
+size_t full_vocab_nucleus(const float* s, const float* w, float m, double z, float top_p, size_t vocab,
+                          std::vector<int32_t>& order) {
+  const double cut = (1.0 - static_cast<double>(top_p)) * z / (2.0 * static_cast<double>(vocab));
+  const auto tau = static_cast<float>(static_cast<double>(m) + std::log(cut));
+  size_t front = 0, back = vocab;
+  for (size_t i = 0; i < vocab; ++i) {
+    if (s[i] >= tau) {
+      order[front++] = static_cast<int32_t>(i);
+    } else {
+      order[--back] = static_cast<int32_t>(i);
+    }
+  }
+  const BetterLogit better{s};
+  std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(front), better);
+  return nucleus_size(order, vocab, front, static_cast<double>(top_p) * z, w, better);
+}
+
 // Steps 5-7 of sampler.h on scratch.logits.
 Candidates select_candidates(const SamplingParams& params, size_t vocab, SamplerScratch& scratch) {
   const float* s = scratch.logits.data();  // [vocab]
   float* w = scratch.weights.data();       // [vocab]
-  const float m = *std::max_element(s, s + vocab);
+  const float m = max_value(s, vocab);
   const bool top_k_on = params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab;
   const bool top_p_on = params.top_p < 1.0f;
 
   Candidates c;
-  if (!top_k_on && !top_p_on) {
-    for (size_t i = 0; i < vocab; ++i) {
-      const float wi = exp_from_max(s[i], m);
-      w[i] = wi >= params.min_p ? wi : 0.0f;
-      c.total += static_cast<double>(w[i]);
+  if (!top_k_on) {
+    exp_from_max_n(s, m, w, vocab);
+    if (!top_p_on) {
+      if (params.min_p > 0.0f) {
+        for (size_t i = 0; i < vocab; ++i) w[i] = w[i] >= params.min_p ? w[i] : 0.0f;
+      }
+      add_lane_sums(w, vocab, c.sums);
+      return c;
     }
-    return c;
   }
 
   c.dense = false;
-  const BetterLogit better{s};
   std::vector<int32_t>& order = scratch.order;
-  std::iota(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(vocab), 0);
-  size_t n = vocab, num_sorted = 0;
+  std::vector<int32_t>& kept = scratch.kept;
+  size_t n = vocab;
   if (top_k_on) {
     n = static_cast<size_t>(params.top_k);
-    select_best(order, 0, n, vocab, better);
-    num_sorted = n;
-  }
-  for (size_t r = 0; r < n; ++r) w[order[r]] = exp_from_max(s[order[r]], m);
-
-  std::vector<int32_t>& kept = scratch.kept;
-  kept.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
-  if (top_p_on) {
-    double z = 0.0;
-    if (top_k_on) {
+    select_top_k(vocab, n, order, BetterLogit{s});
+    for (size_t r = 0; r < n; ++r) w[order[r]] = exp_from_max(s[order[r]], m);
+    if (top_p_on) {
+      kept.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
       std::sort(kept.begin(), kept.end());
-      for (const int32_t t : kept) z += static_cast<double>(w[t]);
-    } else {
-      for (size_t i = 0; i < vocab; ++i) z += static_cast<double>(w[i]);
+      const double z = lane_sums_of(w, kept).total();
+      n = nucleus_size(order, n, n, static_cast<double>(params.top_p) * z, w, BetterLogit{s});
     }
-    n = nucleus_size(order, n, num_sorted, static_cast<double>(params.top_p) * z, w, better);
-    kept.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
+  } else {
+    LaneSums z;
+    add_lane_sums(w, vocab, z);
+    n = full_vocab_nucleus(s, w, m, z.total(), params.top_p, vocab, order);
   }
+  kept.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
   std::erase_if(kept, [&](int32_t t) { return !(w[t] >= params.min_p); });
   std::sort(kept.begin(), kept.end());
-  for (const int32_t t : kept) c.total += static_cast<double>(w[t]);
+  c.sums = lane_sums_of(w, kept);
   return c;
 }
 
-// Step 8: the first kept id whose running weight sum exceeds u * W.
+// Step 8 (sampler.h): the lane, then the token within it.
 int32_t draw(const Candidates& c, size_t vocab, const SamplerScratch& scratch, double u) {
   const float* w = scratch.weights.data();
-  const double target = u * c.total;
-  double acc = 0.0;
-  // The running sum repeats the additions that produced c.total, so it reaches
-  // c.total > target at the last positive weight: the scan always chooses.
-  if (c.dense) {
-    for (size_t i = 0; i < vocab; ++i) {
-      acc += static_cast<double>(w[i]);
-      if (acc > target) return static_cast<int32_t>(i);
-    }
-  } else {
-    for (const int32_t t : scratch.kept) {
-      acc += static_cast<double>(w[t]);
-      if (acc > target) return t;
-    }
+  const double target = u * c.sums.total();
+  // The running lane sum repeats the additions of total() and ends at W > target (u < 1),
+  // so some lane is chosen, and a chosen lane has a positive weight.
+  size_t lane = 0;
+  double before = 0.0;
+  for (; lane + 1 < kSumLanes; ++lane) {
+    const double next = before + c.sums.lane[lane];
+    if (next > target) break;
+    before = next;
   }
-  VOSTI_CHECK(false, "sampler: inverse CDF ran past the kept tokens");
-  return 0;
+  const double lane_target = target - before;
+  double acc = 0.0;
+  int32_t last_positive = -1;
+  auto visit = [&](int32_t id) {
+    acc += static_cast<double>(w[id]);
+    if (w[id] > 0.0f) last_positive = id;
+    return acc > lane_target;
+  };
+  if (c.dense) {
+    for (size_t i = lane; i < vocab; i += kSumLanes)
+      if (visit(static_cast<int32_t>(i))) return static_cast<int32_t>(i);
+  } else {
+    for (const int32_t id : scratch.kept)
+      if (static_cast<size_t>(id) % kSumLanes == lane && visit(id)) return id;
+  }
+  // Rounding in target - before can leave the lane's sum at or below lane_target.
+  VOSTI_CHECK(last_positive >= 0, "sampler: the chosen lane has no positive weight");
+  return last_positive;
 }
 
 void prepare(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt_tokens,
@@ -227,9 +284,10 @@ std::vector<TokenProb> sampling_distribution(std::span<const float> logits, cons
   if (is_greedy(params)) return {TokenProb{argmax(scratch.logits.data(), vocab), 1.0}};
   const Candidates c = select_candidates(params, vocab, scratch);
   const float* w = scratch.weights.data();
+  const double total = c.sums.total();
   std::vector<TokenProb> dist;
   auto add = [&](int32_t t) {
-    if (w[t] > 0.0f) dist.push_back({t, static_cast<double>(w[t]) / c.total});
+    if (w[t] > 0.0f) dist.push_back({t, static_cast<double>(w[t]) / total});
   };
   if (c.dense) {
     for (size_t i = 0; i < vocab; ++i) add(static_cast<int32_t>(i));

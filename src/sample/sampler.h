@@ -14,17 +14,20 @@
 //     ties to the lowest id; steps 5-8 are skipped. Otherwise s_i = s_i / T.
 //  5. top_k (0 or >= vocab: off): keep the k best under the total order (s desc, id asc),
 //     so ties at the k-th value go to the lowest ids and exactly k are kept.
-//  6. top_p (1: off): w_i = exp(s_i - max s) as float (exactly 1 for the max); Z = sum of
-//     w over the top-k set in id order (double). In (s desc, id asc) order keep a token
-//     while the mass of the tokens before it is < top_p * Z: the shortest prefix whose
-//     mass reaches top_p * Z, never empty.
+//  6. top_p (1: off): w_i = exp_from_max(s_i, max s) (sampler_math.h: float, exactly 1
+//     for the max); Z = lane sum (sampler_math.h) of w over the top-k set. In (s desc,
+//     id asc) order keep a token while the mass of the tokens before it (a double running
+//     sum in that order) is < top_p * Z: the shortest prefix reaching top_p * Z, never empty.
 //  7. min_p (0: off): keep tokens with w_i >= min_p (that is p_i >= min_p * p_max).
-//  8. draw: u = sampling_uniform(seed, output_position) (philox.h); W = sum of w over the
-//     kept tokens in id order (double); the token is the first kept id (ascending) whose
-//     running sum of w exceeds u * W.
-// The inverse CDF runs in id order, not in sorted order: the set of kept tokens decides
-// the draw, not which path found it, so top_k = vocab or top_p = 1 give the same bits as
-// no filter, and the unfiltered path needs no sort at all.
+//  8. draw: u = sampling_uniform(seed, output_position) (philox.h); lanes l_j = lane sums
+//     of w over the kept tokens, W = ((l_0 + l_1) + ...) + l_7, t = u * W. The lane is the
+//     first j whose running sum R_j = R_{j-1} + l_j exceeds t (R_{-1} = 0; the last lane if
+//     none before). Within it, t' = t - R_{j-1}; the token is the first kept id of the lane
+//     (ascending) whose running double sum of w exceeds t', or, if rounding leaves none,
+//     the lane's last kept id with positive weight.
+// The draw order is by token id, not by probability: the set of kept tokens decides the
+// draw, not which path found it (top_k >= vocab or top_p = 1 give the same bits as no
+// filter), the unfiltered path needs no sort, and a draw walks one lane, not the vocabulary.
 //
 // Reported logprobs are of the RAW logits (logprobs.h), before any of the steps above.
 // Thread safety: pure functions; a SamplerScratch is used by one thread at a time.

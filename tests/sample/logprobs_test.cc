@@ -19,7 +19,7 @@ float reference_logprob(const std::vector<float>& logits, size_t token) {
   float m = -kInf;
   for (const float x : l) m = x > m ? x : m;
   double z = 0.0;
-  for (const float x : l) z += x == m ? 1.0f : std::exp(x - m);
+  for (const float x : l) z += exp_from_max(x, m);
   const float d = l[token] == m ? 0.0f : l[token] - m;
   return static_cast<float>(static_cast<double>(d) - std::log(z));
 }

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "sample/sampler_math.h"
 #include "sample/logprobs.h"
 #include "sample/sampler.h"
 
@@ -20,9 +21,23 @@ namespace vosti::testing {
 struct ReferenceDraw {
   std::vector<int32_t> kept;  // ascending ids (may include weight-0 tokens)
   std::vector<float> w;       // [vocab] weights (valid for kept)
+  double lanes[8] = {};       // lane j: ids with id % 8 == j, ascending
   double total = 0.0;
   int32_t greedy = -1;  // the token when greedy, else -1
 };
+
+// The lane sums of sampler_math.h, written out: lane j sums ids == j mod 8 in id order.
+inline double reference_lane_total(const std::vector<float>& w, const std::vector<int32_t>& ascending_ids,
+                                   double* lanes_out = nullptr) {
+  double lanes[8] = {};
+  for (const int32_t t : ascending_ids) lanes[t % 8] += w[static_cast<size_t>(t)];
+  double total = 0.0;
+  for (int j = 0; j < 8; ++j) {
+    total += lanes[j];
+    if (lanes_out != nullptr) lanes_out[j] = lanes[j];
+  }
+  return total;
+}
 
 inline std::vector<float> reference_processed(std::span<const float> logits, const SamplingParams& p,
                                               std::span<const int32_t> prompt, std::span<const int32_t> output) {
@@ -61,14 +76,13 @@ inline ReferenceDraw reference_draw_set(std::span<const float> logits, const Sam
   }
   const float m = s[order[0]];
   r.w.resize(s.size());
-  for (size_t i = 0; i < s.size(); ++i) r.w[i] = s[i] == m ? 1.0f : std::exp(s[i] - m);
+  for (size_t i = 0; i < s.size(); ++i) r.w[i] = exp_from_max(s[i], m);
   std::vector<int32_t> k_set = order;
   if (p.top_k > 0 && p.top_k < vocab) k_set.resize(static_cast<size_t>(p.top_k));
   if (p.top_p < 1.0f) {
     std::vector<int32_t> by_id = k_set;
     std::sort(by_id.begin(), by_id.end());
-    double z = 0.0;
-    for (const int32_t t : by_id) z += r.w[t];
+    const double z = reference_lane_total(r.w, by_id);
     const double threshold = static_cast<double>(p.top_p) * z;
     double before = 0.0;
     size_t n = 0;
@@ -78,19 +92,26 @@ inline ReferenceDraw reference_draw_set(std::span<const float> logits, const Sam
   for (const int32_t t : k_set)
     if (r.w[t] >= p.min_p) r.kept.push_back(t);
   std::sort(r.kept.begin(), r.kept.end());
-  for (const int32_t t : r.kept) r.total += r.w[t];
+  r.total = reference_lane_total(r.w, r.kept, r.lanes);
   return r;
 }
 
 // The token the spec draws with uniform u.
 inline int32_t reference_choose(const ReferenceDraw& r, double u) {
   if (r.greedy >= 0) return r.greedy;
+  const double t = u * r.total;
+  int lane = 0;
+  double before = 0.0;
+  while (lane < 7 && !(before + r.lanes[lane] > t)) before += r.lanes[lane++];
   double acc = 0.0;
-  for (const int32_t t : r.kept) {
-    acc += r.w[t];
-    if (acc > u * r.total) return t;
+  int32_t last = -1;
+  for (const int32_t id : r.kept) {
+    if (id % 8 != lane) continue;
+    acc += r.w[id];
+    if (r.w[id] > 0.0f) last = id;
+    if (acc > t - before) return id;
   }
-  return -1;
+  return last;
 }
 
 }  // namespace vosti::testing
