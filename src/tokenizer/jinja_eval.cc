@@ -340,6 +340,10 @@ class Renderer {
   }
 
   Flow exec_node(const Node& n, std::string& out) {
+    if (++steps_ > kMaxSteps || out.size() > kMaxOutputBytes) {
+      fail_at(n.pos, "the template exceeded its execution budget (" + std::to_string(kMaxSteps) + " steps, " +
+                         std::to_string(kMaxOutputBytes >> 20) + " MiB of output)");
+    }
     switch (n.kind) {
       case Node::Kind::kText: out += n.text; return Flow::kNormal;
       case Node::Kind::kOutput: out += eval(*n.expr).to_str(); return Flow::kNormal;
@@ -404,8 +408,11 @@ class Renderer {
     for (size_t k = 0; k < parts.size(); ++k) scopes_.back().set(n.targets[k], parts[k]);
   }
 
+  static constexpr int64_t kMaxSteps = 20'000'000;
+  static constexpr size_t kMaxOutputBytes = size_t{64} << 20;
   const ParsedTemplate& tmpl_;
   std::vector<Value> scopes_;  // dicts, innermost last
+  int64_t steps_ = 0;
 };
 
 }  // namespace

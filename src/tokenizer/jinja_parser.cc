@@ -8,6 +8,8 @@
 namespace vosti::jinja {
 namespace {
 
+constexpr int kMaxNesting = 100;  // bounds recursion on hostile templates
+
 class Parser {
  public:
   Parser(const std::string& src, std::vector<Token> tokens) : src_(src), toks_(std::move(tokens)) {}
@@ -54,7 +56,16 @@ class Parser {
   // Statements ---------------------------------------------------------------------
 
   // Parses nodes until a {% tag %} whose keyword is in `stop` (left unconsumed) or EOF.
+  struct DepthGuard {
+    DepthGuard(Parser& p, size_t pos) : p_(p) {
+      if (++p_.depth_ > kMaxNesting) p_.fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels", pos);
+    }
+    ~DepthGuard() { --p_.depth_; }
+    Parser& p_;
+  };
+
   std::vector<Node> parse_body(const std::set<std::string>& stop) {
+    DepthGuard guard(*this, peek().pos);
     std::vector<Node> nodes;
     while (peek().type != Token::kEof) {
       const Token& t = peek();
@@ -204,6 +215,7 @@ class Parser {
   }
 
   ExprPtr parse_expression() {
+    DepthGuard guard(*this, peek().pos);
     ExprPtr e = parse_or();
     if (is_name("if")) {
       const size_t pos = next().pos;
@@ -318,6 +330,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    DepthGuard guard(*this, peek().pos);
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -503,6 +516,7 @@ class Parser {
   const std::string& src_;
   std::vector<Token> toks_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
