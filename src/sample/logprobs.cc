@@ -52,16 +52,23 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, const LogS
   std::vector<TokenLogprob> top;  // [n] (token, sanitized logit) best first while scanning
   if (n == 0) return top;
   top.reserve(n);
-  // One scan in id order; an insertion into the small sorted list only when a token beats
-  // the current n-th best, so the common case is one comparison per token.
+  // One scan in id order. Ids arrive ascending, so a token enters only with a value
+  // strictly above the current n-th best; whole blocks below it are skipped at once
+  // (find_first may also stop at a NaN, which the exact test below rejects).
+  const float* x = logits.data();
   for (size_t i = 0; i < logits.size(); ++i) {
-    const float x = sanitize_logit(logits[i]);
+    if (top.size() == n) {
+      const float worst = top.back().logprob;
+      i = find_first(x, i, logits.size(), [worst](float v) { return greater_float(v, worst); });
+      if (i == logits.size()) break;
+      if (!(sanitize_logit(x[i]) > worst)) continue;
+      top.pop_back();
+    }
+    const float value = sanitize_logit(x[i]);
     const auto id = static_cast<int32_t>(i);
-    if (top.size() == n && !ranks_before(x, id, top.back().logprob, top.back().token)) continue;
-    if (top.size() == n) top.pop_back();
     auto pos = top.end();
-    while (pos != top.begin() && ranks_before(x, id, (pos - 1)->logprob, (pos - 1)->token)) --pos;
-    top.insert(pos, TokenLogprob{id, x});
+    while (pos != top.begin() && ranks_before(value, id, (pos - 1)->logprob, (pos - 1)->token)) --pos;
+    top.insert(pos, TokenLogprob{id, value});
   }
   for (auto& t : top) t.logprob = token_logprob(logits, stats, t.token);
   return top;

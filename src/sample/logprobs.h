@@ -4,7 +4,7 @@
 //
 // Exact definition, for a logits row l[0..V):
 //   l'_i   = l_i, except NaN -> -inf (a NaN logit is treated as -inf everywhere)
-//   m      = max_i l'_i (sequential scan in id order)
+//   m      = max_i l'_i (max_value, sampler_math.h: exact, so order does not matter)
 //   d_i    = 0 if l'_i == m, else l'_i - m (float; so +inf/-inf rows stay defined)
 //   Z      = sum_i exp(d_i), exp = exp_nonpositive in float, summed as double lane sums
 //            (both in sampler_math.h: a fixed order by token id)

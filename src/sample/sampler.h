@@ -2,7 +2,8 @@
 //
 // The chosen token is a pure function of (logits, params, seed, output_position,
 // prompt_tokens, output_tokens): never of other requests, the batch row, the thread or
-// what the scratch held before. Every reduction runs in one fixed sequential order.
+// what the scratch held before. Every reduction runs in one fixed order that depends only
+// on token ids (sampler_math.h), and the arithmetic is the sampler's own (no libm exp).
 //
 // Processing order (vLLM-like), on s_i = the logit of token i (NaN -> -inf):
 //  1. logit_bias:  s_i += bias_i.

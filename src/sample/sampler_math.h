@@ -44,7 +44,8 @@ inline bool same_float(float x, float v) {
   return static_cast<bool>(static_cast<uint32_t>(bx == bv) | static_cast<uint32_t>(((bx | bv) << 1) == 0));
 }
 
-// x > v as floats, on the bits. REQUIRES: neither NaN.
+// x > v as floats, on the bits. REQUIRES: v not NaN; for a NaN x the answer is
+// unspecified (callers that may see NaN re-check what find_first returns).
 inline bool greater_float(float x, float v) {
   const auto bx = std::bit_cast<uint32_t>(x), bv = std::bit_cast<uint32_t>(v);
   return static_cast<bool>(static_cast<uint32_t>(order_key(x) > order_key(v)) &

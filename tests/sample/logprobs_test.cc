@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -18,8 +19,10 @@ float reference_logprob(const std::vector<float>& logits, size_t token) {
   for (float& x : l) x = std::isnan(x) ? -kInf : x;
   float m = -kInf;
   for (const float x : l) m = x > m ? x : m;
+  double lanes[8] = {};  // lane sums: ids i % 8 == j in ascending order
+  for (size_t i = 0; i < l.size(); ++i) lanes[i % 8] += exp_from_max(l[i], m);
   double z = 0.0;
-  for (const float x : l) z += exp_from_max(x, m);
+  for (const double lane : lanes) z += lane;
   const float d = l[token] == m ? 0.0f : l[token] - m;
   return static_cast<float>(static_cast<double>(d) - std::log(z));
 }
@@ -32,6 +35,22 @@ TEST(Logprobs, MatchTheDefinitionBitForBit) {
   }
   EXPECT_EQ(score_token(logits, 4, 0).logprob, -kInf);  // NaN logit: -inf
   EXPECT_EQ(score_token(logits, 5, 0).logprob, -kInf);
+}
+
+TEST(Logprobs, LongRowsMatchTheDefinitionBitForBit) {
+  std::vector<float> logits(1234);  // spans several 512-wide chunks and a ragged tail
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i) * 0.37f) * 9.0f;
+  logits[700] = kNaN;
+  for (const size_t t : {0ul, 1ul, 511ul, 512ul, 700ul, 1233ul})
+    EXPECT_EQ(score_token(logits, static_cast<int32_t>(t), 0).logprob, reference_logprob(logits, t)) << t;
+  // The top list against a full sort.
+  const ScoredToken s = score_token(logits, 0, 20);
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  auto value = [&](int32_t i) { return std::isnan(logits[i]) ? -kInf : logits[i]; };
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return value(a) > value(b) || (value(a) == value(b) && a < b); });
+  ASSERT_EQ(s.top.size(), 20u);
+  for (size_t i = 0; i < 20; ++i) EXPECT_EQ(s.top[i].token, ids[i]) << i;
 }
 
 TEST(Logprobs, AgreeWithExactSoftmax) {

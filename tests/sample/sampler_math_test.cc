@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -53,6 +54,54 @@ TEST(SamplerMath, MaxValue) {
   EXPECT_EQ(max_value(x.data(), x.size()), 5.0f);
   x[9] = kInf;
   EXPECT_EQ(max_value(x.data(), x.size()), kInf);
+}
+
+TEST(SamplerMath, LaneSumsFollowTheDocumentedOrder) {
+  std::vector<float> w(1001);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0f / static_cast<float>(i + 1) + static_cast<float>(i % 7) * 1e-3f;
+  double lanes[kSumLanes] = {};
+  for (size_t i = 0; i < w.size(); ++i) lanes[i % kSumLanes] += static_cast<double>(w[i]);
+  double total = 0.0;
+  for (const double l : lanes) total += l;
+  // All at once, in chunks that start on lane boundaries, and over an id list.
+  LaneSums whole, chunked;
+  add_lane_sums(w.data(), w.size(), whole);
+  for (size_t begin = 0; begin < w.size(); begin += 96) add_lane_sums(w.data() + begin, std::min<size_t>(96, w.size() - begin), chunked);
+  std::vector<int32_t> ids(w.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  const LaneSums listed = lane_sums_of(w.data(), ids);
+  for (size_t j = 0; j < kSumLanes; ++j) {
+    EXPECT_EQ(whole.lane[j], lanes[j]);
+    EXPECT_EQ(chunked.lane[j], lanes[j]);
+    EXPECT_EQ(listed.lane[j], lanes[j]);
+  }
+  EXPECT_EQ(whole.total(), total);
+}
+
+TEST(SamplerMath, BitComparisonsMatchFloatComparisons) {
+  const float values[] = {-kInf, -3.5f, -1e-30f, -0.0f, 0.0f, 1e-30f, 2.0f, 2.0000002f, kInf};
+  for (const float a : values) {
+    for (const float b : values) {
+      EXPECT_EQ(same_float(a, b), a == b) << a << " " << b;
+      EXPECT_EQ(greater_float(a, b), a > b) << a << " " << b;
+      if (a < b) {
+        EXPECT_LT(order_key(a), order_key(b));
+      }
+    }
+  }
+}
+
+TEST(SamplerMath, FindFirstScansBlocksAndTail) {
+  std::vector<float> x(300, 1.0f);
+  auto above = [](float v) { return [v](float y) { return greater_float(y, v); }; };
+  EXPECT_EQ(find_first(x.data(), 0, x.size(), above(1.0f)), x.size());
+  x[200] = 3.0f;
+  x[299] = 5.0f;
+  EXPECT_EQ(find_first(x.data(), 0, x.size(), above(1.0f)), 200u);
+  EXPECT_EQ(find_first(x.data(), 201, x.size(), above(1.0f)), 299u);  // in the ragged tail
+  EXPECT_EQ(find_first(x.data(), 0, x.size(), above(4.0f)), 299u);
+  x[5] = -0.0f;
+  EXPECT_EQ(find_first(x.data(), 0, x.size(), [](float y) { return same_float(y, 0.0f); }), 5u);
 }
 
 }  // namespace
