@@ -247,8 +247,11 @@ void prepare(std::span<const float> logits, const SamplingParams& params, std::s
              std::span<const int32_t> output_tokens, SamplerScratch& scratch) {
   VOSTI_CHECK(!logits.empty(), "sampler: empty logits row");
   VOSTI_DCHECK(params.validate(static_cast<int64_t>(logits.size())).ok(), "sampler: unvalidated SamplingParams");
-  check_tokens(prompt_tokens, logits.size());
-  check_tokens(output_tokens, logits.size());
+  // Token ids are only read by the penalties; a long prompt is not rescanned otherwise.
+  const bool repetition = params.repetition_penalty != 1.0f;
+  if (repetition) check_tokens(prompt_tokens, logits.size());
+  if (repetition || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f)
+    check_tokens(output_tokens, logits.size());
   reserve_scratch(scratch, logits.size());
   process_logits(logits, params, prompt_tokens, output_tokens, scratch);
 }
