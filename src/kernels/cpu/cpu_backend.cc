@@ -1,8 +1,8 @@
 // The CPU backend: AVX2/FMA kernels split over a ThreadPool.
 //
 // Threads split only independent outputs: matmul output columns (chunks of
-// kMatmulColChunk), rms_norm/rope rows, silu_mul elements, attention (token, head)
-// pairs. Each output element's reduction order is documented at its kernel
+// kMatmulColChunk), rms_norm/rope rows, silu_mul elements, attention (token, heads
+// sharing one kv head): whole (token, head) pairs, never a part of one. Each output element's reduction order is documented at its kernel
 // (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m, the row
 // index, the thread count or other rows. Element-wise ops (rope, silu_mul,
 // kv_write, the rms_norm scaling) use scalar_math.h and are bit-identical to the
