@@ -197,7 +197,7 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
   add("tiny_cache(evict+preempt)", [&](Variation& x) {
     x.config.enable_prefix_caching = true;
     x.config.max_num_batched_tokens = 64;
-    x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size + 2;
+    x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;  // the least that fits one request
   });
   add("shuffled_blocks", [&](Variation& x) {
     x.config.block_shuffle_seed = 0x5eed;
