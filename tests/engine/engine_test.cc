@@ -1,0 +1,256 @@
+// Engine API: request validation, outputs and their order, abort, prompt scoring,
+// digests, and bit-equality with the foundation's single-sequence forward.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "model/single_sequence.h"
+#include "sample/logprobs.h"
+
+namespace vosti {
+namespace {
+
+const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+
+std::shared_ptr<const Model> tiny_model() {
+  static auto model = Model::load(kModels + "/qwen3-tiny");
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  return *model;
+}
+
+std::unique_ptr<Engine> make_engine(EngineConfig c = {}) {
+  if (c.num_blocks == 0) c.num_blocks = 64;
+  if (c.max_model_len == 0) c.max_model_len = 256;
+  c.num_threads = 2;
+  auto e = Engine::create(tiny_model(), c);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+struct Collected {
+  std::vector<RequestOutput> outputs;
+  std::vector<int32_t> tokens;
+  bool finished = false;
+};
+
+OutputCallback collect(Collected& c) {
+  return [&c](const RequestOutput& out) {
+    EXPECT_FALSE(c.finished) << "output after the final one";
+    c.outputs.push_back(out);
+    c.tokens.insert(c.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+    c.finished = out.finished;
+  };
+}
+
+void run_to_completion(Engine& e) {
+  for (int i = 0; i < 100000 && e.has_work(); ++i) e.step();
+  EXPECT_FALSE(e.has_work());
+}
+
+std::vector<int32_t> prompt_of(int n, int salt = 0) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) p[static_cast<size_t>(i)] = (i * 31 + salt * 7 + 3) % 320;
+  return p;
+}
+
+TEST(Engine, BadRequestsAreRejectedWithClearErrorsAndDisturbNothing) {
+  auto e = make_engine();
+  Collected good;
+  RequestSpec ok;
+  ok.prompt = prompt_of(10);
+  ok.max_tokens = 5;
+  ok.sampling.temperature = 0;
+  ASSERT_TRUE(e->add_request(ok, collect(good)).ok());
+
+  auto expect_error = [&](RequestSpec spec, const std::string& needle) {
+    auto r = e->add_request(spec, nullptr);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  RequestSpec s = ok;
+  s.prompt.clear();
+  expect_error(s, "empty");
+  s = ok;
+  s.prompt[3] = 320;
+  expect_error(s, "outside the vocabulary");
+  s = ok;
+  s.prompt[0] = -1;
+  expect_error(s, "outside the vocabulary");
+  s = ok;
+  s.prompt = prompt_of(256);
+  expect_error(s, "maximum context length is 256");
+  s = ok;
+  s.max_tokens = -1;
+  expect_error(s, "max_tokens");
+  s = ok;
+  s.sampling.temperature = -0.5f;
+  expect_error(s, "temperature");
+  s = ok;
+  s.sampling.top_p = 0.0f;
+  expect_error(s, "top_p");
+  s = ok;
+  s.stop = {"x"};
+  expect_error(s, "tokenizer");
+
+  run_to_completion(*e);
+  ASSERT_TRUE(good.finished);
+  EXPECT_EQ(good.tokens.size(), 5u);
+  EXPECT_EQ(good.outputs.back().finish_reason, FinishReason::kLength);
+}
+
+// Engine output in the reference configuration equals the single-sequence forward
+// fed one token at a time (F_D), bit for bit, and its greedy tokens.
+TEST(Engine, ReferenceConfigurationEqualsSingleSequenceForward) {
+  EngineConfig c;
+  c.max_num_seqs = 1;
+  c.max_num_batched_tokens = 1;
+  c.enable_prefix_caching = false;
+  auto e = make_engine(c);
+  RequestSpec spec;
+  spec.prompt = prompt_of(21);
+  spec.max_tokens = 9;
+  spec.sampling.temperature = 0;
+  spec.return_logits = true;
+  spec.ignore_eos = true;
+  Collected got;
+  ASSERT_TRUE(e->add_request(spec, collect(got)).ok());
+  run_to_completion(*e);
+  ASSERT_EQ(got.tokens.size(), 9u);
+
+  ThreadPool pool(2);
+  auto kernels = make_cpu_backend(&pool);
+  SingleSequence seq(*tiny_model(), *kernels, 64);
+  std::vector<float> logits;
+  for (int32_t t : spec.prompt) logits = seq.append(std::span<const int32_t>(&t, 1));
+  size_t k = 0;
+  for (const auto& out : got.outputs) {
+    for (size_t i = 0; i < out.new_tokens.size(); ++i, ++k) {
+      ASSERT_EQ(out.new_logits[i].size(), logits.size());
+      EXPECT_EQ(std::memcmp(out.new_logits[i].data(), logits.data(), logits.size() * sizeof(float)), 0) << k;
+      const int32_t argmax = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      EXPECT_EQ(out.new_tokens[i], argmax);
+      const int32_t tok = out.new_tokens[i];
+      logits = seq.append(std::span<const int32_t>(&tok, 1));
+    }
+  }
+}
+
+TEST(Engine, AbortAtAnyTimeFreesEverythingAndSendsOneFinalOutput) {
+  auto e = make_engine();
+  Collected a, b, c;
+  RequestSpec spec;
+  spec.prompt = prompt_of(40);
+  spec.max_tokens = 30;
+  spec.ignore_eos = true;
+  auto ia = e->add_request(spec, collect(a));
+  spec.prompt = prompt_of(33, 1);
+  auto ib = e->add_request(spec, collect(b));
+  auto ic = e->add_request(spec, collect(c));
+  ASSERT_TRUE(ia.ok() && ib.ok() && ic.ok());
+  e->abort(*ic);  // before it ever ran
+  e->step();
+  e->step();
+  e->abort(*ia);  // mid-generation
+  e->abort(12345);  // unknown: ignored
+  run_to_completion(*e);
+  EXPECT_TRUE(a.finished);
+  EXPECT_EQ(a.outputs.back().finish_reason, FinishReason::kAbort);
+  EXPECT_LT(a.tokens.size(), 30u);
+  EXPECT_TRUE(c.finished);
+  EXPECT_EQ(c.outputs.back().finish_reason, FinishReason::kAbort);
+  EXPECT_TRUE(c.tokens.empty());
+  EXPECT_EQ(b.tokens.size(), 30u);
+  EXPECT_EQ(e->stats().num_blocks_used, 0);
+}
+
+TEST(Engine, PromptLogprobsAndDigestsAreDeterministicAndMatchScoring) {
+  RequestSpec spec;
+  spec.prompt = prompt_of(37);
+  spec.max_tokens = 0;  // score the prompt only (echo + logprobs, max_tokens 0)
+  spec.prompt_logprobs = true;
+  spec.sampling.num_top_logprobs = 3;
+  std::vector<PositionLogprobs> first;
+  for (int32_t budget : {1, 7, 512}) {
+    EngineConfig c;
+    c.max_num_batched_tokens = budget;
+    auto e = make_engine(c);
+    Collected got;
+    ASSERT_TRUE(e->add_request(spec, collect(got)).ok());
+    run_to_completion(*e);
+    ASSERT_TRUE(got.finished);
+    EXPECT_EQ(got.outputs.back().finish_reason, FinishReason::kLength);
+    std::vector<PositionLogprobs> lp;
+    for (const auto& o : got.outputs) lp.insert(lp.end(), o.prompt_logprobs.begin(), o.prompt_logprobs.end());
+    ASSERT_EQ(lp.size(), spec.prompt.size());
+    for (size_t i = 0; i < lp.size(); ++i) {
+      EXPECT_EQ(lp[i].token, spec.prompt[i]);
+      if (i > 0) {
+        EXPECT_LE(lp[i].logprob, 0.0f);
+        EXPECT_EQ(lp[i].top.size(), 3u);
+      }
+    }
+    if (first.empty()) {
+      first = lp;
+    } else {
+      for (size_t i = 0; i < lp.size(); ++i)
+        EXPECT_EQ(std::memcmp(&lp[i].logprob, &first[i].logprob, sizeof(float)), 0) << "budget " << budget << " pos " << i;
+    }
+  }
+}
+
+TEST(Engine, SeedIsReportedAndReplaysTheRun) {
+  auto e = make_engine();
+  RequestSpec spec;
+  spec.prompt = prompt_of(12);
+  spec.max_tokens = 12;
+  spec.ignore_eos = true;
+  spec.sampling.temperature = 1.0f;
+  spec.logits_digests = true;
+  Collected a;
+  ASSERT_TRUE(e->add_request(spec, collect(a)).ok());
+  run_to_completion(*e);
+  const uint64_t seed = a.outputs.back().seed;
+  spec.sampling.seed = seed;
+  Collected b;
+  ASSERT_TRUE(e->add_request(spec, collect(b)).ok());
+  run_to_completion(*e);
+  EXPECT_EQ(a.tokens, b.tokens);
+  std::vector<LogitsDigest> da, db;
+  for (const auto& o : a.outputs) da.insert(da.end(), o.new_digests.begin(), o.new_digests.end());
+  for (const auto& o : b.outputs) db.insert(db.end(), o.new_digests.begin(), o.new_digests.end());
+  EXPECT_EQ(da.size(), 12u);
+  EXPECT_EQ(da, db);
+}
+
+TEST(Engine, AddRequestIsSafeFromOtherThreads) {
+  auto e = make_engine();
+  std::vector<Collected> got(16);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 4; ++i) {
+        RequestSpec spec;
+        spec.prompt = prompt_of(5 + i, t);
+        spec.max_tokens = 4;
+        spec.ignore_eos = true;
+        ASSERT_TRUE(e->add_request(spec, collect(got[static_cast<size_t>(t * 4 + i)])).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  run_to_completion(*e);
+  for (const auto& g : got) {
+    EXPECT_TRUE(g.finished);
+    EXPECT_EQ(g.tokens.size(), 4u);
+  }
+}
+
+}  // namespace
+}  // namespace vosti
