@@ -138,6 +138,7 @@ void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmAr
   int best_bm = 0, best_groups = 0;
   std::string list;
   for (int bm : {16, 64, 128}) {
+    if (bm == 16 && sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16) continue;
     for (int groups = 1; groups <= sched.num_segments; ++groups) {
       if (sched.num_segments % groups != 0) continue;
       const vosti::GemmLaunch l = vosti::make_gemm_launch(sched, m, bm, groups, num_sms);
@@ -151,12 +152,16 @@ void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmAr
   }
   std::printf("    plans (bm, groups, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
               list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
-  std::string obj = "{\"kind\": \"gemm_plans\", \"shape\": \"" + std::string(s.name) + "\", \"M\": " +
+  const char* iname = sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
+  std::string obj = "{\"kind\": \"gemm_plans\", \"instruction\": \"" + std::string(iname) + "\", \"shape\": \"" +
+                    std::string(s.name) + "\", \"M\": " +
                     std::to_string(m) + ", \"plans_bm_groups_us\": [" + list + "]}";
   json_add(obj);
 }
 
-void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& ms, int num_sms, int reps) {
+void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction instruction, const std::vector<int>& ms,
+                int num_sms, int reps) {
+  const char* iname = instruction == vosti::GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
   const int max_m = *std::max_element(ms.begin(), ms.end());
   auto* w = dalloc<__nv_bfloat16>(size_t(s.n) * s.k);
   auto* x = dalloc<__nv_bfloat16>(size_t(max_m) * s.k);
@@ -166,10 +171,10 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& m
   fill_bf16<<<1024, 256>>>(w, size_t(s.n) * s.k, 1234u + s.n, 0.1f);
   fill_bf16<<<1024, 256>>>(x, size_t(max_m) * s.k, 99u + s.k, 2.0f);
   CK(cudaGetLastError());
-  const vosti::GemmSchedule sched = vosti::select_schedule(s.n, s.k).value();
+  const vosti::GemmSchedule sched = vosti::select_schedule(s.n, s.k, instruction).value();
   const int sweep_max_m = 1024;  // every plan is timed up to this m
   const size_t ws_bytes = std::max(vosti::gemm_workspace_bytes(sched, max_m, num_sms),
-                                   vosti::make_gemm_launch(sched, sweep_max_m, 16, sched.num_segments, num_sms).workspace_bytes);
+                                   vosti::make_gemm_launch(sched, sweep_max_m, 64, sched.num_segments, num_sms).workspace_bytes);
   void* ws = dalloc<unsigned char>(ws_bytes);
   CK(cudaMemset(ws, 0, ws_bytes));
   const float alpha = 1.f, beta = 0.f;
@@ -204,24 +209,25 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, const std::vector<int>& m
     const double bytes = 2.0 * (double(m) * s.k + double(s.n) * s.k + double(m) * s.n);
     const double flops = 2.0 * m * double(s.n) * s.k;
     const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
-    std::printf("%-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
+    std::printf("%-8s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
                 " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d\n",
-                s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3,
+                iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3,
                 flops / to.median_us / 1e6, tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff,
                 ours_inv, cublas_inv, l.block_m, l.num_groups, sched.num_segments);
     char buf[1024];
     std::snprintf(buf, sizeof(buf),
-                  "{\"kind\": \"gemm\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, \"ours_us\": %.3f, "
+                  "{\"kind\": \"gemm\", \"instruction\": \"%s\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, \"ours_us\": %.3f, "
                   "\"ours_p10_us\": %.3f, \"ours_p90_us\": %.3f, \"ours_again_us\": %.3f, \"cublas_us\": %.3f, "
                   "\"cublas_p10_us\": %.3f, \"cublas_p90_us\": %.3f, \"ratio_ours_over_cublas\": %.4f, "
                   "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
                   "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
                   "\"block_m\": %d, \"groups\": %d, \"segments\": %d}",
-                  s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us, tc.p10_us,
+                  iname, s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us, tc.p10_us,
                   tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
                   bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff, ours_inv ? "true" : "false",
                   cublas_inv ? "true" : "false", l.block_m, l.num_groups, sched.num_segments);
     json_add(buf);
+    a.y = y;  // the sweep writes m rows
     if (m <= sweep_max_m) sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
   }
   CK(cudaFree(w));
@@ -321,7 +327,11 @@ int main(int argc, char** argv) {
   CKB(cublasCreate(&handle));
   const std::vector<Shape> shapes = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
   const std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
-  for (const Shape& s : shapes) bench_gemm(handle, s, ms, prop.multiProcessorCount, reps);
+  std::vector<vosti::GemmInstruction> instructions = {vosti::GemmInstruction::kMmaSyncM16N8K16};
+  if (prop.major == 9 && prop.minor == 0) instructions.push_back(vosti::GemmInstruction::kWgmmaM64N128K16);
+  for (vosti::GemmInstruction instruction : instructions) {
+    for (const Shape& s : shapes) bench_gemm(handle, s, instruction, ms, prop.multiProcessorCount, reps);
+  }
   bench_rows(copy_tbps, reps);
   CKB(cublasDestroy(handle));
 

@@ -78,22 +78,35 @@ TEST(GemmLaunch, GroupsFitOneWaveAndCountersStayPut) {
       ASSERT_EQ(l.split_segments, l.num_groups > 1);
       const int64_t ctas = static_cast<int64_t>(l.num_m_tiles) * l.num_n_tiles * l.num_groups;
       if (l.split_segments) {
-        ASSERT_LE(ctas, 132 * gemm_ctas_per_sm(l.block_m)) << "n=" << n << " m=" << m;
+        ASSERT_LE(ctas, 132 * gemm_ctas_per_sm(g.instruction, l.block_m)) << "n=" << n << " m=" << m;
         ASSERT_LE(static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * 4, counters);
       }
     }
   }
 }
 
+// The instructions this device runs: mma.sync everywhere, wgmma on sm_90.
+std::vector<GemmInstruction> device_instructions() {
+  std::vector<GemmInstruction> v = {GemmInstruction::kMmaSyncM16N8K16};
+  Result<GemmInstruction> best = device_gemm_instruction();
+  if (best.ok() && best.value() != GemmInstruction::kMmaSyncM16N8K16) v.push_back(best.value());
+  return v;
+}
+
+const char* instruction_name(GemmInstruction i) {
+  return i == GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
+}
+
 // A weight, bias and zeroed workspace on the device, for calls of up to max_m rows.
 class GemmHarness {
  public:
-  GemmHarness(int64_t n, int64_t k, int64_t max_m, uint64_t seed)
-      : schedule_(select_schedule(n, k).value()),
+  GemmHarness(int64_t n, int64_t k, int64_t max_m, uint64_t seed,
+              GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16)
+      : schedule_(select_schedule(n, k, instruction).value()),
         w_(cuda_test::random_bf16(static_cast<size_t>(n * k), seed, 0.05f)),
         bias_(cuda_test::random_f32(static_cast<size_t>(n), seed + 1, 0.5f)),
         workspace_(std::max(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
-                            make_gemm_launch(schedule_, max_m, 16, schedule_.num_segments,
+                            make_gemm_launch(schedule_, max_m, 64, schedule_.num_segments,
                                              current_device_sm_count().value()).workspace_bytes)) {
     EXPECT_EQ(cudaMemset(workspace_.get(), 0, workspace_.size()), cudaSuccess);
   }
@@ -151,10 +164,19 @@ struct AccuracyCase {
 
 class GemmAccuracy : public ::testing::TestWithParam<AccuracyCase> {};
 
+void check_accuracy(const AccuracyCase& c, GemmInstruction instruction);
+
 TEST_P(GemmAccuracy, MatchesF64Reference) {
   VOSTI_SKIP_WITHOUT_CUDA();
   const AccuracyCase c = GetParam();
-  GemmHarness g(c.n, c.k, c.m, 1000 + c.m);
+  for (GemmInstruction instruction : device_instructions()) {
+    SCOPED_TRACE(instruction_name(instruction));
+    check_accuracy(c, instruction);
+  }
+}
+
+void check_accuracy(const AccuracyCase& c, GemmInstruction instruction) {
+  GemmHarness g(c.n, c.k, c.m, 1000 + c.m, instruction);
   const std::vector<uint16_t> x = cuda_test::random_bf16(static_cast<size_t>(c.m * c.k), 7 + c.n);
   DeviceBuffer<uint16_t> dx(x);
   const size_t esize = dtype_size(c.out);
@@ -193,9 +215,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmAccuracy,
                                            AccuracyCase{300, 1536, 576, DType::kBF16, false}));
 
 // Row invariance over `ms`: probe rows at positions {0, m/2, m-1} of fresh m-row batches.
-void check_invariance(int64_t n, int64_t k, const std::vector<int64_t>& ms, DType out, bool bias, uint64_t seed) {
+void check_invariance_with(GemmInstruction instruction, int64_t n, int64_t k, const std::vector<int64_t>& ms,
+                           DType out, bool bias, uint64_t seed) {
+  SCOPED_TRACE(instruction_name(instruction));
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
-  GemmHarness g(n, k, max_m, seed);
+  GemmHarness g(n, k, max_m, seed, instruction);
   const int64_t pool_rows = max_m + 97;
   DeviceBuffer<uint16_t> pool(cuda_test::random_bf16(static_cast<size_t>(pool_rows * k), seed + 2));
   const std::vector<uint16_t> probe = cuda_test::random_bf16(static_cast<size_t>(k), seed + 3);
@@ -221,6 +245,14 @@ void check_invariance(int64_t n, int64_t k, const std::vector<int64_t>& ms, DTyp
       ASSERT_TRUE(cuda_test::same_bits(got.data(), want.data(), row_bytes))
           << "n=" << n << " k=" << k << ": row " << p << " of m=" << m << " differs from the row computed alone";
     }
+  }
+}
+
+// The same for every instruction this device runs.
+void check_invariance(int64_t n, int64_t k, const std::vector<int64_t>& ms, DType out, bool bias, uint64_t seed) {
+  for (GemmInstruction instruction : device_instructions()) {
+    check_invariance_with(instruction, n, k, ms, out, bias, seed);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -268,12 +300,22 @@ TEST(GemmInvariance, WorkspaceReusedAcrossPlans) {  // m values whose plans diff
   check_invariance(4096, 4096, {1, 257, 3, 129, 8, 255, 1, 384, 2}, DType::kF32, true, 71);
 }
 
-// Every launch plan (m-tile 16/64/128 x every group count dividing S) gives the default
+void check_every_plan(GemmInstruction instruction);
+
+// Every launch plan (every m-tile height x every group count dividing S) gives the default
 // plan's bits for the whole output.
 TEST(GemmInvariance, EveryLaunchPlanComputesTheSameBits) {
   VOSTI_SKIP_WITHOUT_CUDA();
+  for (GemmInstruction instruction : device_instructions()) {
+    SCOPED_TRACE(instruction_name(instruction));
+    check_every_plan(instruction);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void check_every_plan(GemmInstruction instruction) {
   const int64_t n = 1024, k = 4096, max_m = 300;
-  GemmHarness g(n, k, max_m, 81);
+  GemmHarness g(n, k, max_m, 81, instruction);
   const int sms = current_device_sm_count().value();
   DeviceBuffer<uint16_t> x(cuda_test::random_bf16(static_cast<size_t>(max_m * k), 82));
   DeviceBuffer<float> want(static_cast<size_t>(max_m * n)), got(static_cast<size_t>(max_m * n));
@@ -281,6 +323,7 @@ TEST(GemmInvariance, EveryLaunchPlanComputesTheSameBits) {
     ASSERT_TRUE(g.run(x.get(), m, want.get(), DType::kF32, true).ok());
     const std::vector<float> expected = want.download(0, static_cast<size_t>(m * n));
     for (int block_m : {16, 64, 128}) {
+      if (block_m == 16 && instruction == GemmInstruction::kWgmmaM64N128K16) continue;
       for (int groups = 1; groups <= g.schedule().num_segments; ++groups) {
         if (g.schedule().num_segments % groups != 0) continue;
         const GemmLaunch l = make_gemm_launch(g.schedule(), m, block_m, groups, sms);

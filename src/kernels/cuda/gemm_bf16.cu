@@ -1,8 +1,7 @@
-// mma.sync bf16 GEMM kernel and its launcher; see gemm_bf16.h and gemm_schedule.h
-// for the arithmetic contract. Layout: x and w tiles are staged in shared memory as
-// [rows][kGemmBlockK] bf16 with the 16-byte chunks of each row XOR-swizzled by
-// (row % 8), so ldmatrix reads are free of bank conflicts; cp.async fills STAGES tiles
-// ahead. Rows past m (or n) are zero-filled and never stored.
+// The mma.sync bf16 GEMM kernel and the public entry points; see gemm_bf16.h and
+// gemm_schedule.h for the arithmetic contract and gemm_device.cuh for the tile layout.
+// cp.async fills STAGES tiles ahead; ldmatrix feeds m16n8k16 tensor-core steps.
+// Rows past m (or n) are zero-filled and never stored.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -10,40 +9,11 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/gemm_device.cuh"
 
 namespace vosti {
+namespace gemm_detail {
 namespace {
-
-struct GemmParams {
-  const __nv_bfloat16* x;  // [m, k]
-  const __nv_bfloat16* w;  // [n, k]
-  const float* bias;       // [n] or nullptr
-  void* y;                 // [m, n]
-  float* partials;         // [num_segments, m, n] (split launches)
-  unsigned* counters;      // [num_m_tiles * num_n_tiles] (split launches)
-  int m, n, k;
-  int num_k_blocks, num_segments;
-  int num_groups;  // CTAs per tile along k; > 1 means a split launch
-  int out_f32;
-  int split;
-};
-
-// First of `total` items in part `i` of `parts` contiguous parts (k-blocks of a segment,
-// segments of a group): i * total / parts.
-__device__ __forceinline__ int part_begin(int i, int total, int parts) {
-  return static_cast<int>(static_cast<long long>(i) * total / parts);
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -60,9 +30,6 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const unsigned (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Element offset of (row, 16-byte chunk) in a swizzled [rows][64] bf16 tile.
-__device__ __forceinline__ int swz(int row, int chunk) { return row * kGemmBlockK + ((chunk ^ (row & 7)) << 3); }
-
 template <int BM, int WM, int WN, int STAGES>
 struct TileConfig {
   static constexpr int kThreads = WM * WN * 32;
@@ -74,25 +41,6 @@ struct TileConfig {
   static constexpr int kSmemBytes = STAGES * kStageElems * 2;
   static_assert(kMi >= 1 && kNi % 2 == 0, "warp tile must hold whole m16 x n16 blocks");
 };
-
-template <class C, int BM>
-__device__ __forceinline__ void load_stage(__nv_bfloat16* stage, const GemmParams& p, int m0, int n0, int kb) {
-  const int k0 = kb * kGemmBlockK;
-  __nv_bfloat16* sa = stage;
-  __nv_bfloat16* sb = stage + BM * kGemmBlockK;
-  for (int i = threadIdx.x; i < BM * 8; i += C::kThreads) {
-    const int r = i >> 3, c = i & 7;
-    const bool ok = m0 + r < p.m;
-    const __nv_bfloat16* src = p.x + static_cast<size_t>(ok ? m0 + r : 0) * p.k + k0 + c * 8;
-    cp_async16(sa + swz(r, c), src, ok);
-  }
-  for (int i = threadIdx.x; i < kGemmBlockN * 8; i += C::kThreads) {
-    const int r = i >> 3, c = i & 7;
-    const bool ok = n0 + r < p.n;
-    const __nv_bfloat16* src = p.w + static_cast<size_t>(ok ? n0 + r : 0) * p.k + k0 + c * 8;
-    cp_async16(sb + swz(r, c), src, ok);
-  }
-}
 
 // acc += the tile in `stage`, one m16n8k16 per (m16, n8) block per 16-column chunk, k increasing.
 template <class C, int BM>
@@ -124,19 +72,6 @@ __device__ __forceinline__ void mma_stage(float (&acc)[C::kMi][C::kNi][4], const
 #pragma unroll
       for (int ni = 0; ni < C::kNi; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
     }
-  }
-}
-
-__device__ __forceinline__ void store_pair(const GemmParams& p, int row, int col, float v0, float v1) {
-  if (p.bias != nullptr) {
-    v0 = v0 + p.bias[col];
-    v1 = v1 + p.bias[col + 1];
-  }
-  const size_t off = static_cast<size_t>(row) * p.n + col;
-  if (p.out_f32) {
-    *reinterpret_cast<float2*>(static_cast<float*>(p.y) + off) = make_float2(v0, v1);
-  } else {
-    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.y) + off) = __floats2bfloat162_rn(v0, v1);
   }
 }
 
@@ -192,7 +127,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (kb_begin + s < kb_end) load_stage<C, BM>(smem + s * C::kStageElems, p, m0, n0, kb_begin + s);
+    if (kb_begin + s < kb_end) load_stage<BM, C::kThreads>(smem + s * C::kStageElems, p, m0, n0, kb_begin + s);
     cp_async_commit();
   }
   int seg = seg_lo;
@@ -201,7 +136,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
     const int pf = kb + STAGES - 1;
-    if (pf < kb_end) load_stage<C, BM>(smem + ((pf - kb_begin) % STAGES) * C::kStageElems, p, m0, n0, pf);
+    if (pf < kb_end) load_stage<BM, C::kThreads>(smem + ((pf - kb_begin) % STAGES) * C::kStageElems, p, m0, n0, pf);
     cp_async_commit();
     mma_stage<C, BM>(acc, smem + ((kb - kb_begin) % STAGES) * C::kStageElems, warp_m, warp_n, lane);
     if (kb + 1 == seg_end) {  // segment finished: publish P_s (split) or S_s = S_{s-1} + P_s (S_0 = P_0)
@@ -284,6 +219,16 @@ Status launch(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
 
 }  // namespace
 
+Status launch_mma_sync(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
+  switch (l.block_m) {
+    case 16: return launch<16, 1, 4, 4>(p, l, stream);
+    case 64: return launch<64, 2, 4, 4>(p, l, stream);
+    default: return launch<128, 2, 4, 4>(p, l, stream);
+  }
+}
+
+}  // namespace gemm_detail
+
 size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num_sms) {
   size_t most = 0;
   // Split launches have fewer m-tiles than 3 * num_sms.
@@ -301,6 +246,19 @@ Result<int> current_device_sm_count() {
       cuda_status(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   if (!got_count.ok()) return got_count;
   return sms;
+}
+
+Result<GemmInstruction> device_gemm_instruction() {
+  int device = 0, major = 0, minor = 0;
+  const Status got = cuda_status(cudaGetDevice(&device), "cudaGetDevice");
+  if (!got.ok()) return got;
+  const Status got_major =
+      cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  if (!got_major.ok()) return got_major;
+  const Status got_minor =
+      cuda_status(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+  if (!got_minor.ok()) return got_minor;
+  return (major == 9 && minor == 0) ? GemmInstruction::kWgmmaM64N128K16 : GemmInstruction::kMmaSyncM16N8K16;
 }
 
 Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream) {
@@ -325,7 +283,8 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
       schedule.k != static_cast<int64_t>(schedule.num_k_blocks) * kGemmBlockK) {
     return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   }
-  if ((l.block_m != 16 && l.block_m != 64 && l.block_m != 128) ||
+  const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
+  if ((l.block_m != 64 && l.block_m != 128 && (wgmma || l.block_m != 16)) ||
       l.num_m_tiles != (args.m + l.block_m - 1) / l.block_m ||
       l.num_n_tiles != (schedule.n + kGemmBlockN - 1) / kGemmBlockN || l.num_groups < 1 ||
       l.num_groups > schedule.num_segments || l.split_segments != (l.num_groups > 1) ||
@@ -337,7 +296,7 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
     return invalid_argument("gemm_bf16: workspace of " + std::to_string(workspace.bytes) + " bytes, this call needs " +
                             std::to_string(l.workspace_bytes) + " (size it with gemm_workspace_bytes())");
   }
-  GemmParams p{};
+  gemm_detail::GemmParams p{};
   p.x = reinterpret_cast<const __nv_bfloat16*>(args.x);
   p.w = reinterpret_cast<const __nv_bfloat16*>(args.w);
   p.bias = args.bias;
@@ -354,11 +313,8 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
     p.counters = static_cast<unsigned*>(workspace.data);
     p.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace.data) + l.counter_bytes);
   }
-  switch (l.block_m) {
-    case 16: return launch<16, 1, 4, 4>(p, l, stream);
-    case 64: return launch<64, 2, 4, 4>(p, l, stream);
-    default: return launch<128, 2, 4, 4>(p, l, stream);
-  }
+  return schedule.instruction == GemmInstruction::kWgmmaM64N128K16 ? gemm_detail::launch_wgmma(p, l, stream)
+                                                                   : gemm_detail::launch_mma_sync(p, l, stream);
 }
 
 }  // namespace vosti

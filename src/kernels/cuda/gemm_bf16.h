@@ -1,5 +1,6 @@
 // bf16 GEMM on NVIDIA tensor cores: y[m, n] = x[m, k] * w[n, k]^T (+ bias[n]),
-// bf16 inputs, f32 accumulation, bf16 or f32 output, for sm_80 and later (mma.sync).
+// bf16 inputs, f32 accumulation, bf16 or f32 output: mma.sync on sm_80 and later,
+// wgmma on sm_90a (the schedule's instruction).
 //
 // Reduction order: the one fixed by the GemmSchedule (gemm_schedule.h): fixed k
 // segments, each a chain of m16n8k16 tensor-core steps in increasing k from a zero
@@ -44,9 +45,13 @@ size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num
 // The multiprocessor count of the current device (for plan_gemm_launch / workspace sizing).
 Result<int> current_device_sm_count();
 
+// The instruction the current device runs fastest: wgmma on sm_90 (H100/H200), else mma.sync.
+Result<GemmInstruction> device_gemm_instruction();
+
 // Enqueues the GEMM on `stream`. Errors: kInvalidArgument for null pointers, m < 1,
 // m >= 2^31, an unsupported out_dtype or a workspace too small for the plan;
-// kInternal for a CUDA launch failure.
+// kFailedPrecondition for a wgmma schedule on a GPU other than sm_90; kInternal for a
+// CUDA launch failure.
 Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace,
                  cudaStream_t stream);
 

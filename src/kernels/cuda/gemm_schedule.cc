@@ -6,12 +6,19 @@
 namespace vosti {
 
 namespace {
-// One wave of the m16 configuration on a 132-multiprocessor Hopper (3 resident CTAs each):
-// at m <= 16 the segments of every tile run side by side and the weight stream is the cost.
-constexpr int64_t kTargetSmallMCtas = 396;
+// One wave of the smallest m-tile configuration on a 132-multiprocessor Hopper (mma.sync
+// m16: 3 resident CTAs each; wgmma m64: 2): at small m the segments of every tile run side
+// by side and the weight stream is the cost.
+constexpr int64_t kTargetSmallMCtasMmaSync = 396;
+constexpr int64_t kTargetSmallMCtasWgmma = 264;
 constexpr int kMinKBlocksPerSegment = 3;
 constexpr int kMaxSegments = 16;
 constexpr size_t kWorkspaceAlign = 256;
+// Launch-plan thresholds, from the plan sweep of bench/gemm_cuda_bench.cu on the H200
+// (dev/cuda/NOTES.md); they move time, never bits.
+constexpr int64_t kMaxMForM16Tiles = 32;
+constexpr int64_t kMaxMForM64Tiles = 256;
+constexpr int64_t kMaxMForSplit = 128;
 
 // The largest divisor d of `value` with d <= limit (>= 1).
 int largest_divisor_at_most(int value, int64_t limit) {
@@ -22,7 +29,7 @@ int largest_divisor_at_most(int value, int64_t limit) {
 }
 }  // namespace
 
-Result<GemmSchedule> select_schedule(int64_t n, int64_t k) {
+Result<GemmSchedule> select_schedule(int64_t n, int64_t k, GemmInstruction instruction) {
   if (n <= 0 || n % 8 != 0) {
     return invalid_argument("GEMM weight rows n=" + std::to_string(n) +
                             ": must be a positive multiple of 8 (pad the weight)");
@@ -34,17 +41,22 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k) {
   GemmSchedule s;
   s.n = n;
   s.k = k;
-  s.instruction = GemmInstruction::kMmaSyncM16N8K16;
+  s.instruction = instruction;
   s.num_k_blocks = static_cast<int>(k / kGemmBlockK);
   // Equal segments (a divisor of the k-block count), as many as one small-m wave holds.
   const int64_t n_tiles = (n + kGemmBlockN - 1) / kGemmBlockN;
-  const int64_t limit = std::min<int64_t>({kTargetSmallMCtas / n_tiles, kMaxSegments,
+  const int64_t target = instruction == GemmInstruction::kWgmmaM64N128K16 ? kTargetSmallMCtasWgmma
+                                                                          : kTargetSmallMCtasMmaSync;
+  const int64_t limit = std::min<int64_t>({target / n_tiles, kMaxSegments,
                                            s.num_k_blocks / kMinKBlocksPerSegment});
   s.num_segments = largest_divisor_at_most(s.num_k_blocks, limit);
   return s;
 }
 
-int gemm_ctas_per_sm(int block_m) { return block_m == 16 ? 3 : (block_m == 64 ? 2 : 1); }
+int gemm_ctas_per_sm(GemmInstruction instruction, int block_m) {
+  if (instruction == GemmInstruction::kWgmmaM64N128K16) return block_m == 64 ? 2 : 1;
+  return block_m == 16 ? 3 : (block_m == 64 ? 2 : 1);
+}
 
 GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms) {
   GemmLaunch l;
@@ -65,11 +77,15 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 }
 
 GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms) {
-  const int block_m = m <= 64 ? 16 : (m <= 256 ? 64 : 128);
+  const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
+  const int block_m = (m <= kMaxMForM16Tiles && !wgmma) ? 16 : (m <= kMaxMForM64Tiles ? 64 : 128);
   const int64_t tiles = ((m + block_m - 1) / block_m) * ((schedule.n + kGemmBlockN - 1) / kGemmBlockN);
-  const int64_t slots = static_cast<int64_t>(num_sms) * gemm_ctas_per_sm(block_m);
-  // Whole groups of equal size (a divisor of S), as many as one wave of resident CTAs holds.
-  const int groups = tiles >= slots ? 1 : largest_divisor_at_most(schedule.num_segments, slots / tiles);
+  const int64_t slots = static_cast<int64_t>(num_sms) * gemm_ctas_per_sm(schedule.instruction, block_m);
+  // Whole groups of equal size (a divisor of S), as many as one wave of resident CTAs holds,
+  // while the partials (S planes of m x n f32, written and read) stay cheap next to the weight.
+  const int groups = (tiles >= slots || m > kMaxMForSplit)
+                         ? 1
+                         : largest_divisor_at_most(schedule.num_segments, slots / tiles);
   return make_gemm_launch(schedule, m, block_m, groups, num_sms);
 }
 

@@ -4,8 +4,9 @@
 //
 // The arithmetic contract, the same for every m (DESIGN.md rules 1-3):
 //   y[r, c] = round_out( S_{num_segments-1} + bias[c] ),  S_0 = P_0,  S_s = S_{s-1} + P_s  (f32 adds)
-//   P_s = f32 accumulation, from a zero accumulator, of one mma.sync m16n8k16 (bf16 in, f32 acc)
-//         per 16-column chunk of k, over the k-blocks of segment s in increasing k order;
+//   P_s = f32 accumulation, from a zero accumulator, of one tensor-core k16 step (the schedule's
+//         instruction: mma.sync m16n8k16 or wgmma m64n128k16, bf16 in, f32 accumulate) per
+//         16-column chunk of k, over the k-blocks of segment s in increasing k order;
 //   segment s covers k-blocks [s * kb / S, (s + 1) * kb / S), kb = k / kBlockK, S = num_segments.
 // The tensor core computes each output element from its own row of x and its own row of w,
 // so other rows, the row's place in its m-tile and the number of rows never reach it.
@@ -26,8 +27,10 @@
 
 namespace vosti {
 
-// The tensor-core instruction a schedule accumulates with (one per schedule, never per call).
-enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16 };
+// The tensor-core instruction a schedule accumulates with (one per schedule, never per call):
+// mma.sync m16n8k16 runs on sm_80 and later; wgmma m64n128k16 on sm_90a (H100/H200) only.
+// The two may round differently, so a deployment uses one of them for every m.
+enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16 };
 
 inline constexpr int kGemmBlockN = 128;  // output columns per CTA tile
 inline constexpr int kGemmBlockK = 64;   // k columns per pipeline stage (one smem tile)
@@ -40,9 +43,11 @@ struct GemmSchedule {
   int num_segments = 1;   // S (divides num_k_blocks): k cut into S equal segments, summed in order 0..S-1
 };
 
-// The schedule for weight shape [n, k]; a pure function of (n, k).
+// The schedule for weight shape [n, k] with `instruction` (a property of the deployment's GPU,
+// see device_gemm_instruction()); a pure function of its arguments.
 // Errors: kInvalidArgument unless n > 0, n % 8 == 0 and k is a positive multiple of 64.
-Result<GemmSchedule> select_schedule(int64_t n, int64_t k);
+Result<GemmSchedule> select_schedule(int64_t n, int64_t k,
+                                     GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16);
 
 // First k-block of segment s (s in 0..num_segments; s == num_segments gives num_k_blocks).
 inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
@@ -55,7 +60,7 @@ inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
 // num_groups > 1: each CTA stores every P_s of its group to the workspace; the tile's
 // last CTA (an integer counter decides which) sums P_0 + P_1 + ... in segment order.
 struct GemmLaunch {
-  int block_m = 16;       // rows per CTA tile: 16, 64 or 128
+  int block_m = 16;       // rows per CTA tile: 16, 64 or 128 (mma.sync); 64 or 128 (wgmma)
   int num_m_tiles = 0;
   int num_n_tiles = 0;
   int num_groups = 1;     // CTAs per tile along k, 1..num_segments
@@ -64,16 +69,16 @@ struct GemmLaunch {
   size_t workspace_bytes = 0;   // counters + f32 partials [num_segments, m, n]; 0 when not split
 };
 
-// CTAs of each m-tile height resident per multiprocessor on sm_90 (registers and shared
-// memory of the three kernel configurations; see gemm_bf16.cu).
-int gemm_ctas_per_sm(int block_m);
+// CTAs of each kernel configuration resident per multiprocessor on sm_90 (their registers
+// and shared memory; see gemm_bf16.cu and gemm_bf16_wgmma.cu).
+int gemm_ctas_per_sm(GemmInstruction instruction, int block_m);
 
 // The launch for m rows on a device with num_sms multiprocessors: the m-tile height from m,
 // then as many equal k-groups (a divisor of S) as one wave of resident CTAs holds.
 // REQUIRES: m >= 1, num_sms >= 1.
 GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms);
 
-// A launch with a given m-tile height (16, 64 or 128) and group count (1..S); for tests
+// A launch with a given m-tile height (see GemmLaunch) and group count (1..S); for tests
 // and benchmarks that check every plan computes the same bits.
 GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms);
 

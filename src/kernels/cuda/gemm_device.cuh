@@ -1,0 +1,89 @@
+// Device-side pieces shared by the bf16 GEMM kernels (gemm_bf16.cu: mma.sync;
+// gemm_bf16_wgmma.cu: wgmma): kernel parameters, the cp.async tile loader and the
+// epilogue store. Internal to src/kernels/cuda.
+// Shared-memory tile layout: [rows][kGemmBlockK] bf16, 128 bytes a row, the 16-byte chunk c
+// of row r stored at chunk c ^ (r % 8): conflict-free for ldmatrix and, on a 1024-byte
+// aligned tile, exactly the 128-byte swizzle that wgmma descriptors describe.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm_bf16.h"
+
+namespace vosti::gemm_detail {
+
+struct GemmParams {
+  const __nv_bfloat16* x;  // [m, k]
+  const __nv_bfloat16* w;  // [n, k]
+  const float* bias;       // [n] or nullptr
+  void* y;                 // [m, n]
+  float* partials;         // [num_segments, m, n] (split launches)
+  unsigned* counters;      // [num_m_tiles * num_n_tiles] (split launches)
+  int m, n, k;
+  int num_k_blocks, num_segments;
+  int num_groups;  // CTAs per tile along k; > 1 means a split launch
+  int out_f32;
+  int split;
+};
+
+// First of `total` items in part `i` of `parts` contiguous parts (k-blocks of a segment,
+// segments of a group): i * total / parts.
+__device__ __forceinline__ int part_begin(int i, int total, int parts) {
+  return static_cast<int>(static_cast<long long>(i) * total / parts);
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Element offset of (row, 16-byte chunk) in a swizzled [rows][64] bf16 tile.
+__device__ __forceinline__ int swz(int row, int chunk) { return row * kGemmBlockK + ((chunk ^ (row & 7)) << 3); }
+
+// Loads k-block kb of the x tile (BM rows from m0) and the w tile (kGemmBlockN rows from n0)
+// into `stage` ([BM + kGemmBlockN][kGemmBlockK], swizzled); rows past m or n are zero-filled.
+template <int BM, int THREADS>
+__device__ __forceinline__ void load_stage(__nv_bfloat16* stage, const GemmParams& p, int m0, int n0, int kb) {
+  const int k0 = kb * kGemmBlockK;
+  __nv_bfloat16* sa = stage;
+  __nv_bfloat16* sb = stage + BM * kGemmBlockK;
+  for (int i = threadIdx.x; i < BM * 8; i += THREADS) {
+    const int r = i >> 3, c = i & 7;
+    const bool ok = m0 + r < p.m;
+    const __nv_bfloat16* src = p.x + static_cast<size_t>(ok ? m0 + r : 0) * p.k + k0 + c * 8;
+    cp_async16(sa + swz(r, c), src, ok);
+  }
+  for (int i = threadIdx.x; i < kGemmBlockN * 8; i += THREADS) {
+    const int r = i >> 3, c = i & 7;
+    const bool ok = n0 + r < p.n;
+    const __nv_bfloat16* src = p.w + static_cast<size_t>(ok ? n0 + r : 0) * p.k + k0 + c * 8;
+    cp_async16(sb + swz(r, c), src, ok);
+  }
+}
+
+__device__ __forceinline__ void store_pair(const GemmParams& p, int row, int col, float v0, float v1) {
+  if (p.bias != nullptr) {
+    v0 = v0 + p.bias[col];
+    v1 = v1 + p.bias[col + 1];
+  }
+  const size_t off = static_cast<size_t>(row) * p.n + col;
+  if (p.out_f32) {
+    *reinterpret_cast<float2*>(static_cast<float*>(p.y) + off) = make_float2(v0, v1);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.y) + off) = __floats2bfloat162_rn(v0, v1);
+  }
+}
+
+
+// Launches of the two instruction families (gemm_bf16.cu, gemm_bf16_wgmma.cu).
+Status launch_mma_sync(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream);
+Status launch_wgmma(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream);
+
+}  // namespace vosti::gemm_detail
