@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -109,6 +110,7 @@ class EngineImpl final : public Engine {
   std::unordered_map<RequestId, std::unique_ptr<LiveRequest>> live_;  // step thread only (size read under mu_)
   int64_t num_generated_ = 0;
   SamplerScratch scratch_;  // step thread only
+  double sampling_seconds_ = 0;  // step thread only; folded into stats_ after each step
 };
 
 StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
@@ -174,6 +176,8 @@ void EngineImpl::admit_and_abort() {
 }
 
 bool EngineImpl::step() {
+  using Clock = std::chrono::steady_clock;
+  const auto t_begin = Clock::now();
   admit_and_abort();
   StepPlan plan = scheduler_.schedule();
   if (plan.empty()) {
@@ -186,9 +190,12 @@ bool EngineImpl::step() {
     const LiveRequest& r = *live_.at(s.id);
     all_positions[i] = r.wants_prompt_logits(s.num_computed_tokens) ? 1 : 0;
   }
+  const auto t_forward = Clock::now();
   const RunnerOutput out = runner_.execute(plan, all_positions);
+  const auto t_post = Clock::now();
   scheduler_.on_step_done(plan);
   postprocess(plan, out);
+  const auto t_end = Clock::now();
 #ifndef NDEBUG
   const Status inv = scheduler_.check_invariants();
   VOSTI_CHECK(inv.ok(), inv.to_string());
@@ -196,6 +203,10 @@ bool EngineImpl::step() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.num_steps++;
+    stats_.seconds_in_steps += std::chrono::duration<double>(t_end - t_begin).count();
+    stats_.seconds_in_forward += std::chrono::duration<double>(t_post - t_forward).count();
+    stats_.seconds_in_sampling += sampling_seconds_;
+    sampling_seconds_ = 0;
   }
   publish_stats();
   return true;
@@ -218,7 +229,9 @@ void EngineImpl::postprocess(const StepPlan& plan, const RunnerOutput& out) {
       finish(r, FinishReason::kLength);
       continue;
     }
+    const auto t_sample = std::chrono::steady_clock::now();
     const TokenStep t = r.sample(logits, scratch_);
+    sampling_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_sample).count();
     ++num_generated_;
     const bool at_max_len = scheduler_.append_token(s.id, t.token);
     const FinishReason reason = r.accept(t, at_max_len);

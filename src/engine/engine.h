@@ -41,6 +41,9 @@ struct EngineStats {
   int64_t num_prefix_hits = 0;     // of which served from it
   int64_t num_steps = 0;
   int64_t num_generated_tokens = 0;
+  double seconds_in_steps = 0;    // wall time inside step()
+  double seconds_in_forward = 0;  // of which in the model forward (the rest is bookkeeping + sampling)
+  double seconds_in_sampling = 0; // of which in sampling and logprobs
 };
 
 class Engine {

@@ -91,6 +91,7 @@ class WeightBuilder {
       total += n;
     }
     auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(total));
+    const int64_t copied_before = copied_;  // the parts are temporaries: count only the stacked copy
     int64_t offset = 0, rows = 0, cols = 1;
     for (size_t i = 0; i < parts.size(); ++i) {
       VOSTI_ASSIGN_OR_RETURN(FloatTensor part, get(parts[i].first, parts[i].second));
@@ -107,7 +108,7 @@ class WeightBuilder {
       offset += n;
       rows += part_rows;
     }
-    copied_ += static_cast<int64_t>(buf->size() * sizeof(float));
+    copied_ = copied_before + static_cast<int64_t>(buf->size() * sizeof(float));
     FloatTensor t;
     t.shape = parts[0].second.size() == 2 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{rows};
     t.data = buf->data();
