@@ -61,7 +61,7 @@ Result<std::vector<int32_t>> build_prompt(const GenerateOptions& o, const Tokeni
   messages.push_back({"user", o.prompt});
   ChatOptions chat;
   chat.add_generation_prompt = true;
-  chat.enable_thinking = o.enable_thinking;
+  if (o.enable_thinking) chat.enable_thinking = true;  // otherwise the template's own default
   chat.bos_token = tok.bos_token();
   chat.eos_token = tok.eos_token();
   VOSTI_ASSIGN_OR_RETURN(std::string text, render_chat(*tok.chat_template(), messages, chat));
