@@ -30,6 +30,7 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
     context.set("eos_token", options.eos_token ? jinja::Value(*options.eos_token) : jinja::Value::none());
     context.set("tools", jinja::Value::from_json(options.tools));
     context.set("documents", jinja::Value::none());
+    if (options.enable_thinking) context.set("enable_thinking", jinja::Value(*options.enable_thinking));
     if (options.extra_context.is_object()) {
       for (const auto& [k, v] : options.extra_context.items()) context.set(k, jinja::Value::from_json(v));
     }

@@ -29,13 +29,15 @@ struct ParsedTemplate;
 struct ChatMessage {
   std::string role;
   std::string content;
-  std::optional<std::string> reasoning_content;  // Qwen3-style thinking of an assistant turn
+  std::optional<std::string> reasoning_content = std::nullopt;  // Qwen3-style thinking of an assistant turn
 };
 
 struct ChatOptions {
   bool add_generation_prompt = true;
   std::optional<std::string> bos_token;  // nullopt renders as Python None, as HF does for a missing token
   std::optional<std::string> eos_token;
+  // Qwen3's thinking switch, passed as the template variable `enable_thinking` when set.
+  std::optional<bool> enable_thinking;
   // Extra template variables (e.g. {"enable_thinking": false, "date_string": "26 Jul 2024"});
   // they override the defaults above.
   // ordered_json keeps key order, which tojson output depends on (Python dicts are ordered).
