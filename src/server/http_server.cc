@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -255,7 +256,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (!keep_alive_ || server_.stopped) {
       beast::error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-      return close();
+      return drain_and_close();
     }
     if (watching_) {
       resume_read_ = true;
@@ -264,6 +265,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     } else {
       do_read();
     }
+  }
+
+  // Lingering close: reads (and drops) what the client still sends, e.g. the rest of a
+  // body over the limit, so that it sees our response instead of a connection reset.
+  void drain_and_close() {
+    if (closed_ || watching_) return close();
+    if (drained_bytes_ > (64 << 20)) return close();
+    stream_.expires_after(std::chrono::seconds(5));
+    stream_.async_read_some(net::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->drained_bytes_ += static_cast<int64_t>(n);
+      if (ec) return self->close();
+      self->drain_and_close();
+    });
   }
 
   void log_line() {
@@ -302,6 +316,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool keep_alive_ = true;
   bool closed_ = false;
   char watch_byte_ = 0;
+  std::array<char, 16384> drain_buffer_{};
+  int64_t drained_bytes_ = 0;
   int status_ = 0;
   std::function<void()> disconnect_fn_;
   std::string request_id_, method_, path_;

@@ -51,7 +51,5 @@ class JsonWriter {
 void append_json_string(std::string& out, std::string_view s);
 // Shortest text that parses back to exactly `v` (std::to_chars); non-finite -> "-9999.0".
 std::string float_to_shortest(float v);
-// True if `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
-bool is_valid_utf8(std::string_view s);
 
 }  // namespace vosti

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/json_writer.h"
+#include "tokenizer/utf8.h"
 
 namespace vosti {
 namespace {

@@ -119,8 +119,8 @@ std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std:
   for (const auto& m : messages) chat.push_back(ChatMessage{m.role, m.content});
   ChatOptions options;
   options.add_generation_prompt = add_generation_prompt;
-  options.bos_token = tokenizer_->bos_token();
-  options.eos_token = tokenizer_->eos_token();
+  if (tokenizer_->bos_id()) options.bos_token = tokenizer_->bos_token();
+  if (tokenizer_->eos_id()) options.eos_token = tokenizer_->eos_token();
   auto text = render_chat(*tokenizer_->chat_template(), chat, options);
   if (!text.ok()) return bad_request("cannot render the chat template: " + text.status().message(), "messages");
   return std::move(text).value();

@@ -1,4 +1,5 @@
 #include "server/json_writer.h"
+#include "tokenizer/utf8.h"
 
 #include <cstring>
 #include <random>
