@@ -73,13 +73,22 @@ void matmul_columns_avx2(const float* x, int64_t m, int64_t k, const float* w, i
                          int64_t col_begin, int64_t col_end) {
   // Loop order: a chunk of columns (w[chunk, k] stays in L2), then 4-row blocks of x
   // (stay in L1), then 3-column micro-kernels streaming the chunk's weights.
+  // While a chunk is computed, the next chunk's weights (rows contiguous in w) are
+  // prefetched into L2, spread evenly over the chunk's micro-kernel calls, so only the
+  // first chunk waits on memory. Prefetches touch no arithmetic.
+  const int64_t calls_per_chunk = (m + kMatmulRowBlock - 1) / kMatmulRowBlock *
+                                  ((kMatmulColChunk + kMatmulColBlock - 1) / kMatmulColBlock);
   for (int64_t c0 = col_begin; c0 < col_end; c0 += kMatmulColChunk) {
     const int64_t c1 = std::min(col_end, c0 + kMatmulColChunk);
+    const char* pf = reinterpret_cast<const char*>(w + c1 * k);
+    const char* pf_end = reinterpret_cast<const char*>(w + std::min(col_end, c1 + kMatmulColChunk) * k);
+    const int64_t pf_lines_per_call = ((pf_end - pf) / 64 + calls_per_chunk) / calls_per_chunk;
     for (int64_t r0 = 0; r0 < m; r0 += kMatmulRowBlock) {
       const int64_t rows = std::min<int64_t>(kMatmulRowBlock, m - r0);
       for (int64_t c = c0; c < c1; c += kMatmulColBlock) {
         const int64_t cols = std::min<int64_t>(kMatmulColBlock, c1 - c);
         pick_block(rows, cols)(x + r0 * k, k, w + c * k, k, bias != nullptr ? bias + c : nullptr, y + r0 * n + c, n);
+        for (int64_t l = 0; l < pf_lines_per_call && pf < pf_end; ++l, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
       }
     }
   }
