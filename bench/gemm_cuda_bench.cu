@@ -141,21 +141,26 @@ void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmAr
     if (bm == 16 && sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16) continue;
     for (int groups = 1; groups <= sched.num_segments; ++groups) {
       if (sched.num_segments % groups != 0) continue;
-      const vosti::GemmLaunch l = vosti::make_gemm_launch(sched, m, bm, groups, num_sms);
-      if (l.split_segments && size_t(l.num_m_tiles) * l.num_n_tiles * 4 > l.counter_bytes) continue;
-      const Timing t = time_it([&] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, ws, nullptr)); }, 10);
-      char item[96];
-      std::snprintf(item, sizeof(item), "%s[%d, %d, %.2f]", list.empty() ? "" : ", ", bm, groups, t.median_us);
-      list += item;
-      if (t.median_us < best) best = t.median_us, best_bm = bm, best_groups = groups;
+      const bool wgmma = sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16;
+      for (int in_flight = wgmma ? 0 : 1; in_flight <= 1; ++in_flight) {
+        vosti::GemmLaunch l = vosti::make_gemm_launch(sched, m, bm, groups, num_sms);
+        l.wgmma_batches_in_flight = in_flight;
+        if (l.split_segments && size_t(l.num_m_tiles) * l.num_n_tiles * 4 > l.counter_bytes) continue;
+        const Timing t = time_it([&] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, ws, nullptr)); }, 10);
+        char item[96];
+        std::snprintf(item, sizeof(item), "%s[%d, %d, %d, %.2f]", list.empty() ? "" : ", ", bm, groups, in_flight,
+                      t.median_us);
+        list += item;
+        if (t.median_us < best) best = t.median_us, best_bm = bm, best_groups = groups;
+      }
     }
   }
-  std::printf("    plans (bm, groups, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
+  std::printf("    plans (bm, groups, in flight, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
               list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
   const char* iname = sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
   std::string obj = "{\"kind\": \"gemm_plans\", \"instruction\": \"" + std::string(iname) + "\", \"shape\": \"" +
                     std::string(s.name) + "\", \"M\": " +
-                    std::to_string(m) + ", \"plans_bm_groups_us\": [" + list + "]}";
+                    std::to_string(m) + ", \"plans_bm_groups_inflight_us\": [" + list + "]}";
   json_add(obj);
 }
 

@@ -59,6 +59,12 @@ TEST(GemmSchedule, LlamaShapesSplitKAtSmallM) {
   }
 }
 
+TEST(GemmSchedule, InstructionIsWgmmaOnlyForWideWeightsOnSm90) {
+  EXPECT_EQ(select_instruction(28672, 4096, true), GemmInstruction::kWgmmaM64N128K16);
+  EXPECT_EQ(select_instruction(4096, 4096, true), GemmInstruction::kMmaSyncM16N8K16);
+  EXPECT_EQ(select_instruction(28672, 4096, false), GemmInstruction::kMmaSyncM16N8K16);
+}
+
 TEST(GemmLaunch, WorkspaceCoversEveryRowCount) {
   const GemmSchedule g = select_schedule(4096, 4096).value();
   const size_t ws = gemm_workspace_bytes(g, 8192, 132);
@@ -88,8 +94,8 @@ TEST(GemmLaunch, GroupsFitOneWaveAndCountersStayPut) {
 // The instructions this device runs: mma.sync everywhere, wgmma on sm_90.
 std::vector<GemmInstruction> device_instructions() {
   std::vector<GemmInstruction> v = {GemmInstruction::kMmaSyncM16N8K16};
-  Result<GemmInstruction> best = device_gemm_instruction();
-  if (best.ok() && best.value() != GemmInstruction::kMmaSyncM16N8K16) v.push_back(best.value());
+  Result<bool> wgmma = device_has_wgmma();
+  if (wgmma.ok() && wgmma.value()) v.push_back(GemmInstruction::kWgmmaM64N128K16);
   return v;
 }
 
@@ -326,13 +332,16 @@ void check_every_plan(GemmInstruction instruction) {
       if (block_m == 16 && instruction == GemmInstruction::kWgmmaM64N128K16) continue;
       for (int groups = 1; groups <= g.schedule().num_segments; ++groups) {
         if (g.schedule().num_segments % groups != 0) continue;
-        const GemmLaunch l = make_gemm_launch(g.schedule(), m, block_m, groups, sms);
-        got.poison();
-        const Status s = g.run(x.get(), m, got.get(), DType::kF32, true, &l);
-        ASSERT_TRUE(s.ok()) << s.to_string();
-        const std::vector<float> out = got.download(0, static_cast<size_t>(m * n));
-        ASSERT_TRUE(cuda_test::same_bits(out.data(), expected.data(), out.size() * sizeof(float)))
-            << "m=" << m << " block_m=" << block_m << " groups=" << groups;
+        for (int in_flight : {0, 1}) {
+          GemmLaunch l = make_gemm_launch(g.schedule(), m, block_m, groups, sms);
+          l.wgmma_batches_in_flight = in_flight;
+          got.poison();
+          const Status s = g.run(x.get(), m, got.get(), DType::kF32, true, &l);
+          ASSERT_TRUE(s.ok()) << s.to_string();
+          const std::vector<float> out = got.download(0, static_cast<size_t>(m * n));
+          ASSERT_TRUE(cuda_test::same_bits(out.data(), expected.data(), out.size() * sizeof(float)))
+              << "m=" << m << " block_m=" << block_m << " groups=" << groups << " in flight=" << in_flight;
+        }
       }
     }
   }

@@ -145,9 +145,10 @@ TEST_F(RowKernels, HeadRmsNormMatchesReference) {
 }
 
 TEST_F(RowKernels, RopeMatchesReferenceBothLayouts) {
+  for (int hd : {64, 6}) {  // the vectorised row kernel and the per-pair fallback
   for (RopeLayout layout : {RopeLayout::kNeox, RopeLayout::kGptj}) {
     const int64_t m = 17;
-    const int heads = 4, hd = 64, half = hd / 2;
+    const int heads = 4, half = hd / 2;
     const int64_t stride = heads * hd;
     const std::vector<float> x = cuda_test::random_f32(m * stride, 7, 1.0f);
     std::vector<int32_t> pos(m);
@@ -171,7 +172,9 @@ TEST_F(RowKernels, RopeMatchesReferenceBothLayouts) {
         }
       }
     }
-    EXPECT_LT(cuda_test::relative_error(ref, to_double(got)), 2e-6) << (layout == RopeLayout::kNeox ? "neox" : "gptj");
+    EXPECT_LT(cuda_test::relative_error(ref, to_double(got)), 2e-6)
+        << (layout == RopeLayout::kNeox ? "neox" : "gptj") << " head_dim " << hd;
+  }
   }
 }
 

@@ -248,7 +248,7 @@ Result<int> current_device_sm_count() {
   return sms;
 }
 
-Result<GemmInstruction> device_gemm_instruction() {
+Result<bool> device_has_wgmma() {
   int device = 0, major = 0, minor = 0;
   const Status got = cuda_status(cudaGetDevice(&device), "cudaGetDevice");
   if (!got.ok()) return got;
@@ -258,7 +258,7 @@ Result<GemmInstruction> device_gemm_instruction() {
   const Status got_minor =
       cuda_status(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
   if (!got_minor.ok()) return got_minor;
-  return (major == 9 && minor == 0) ? GemmInstruction::kWgmmaM64N128K16 : GemmInstruction::kMmaSyncM16N8K16;
+  return major == 9 && minor == 0;
 }
 
 Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream) {
@@ -288,6 +288,7 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
       l.num_m_tiles != (args.m + l.block_m - 1) / l.block_m ||
       l.num_n_tiles != (schedule.n + kGemmBlockN - 1) / kGemmBlockN || l.num_groups < 1 ||
       l.num_groups > schedule.num_segments || l.split_segments != (l.num_groups > 1) ||
+      l.wgmma_batches_in_flight < 0 || l.wgmma_batches_in_flight > 1 ||
       (l.split_segments &&
        static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * sizeof(unsigned) > l.counter_bytes)) {
     return invalid_argument("gemm_bf16: launch not made for this schedule and m (use make_gemm_launch)");

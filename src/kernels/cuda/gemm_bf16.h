@@ -45,8 +45,8 @@ size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num
 // The multiprocessor count of the current device (for plan_gemm_launch / workspace sizing).
 Result<int> current_device_sm_count();
 
-// The instruction the current device runs fastest: wgmma on sm_90 (H100/H200), else mma.sync.
-Result<GemmInstruction> device_gemm_instruction();
+// Whether the current device runs the wgmma schedules (sm_90: H100/H200).
+Result<bool> device_has_wgmma();
 
 // Enqueues the GEMM on `stream`. Errors: kInvalidArgument for null pointers, m < 1,
 // m >= 2^31, an unsupported out_dtype or a workspace too small for the plan;

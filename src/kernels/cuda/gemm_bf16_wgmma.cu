@@ -45,9 +45,11 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[kWgmmaAcc], uint64_t
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit_and_wait() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N committed wgmma batches of this warpgroup are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // Orders this thread's completed cp.async writes before the tensor cores' (async proxy) reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -69,11 +71,14 @@ __device__ __forceinline__ void for_each_pair(int row0, int col0, F&& f) {
 
 // One CTA: BM / 64 warpgroups, each 64 rows of a BM x kGemmBlockN tile, over the segments of
 // its k-group (blockIdx.z) or all segments; blockIdx.x is the m-tile, blockIdx.y the n-tile.
-template <int BM, int STAGES>
+// IN_FLIGHT (0 or 1) wgmma batches may still run while the next k-block is waited for and
+// issued; it changes timing only (the batches of one accumulator execute in issue order).
+template <int BM, int STAGES, int IN_FLIGHT>
 __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmParams p) {
 #ifdef VOSTI_HAVE_WGMMA
   constexpr int kThreads = BM / 64 * 128;
   constexpr int kStageElems = (BM + kGemmBlockN) * kGemmBlockK;
+  constexpr int kAhead = STAGES - 1 - IN_FLIGHT;  // k-blocks loaded ahead; slots of running batches stay untouched
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw + ((1024 - (raw & 1023)) & 1023));
@@ -94,17 +99,17 @@ __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmPara
   for (int i = 0; i < kWgmmaAcc; ++i) acc[i] = 0.f, total[i] = 0.f;
 
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < kAhead; ++s) {
     if (kb_begin + s < kb_end) load_stage<BM, kThreads>(smem + s * kStageElems, p, m0, n0, kb_begin + s);
     cp_async_commit();
   }
   int seg = seg_lo;
   int seg_end = part_begin(seg + 1, p.num_k_blocks, p.num_segments);
   for (int kb = kb_begin; kb < kb_end; ++kb) {
-    cp_async_wait<STAGES - 2>();
+    cp_async_wait<kAhead - 1>();
     fence_proxy_async();
     __syncthreads();
-    const int pf = kb + STAGES - 1;
+    const int pf = kb + kAhead;
     if (pf < kb_end) load_stage<BM, kThreads>(smem + ((pf - kb_begin) % STAGES) * kStageElems, p, m0, n0, pf);
     cp_async_commit();
     const __nv_bfloat16* stage = smem + ((kb - kb_begin) % STAGES) * kStageElems;
@@ -114,9 +119,10 @@ __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmPara
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kGemmBlockK / 16; ++kk) wgmma_m64n128k16(acc, desc_a + 2 * kk, desc_b + 2 * kk);  // +32 B
-    wgmma_commit_and_wait();
-    fence_operands(acc);
+    wgmma_commit();
     if (kb + 1 == seg_end) {  // segment finished: publish P_s (split) or S_s = S_{s-1} + P_s (S_0 = P_0)
+      wgmma_wait<0>();
+      fence_operands(acc);
       if (p.split) {
         for_each_pair(row0, n0, [&](int row, int col, int i) {
           if (row < p.m && col < p.n) {
@@ -133,9 +139,13 @@ __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmPara
       }
       ++seg;
       seg_end = part_begin(seg + 1, p.num_k_blocks, p.num_segments);
+    } else {
+      wgmma_wait<IN_FLIGHT>();
+      fence_operands(acc);
     }
   }
   cp_async_wait<0>();
+  wgmma_wait<0>();
 
   if (!p.split) {
     for_each_pair(row0, n0, [&](int row, int col, int i) {
@@ -170,10 +180,10 @@ __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmPara
 #endif
 }
 
-template <int BM, int STAGES>
+template <int BM, int STAGES, int IN_FLIGHT>
 Status launch(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
   constexpr int kSmemBytes = STAGES * (BM + kGemmBlockN) * kGemmBlockK * 2 + 1024;  // + alignment slack
-  auto kernel = gemm_bf16_wgmma_kernel<BM, STAGES>;
+  auto kernel = gemm_bf16_wgmma_kernel<BM, STAGES, IN_FLIGHT>;
   VOSTI_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const dim3 grid(l.num_m_tiles, l.num_n_tiles, l.num_groups);
   kernel<<<grid, BM / 64 * 128, kSmemBytes, stream>>>(p);
@@ -191,7 +201,10 @@ Status launch_wgmma(const GemmParams& p, const GemmLaunch& l, cudaStream_t strea
     return failed_precondition("gemm_bf16: the wgmma schedule needs an sm_90 GPU (H100/H200); select the mma.sync "
                                "schedule for this device");
   }
-  return l.block_m == 64 ? launch<64, 4>(p, l, stream) : launch<128, 4>(p, l, stream);
+  if (l.wgmma_batches_in_flight == 1) {
+    return l.block_m == 64 ? launch<64, 4, 1>(p, l, stream) : launch<128, 4, 1>(p, l, stream);
+  }
+  return l.block_m == 64 ? launch<64, 4, 0>(p, l, stream) : launch<128, 4, 0>(p, l, stream);
 }
 
 }  // namespace vosti::gemm_detail

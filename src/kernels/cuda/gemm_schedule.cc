@@ -19,6 +19,9 @@ constexpr size_t kWorkspaceAlign = 256;
 constexpr int64_t kMaxMForM16Tiles = 32;
 constexpr int64_t kMaxMForM64Tiles = 256;
 constexpr int64_t kMaxMForSplit = 128;
+// wgmma's m64 tiles waste most of a small-m call; they win where the weight alone has enough
+// column tiles for every multiprocessor (one H200 wave of the m64 wgmma configuration).
+constexpr int64_t kMinNTilesForWgmma = 132;
 
 // The largest divisor d of `value` with d <= limit (>= 1).
 int largest_divisor_at_most(int value, int64_t limit) {
@@ -51,6 +54,12 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k, GemmInstruction instr
                                            s.num_k_blocks / kMinKBlocksPerSegment});
   s.num_segments = largest_divisor_at_most(s.num_k_blocks, limit);
   return s;
+}
+
+GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
+  const int64_t n_tiles = (n + kGemmBlockN - 1) / kGemmBlockN;
+  return has_wgmma && n_tiles >= kMinNTilesForWgmma && k % kGemmBlockK == 0 ? GemmInstruction::kWgmmaM64N128K16
+                                                                               : GemmInstruction::kMmaSyncM16N8K16;
 }
 
 int gemm_ctas_per_sm(GemmInstruction instruction, int block_m) {

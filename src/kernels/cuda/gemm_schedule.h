@@ -43,8 +43,13 @@ struct GemmSchedule {
   int num_segments = 1;   // S (divides num_k_blocks): k cut into S equal segments, summed in order 0..S-1
 };
 
-// The schedule for weight shape [n, k] with `instruction` (a property of the deployment's GPU,
-// see device_gemm_instruction()); a pure function of its arguments.
+// The instruction for weight shape [n, k] on a GPU with or without wgmma (sm_90a): wgmma where
+// the weight has enough column tiles to fill the GPU without splitting k, else mma.sync
+// (faster at small m for narrow weights; measured in dev/cuda/NOTES.md). Pure.
+GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma);
+
+// The schedule for weight shape [n, k] with `instruction` (the deployment's choice, normally
+// select_instruction()); a pure function of its arguments.
 // Errors: kInvalidArgument unless n > 0, n % 8 == 0 and k is a positive multiple of 64.
 Result<GemmSchedule> select_schedule(int64_t n, int64_t k,
                                      GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16);
@@ -67,6 +72,7 @@ struct GemmLaunch {
   bool split_segments = false;  // num_groups > 1
   size_t counter_bytes = 0;     // tile counters at the start of the workspace (fixed per device)
   size_t workspace_bytes = 0;   // counters + f32 partials [num_segments, m, n]; 0 when not split
+  int wgmma_batches_in_flight = 1;  // wgmma only: k-block batches left running while the next is issued (0 or 1)
 };
 
 // CTAs of each kernel configuration resident per multiprocessor on sm_90 (their registers

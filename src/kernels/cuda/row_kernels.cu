@@ -29,8 +29,8 @@ __device__ __forceinline__ void store4(__nv_bfloat16* y, size_t i, float4 v) {
   *reinterpret_cast<uint2*>(y + i) = packed;
 }
 
-__global__ void embedding_kernel(const __nv_bfloat16* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-                                 float* out) {
+__global__ void embedding_kernel(const __nv_bfloat16* __restrict__ table, int64_t vocab, int64_t hidden,
+                                 const int32_t* __restrict__ ids, float* __restrict__ out) {
   const int64_t r = blockIdx.x;
   const int32_t id = ids[r];
   float* dst = out + r * hidden;
@@ -39,6 +39,7 @@ __global__ void embedding_kernel(const __nv_bfloat16* table, int64_t vocab, int6
     return;
   }
   const __nv_bfloat16* src = table + static_cast<int64_t>(id) * hidden;
+#pragma unroll 4
   for (int64_t i = threadIdx.x * 8; i < hidden; i += blockDim.x * 8) {  // hidden % 8 == 0
     const uint4 raw = *reinterpret_cast<const uint4*>(src + i);
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
@@ -118,6 +119,61 @@ __global__ void rope_kernel(float* x, int64_t row_stride, int64_t num_pairs, int
   const float x0 = xh[i0], x1 = xh[i1];
   xh[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
   xh[i1] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+// One block per row: cos/sin of the row's position computed once into shared memory, then
+// each thread rotates 4 pairs at a time with 16-byte accesses. REQUIRES: head_dim % 8 == 0,
+// half <= kMaxRopeHalf, 16-byte aligned rows.
+constexpr int kMaxRopeHalf = 256;
+template <bool kGptj>
+__global__ void rope_row_kernel(float* __restrict__ x, int64_t row_stride, int num_heads, int head_dim,
+                                const int32_t* __restrict__ positions, const float* __restrict__ inv_freq) {
+  __shared__ float cos_t[kMaxRopeHalf];
+  __shared__ float sin_t[kMaxRopeHalf];
+  const int half = head_dim / 2;
+  const int64_t r = blockIdx.x;
+  const float pos = static_cast<float>(positions[r]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = __fmul_rn(pos, inv_freq[i]);
+    cos_t[i] = cosf(angle);
+    sin_t[i] = sinf(angle);
+  }
+  __syncthreads();
+  float* xr = x + r * row_stride;
+  const int quads = half / 4;  // groups of 4 pairs per head
+  for (int t = threadIdx.x; t < num_heads * quads; t += blockDim.x) {
+    float* xh = xr + (t / quads) * head_dim;
+    const int i = (t % quads) * 4;
+    if constexpr (kGptj) {  // pairs (2i, 2i+1): two float4 hold pairs i..i+3
+      float4 a = *reinterpret_cast<const float4*>(xh + 2 * i);
+      float4 b = *reinterpret_cast<const float4*>(xh + 2 * i + 4);
+      const float4 na = make_float4(__fsub_rn(__fmul_rn(a.x, cos_t[i]), __fmul_rn(a.y, sin_t[i])),
+                                    __fadd_rn(__fmul_rn(a.y, cos_t[i]), __fmul_rn(a.x, sin_t[i])),
+                                    __fsub_rn(__fmul_rn(a.z, cos_t[i + 1]), __fmul_rn(a.w, sin_t[i + 1])),
+                                    __fadd_rn(__fmul_rn(a.w, cos_t[i + 1]), __fmul_rn(a.z, sin_t[i + 1])));
+      const float4 nb = make_float4(__fsub_rn(__fmul_rn(b.x, cos_t[i + 2]), __fmul_rn(b.y, sin_t[i + 2])),
+                                    __fadd_rn(__fmul_rn(b.y, cos_t[i + 2]), __fmul_rn(b.x, sin_t[i + 2])),
+                                    __fsub_rn(__fmul_rn(b.z, cos_t[i + 3]), __fmul_rn(b.w, sin_t[i + 3])),
+                                    __fadd_rn(__fmul_rn(b.w, cos_t[i + 3]), __fmul_rn(b.z, sin_t[i + 3])));
+      *reinterpret_cast<float4*>(xh + 2 * i) = na;
+      *reinterpret_cast<float4*>(xh + 2 * i + 4) = nb;
+    } else {  // pairs (i, i + half)
+      const float4 a = *reinterpret_cast<const float4*>(xh + i);
+      const float4 b = *reinterpret_cast<const float4*>(xh + half + i);
+      const float c[4] = {cos_t[i], cos_t[i + 1], cos_t[i + 2], cos_t[i + 3]};
+      const float sn[4] = {sin_t[i], sin_t[i + 1], sin_t[i + 2], sin_t[i + 3]};
+      const float av[4] = {a.x, a.y, a.z, a.w};
+      const float bv[4] = {b.x, b.y, b.z, b.w};
+      float na[4], nb[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        na[j] = __fsub_rn(__fmul_rn(av[j], c[j]), __fmul_rn(bv[j], sn[j]));
+        nb[j] = __fadd_rn(__fmul_rn(bv[j], c[j]), __fmul_rn(av[j], sn[j]));
+      }
+      *reinterpret_cast<float4*>(xh + i) = make_float4(na[0], na[1], na[2], na[3]);
+      *reinterpret_cast<float4*>(xh + half + i) = make_float4(nb[0], nb[1], nb[2], nb[3]);
+    }
+  }
 }
 
 __device__ __forceinline__ float silu_times(float g, float u) {
@@ -235,6 +291,17 @@ Status rope(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim
   if (x == nullptr || positions == nullptr || inv_freq == nullptr) return invalid_argument("rope: null device pointer");
   const int64_t pairs = m * num_heads * (head_dim / 2);
   if (pairs == 0) return Status();
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && row_stride % 4 == 0;
+  if (head_dim % 8 == 0 && head_dim / 2 <= kMaxRopeHalf && aligned) {
+    if (layout == RopeLayout::kGptj) {
+      rope_row_kernel<true><<<static_cast<unsigned>(m), 128, 0, stream>>>(x, row_stride, num_heads, head_dim, positions,
+                                                                         inv_freq);
+    } else {
+      rope_row_kernel<false><<<static_cast<unsigned>(m), 128, 0, stream>>>(x, row_stride, num_heads, head_dim,
+                                                                          positions, inv_freq);
+    }
+    return cuda_launch_status("rope");
+  }
   rope_kernel<<<grid_for(pairs, kElementThreads), kElementThreads, 0, stream>>>(
       x, row_stride, pairs, num_heads, head_dim, positions, inv_freq, layout == RopeLayout::kGptj ? 1 : 0);
   return cuda_launch_status("rope");

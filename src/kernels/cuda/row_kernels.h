@@ -14,6 +14,9 @@
 //     added in warp order 0..7 (a sequential chain) by every thread.
 //   head_rms_norm: one warp per (row, head); lane l accumulates elements l, l + 32, ...
 //     in increasing order, then the same butterfly tree.
+// rope has no reduction: each pair is rotated with the cos/sin of float(position) * inv_freq
+// (one block per row with the table in shared memory when head_dim % 8 == 0, else one
+// thread per pair; the same operations per element either way).
 // Shapes: row-major device buffers; "[m, n]" is m rows of n contiguous elements.
 // Thread safety: stateless; calls are enqueued on the given stream.
 #pragma once
