@@ -19,6 +19,7 @@ constexpr size_t kWorkspaceAlign = 256;
 constexpr int64_t kMaxMForM16Tiles = 32;
 constexpr int64_t kMaxMForM64Tiles = 256;
 constexpr int64_t kMaxMForSplit = 128;
+constexpr int64_t kMaxMForWgmmaM64Tiles = 64;
 // wgmma's m64 tiles waste most of a small-m call; they win where the weight alone has enough
 // column tiles for every multiprocessor (one H200 wave of the m64 wgmma configuration).
 constexpr int64_t kMinNTilesForWgmma = 132;
@@ -87,7 +88,8 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 
 GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms) {
   const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
-  const int block_m = (m <= kMaxMForM16Tiles && !wgmma) ? 16 : (m <= kMaxMForM64Tiles ? 64 : 128);
+  const int block_m = wgmma ? (m <= kMaxMForWgmmaM64Tiles ? 64 : 128)
+                            : (m <= kMaxMForM16Tiles ? 16 : (m <= kMaxMForM64Tiles ? 64 : 128));
   const int64_t tiles = ((m + block_m - 1) / block_m) * ((schedule.n + kGemmBlockN - 1) / kGemmBlockN);
   const int64_t slots = static_cast<int64_t>(num_sms) * gemm_ctas_per_sm(schedule.instruction, block_m);
   // Whole groups of equal size (a divisor of S), as many as one wave of resident CTAs holds,
