@@ -88,6 +88,41 @@ BENCHMARK(BM_Attention)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// Prefill attention: one sequence, queries at positions 0..ctx-1 (a whole prompt), the
+// KV shared by all queries (L2-resident: the compute-bound case). Args: ctx, threads.
+void BM_AttentionPrefill(benchmark::State& state) {
+  const int ctx = static_cast<int>(state.range(0));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  auto cpu = make_cpu_backend(&pool);
+  const int num_heads = 9, kv_heads = 3, head_dim = 64, block_size = 16;
+  const int64_t num_blocks = (ctx + block_size - 1) / block_size;
+  auto k = random_floats(static_cast<size_t>(num_blocks * block_size * kv_heads * head_dim), 3);
+  auto v = random_floats(k.size(), 4);
+  const PagedKvView kv{k.data(), v.data(), num_blocks, block_size, kv_heads, head_dim};
+  std::vector<int32_t> table(static_cast<size_t>(num_blocks));  // [num_blocks]
+  for (int64_t i = 0; i < num_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::vector<AttentionQuery> queries;
+  double pairs = 0;  // sum over queries of (position + 1)
+  for (int p = 0; p < ctx; ++p) {
+    queries.push_back({table.data(), p});
+    pairs += p + 1;
+  }
+  const auto q = random_floats(static_cast<size_t>(ctx * num_heads * head_dim), 5);
+  std::vector<float> out(q.size());
+  for (auto _ : state) {
+    cpu->attention(q.data(), ctx, num_heads, queries.data(), kv, 0.125f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(4.0 * pairs * num_heads * head_dim, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgNames({"ctx", "threads"})
+    ->Args({512, 1})
+    ->Args({512, 2})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 }  // namespace
 }  // namespace vosti
 

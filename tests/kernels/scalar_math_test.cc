@@ -1,4 +1,5 @@
-// exp_f32 (the shared exp of silu_mul and CPU attention) and its 8-lane twin.
+// exp_f32 (the shared exp of silu_mul and CPU attention) and its 8-lane twin; the
+// transposed 8-way tree sum of the CPU attention against hsum8.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +35,32 @@ TEST(ScalarMath, ExpLane8MatchesExpF32BitForBit) {
       ASSERT_EQ(std::memcmp(&lanes[l], &want, sizeof(float)), 0) << "x=" << xs[i + static_cast<size_t>(l)];
     }
   }
+}
+
+TEST(ScalarMath, Hsum8x8MatchesHsum8BitForBit) {
+  const auto vals = testing::random_floats(64 * 50, 4, -1e4f, 1e4f);
+  for (size_t base = 0; base < vals.size(); base += 64) {
+    __m256 acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(vals.data() + base + 8 * static_cast<size_t>(j));
+    float got[8];
+    _mm256_storeu_ps(got, avx2::hsum8x8(acc));
+    for (int j = 0; j < 8; ++j) {
+      const float want = avx2::hsum8(acc[j]);
+      ASSERT_EQ(std::memcmp(&got[j], &want, sizeof(float)), 0) << "accumulator " << j;
+    }
+  }
+  // The order is observable with cancellation: the tree ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7))
+  // gives 0 here, the sequential sum gives 0.5.
+  const float lanes[8] = {1e8f, 1.0f, -1e8f, 1.0f, 3.0f, -1e8f, 1e8f, 0.5f};
+  float sequential = 0.0f;
+  for (float v : lanes) sequential += v;
+  EXPECT_EQ(sequential, 0.5f);
+  __m256 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(lanes);
+  float got[8];
+  _mm256_storeu_ps(got, avx2::hsum8x8(acc));
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(got[j], 0.0f);
+  EXPECT_EQ(avx2::hsum8(acc[0]), 0.0f);
 }
 
 TEST(ScalarMath, ExpF32IsAccurate) {

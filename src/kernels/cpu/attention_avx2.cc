@@ -27,6 +27,12 @@ void scores_block(const float* q, const float* const* k_rows, int d, float scale
     const __m256 qv = _mm256_loadu_ps(q + i);
     for (int j = 0; j < N; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k_rows[j] + i), acc[j]);
   }
+  if constexpr (N == 8) {
+    if (d8 == d) {  // no tail: the 8 tree sums come out as one vector
+      _mm256_storeu_ps(s, _mm256_mul_ps(avx2::hsum8x8(acc), _mm256_set1_ps(scale)));
+      return;
+    }
+  }
   for (int j = 0; j < N; ++j) {
     float dot = avx2::hsum8(acc[j]);
     for (int i = d8; i < d; ++i) dot = std::fma(q[i], k_rows[j][i], dot);
@@ -104,9 +110,15 @@ void head_tile(const float* q, const float* const* k_rows, const float* const* v
     lane_sum = _mm256_add_ps(lane_sum, p);
   }
   float tile_sum = avx2::hsum8(lane_sum);
-  for (; j < n; ++j) {
-    s[j] = exp_f32(s[j] - new_max);
-    tile_sum = tile_sum + s[j];
+  if (j < n) {
+    // Tail exps on a padded vector (exp_lane8 == exp_f32 per lane); the sum stays sequential.
+    alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = j; t < n; ++t) tail[t - j] = s[t];
+    _mm256_store_ps(tail, avx2::exp_lane8(_mm256_sub_ps(_mm256_load_ps(tail), mv)));
+    for (int t = j; t < n; ++t) {
+      s[t] = tail[t - j];
+      tile_sum = tile_sum + s[t];
+    }
   }
   st.run_sum = first ? tile_sum : st.run_sum * alpha + tile_sum;
   accumulate_tile(st.o, v_rows, s, n, d, !first, alpha);

@@ -31,6 +31,25 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s1);
 }
 
+// hsum8 of eight accumulators at once: lane j of the result is bitwise hsum8(a[j]).
+// Same tree per accumulator, with the data transposed by shuffles on the way:
+//   T = lo128 + hi128 gives u0 = a0+a4, u1 = a1+a5, u2 = a2+a6, u3 = a3+a7;
+//   then v0 = u0 + u2, v1 = u1 + u3; then v0 + v1.
+inline __m256 hsum8x8(const __m256* a) {
+  __m256 t[4];  // t[j] = [u(a[j]) | u(a[j + 4])]
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm256_add_ps(_mm256_permute2f128_ps(a[j], a[j + 4], 0x20), _mm256_permute2f128_ps(a[j], a[j + 4], 0x31));
+  }
+  // [v0, v1] of a[0], a[1] | a[4], a[5]  and  a[2], a[3] | a[6], a[7].
+  const __m256 v01 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 v23 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // v0 of a[0..3] | a[4..7] plus v1 of the same.
+  return _mm256_add_ps(_mm256_shuffle_ps(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(v01, v23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 // Lane-8 dot of x[n] and y[n] (see the header comment for the order).
 inline float dot_lane8(const float* x, const float* y, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
