@@ -39,14 +39,14 @@ __global__ void embedding_kernel(const __nv_bfloat16* __restrict__ table, int64_
     return;
   }
   const __nv_bfloat16* src = table + static_cast<int64_t>(id) * hidden;
+  // 4 elements a thread: one 8-byte load, one 16-byte store, so that every store instruction
+  // of a warp covers whole 32-byte sectors (no partial-sector writes).
 #pragma unroll 4
-  for (int64_t i = threadIdx.x * 8; i < hidden; i += blockDim.x * 8) {  // hidden % 8 == 0
-    const uint4 raw = *reinterpret_cast<const uint4*>(src + i);
+  for (int64_t i = threadIdx.x * 4; i < hidden; i += blockDim.x * 4) {  // hidden % 8 == 0
+    const uint2 raw = *reinterpret_cast<const uint2*>(src + i);
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
     const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-    const float2 c = __bfloat1622float2(h[2]), d = __bfloat1622float2(h[3]);
     store4(dst, i, make_float4(a.x, a.y, b.x, b.y));
-    store4(dst, i + 4, make_float4(c.x, c.y, d.x, d.y));
   }
 }
 
