@@ -153,7 +153,12 @@ std::string StreamingDecoder::flush() {
   const std::span<const int32_t> all(ids_);
   const std::string prefix_text = tokenizer_.decode_lenient(all.subspan(prefix_, read_ - prefix_), skip_special_tokens_);
   const std::string new_text = tokenizer_.decode_lenient(all.subspan(prefix_), skip_special_tokens_);
-  std::string out = new_text.size() > prefix_text.size() ? new_text.substr(prefix_text.size()) : "";
+  // Emit what follows the part already sent. (new_text only diverges from prefix_text
+  // when an invalid byte run turned already-sent bytes into U+FFFD; see the header.)
+  size_t common = 0;
+  while (common < prefix_text.size() && common < new_text.size() && prefix_text[common] == new_text[common]) ++common;
+  while (common > 0 && common < new_text.size() && (static_cast<uint8_t>(new_text[common]) & 0xC0) == 0x80) --common;
+  std::string out = new_text.substr(common);
   prefix_ = read_ = ids_.size();
   return out;
 }

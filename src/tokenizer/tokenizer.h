@@ -101,8 +101,11 @@ class Tokenizer {
 };
 
 // StreamingDecoder: turns ids produced one at a time into text pieces whose
-// concatenation equals decode(all ids) (after flush). push() never returns half a
-// UTF-8 character: it holds text back while the decoded tail ends in U+FFFD from an
+// concatenation equals decode(all ids) (after flush) whenever that decode holds no
+// U+FFFD from invalid bytes (SentencePiece byte fallback replaces a whole invalid byte
+// run, which can reach back into bytes already streamed; a stream cannot retract them,
+// so it stays valid UTF-8 but may differ there). push() never returns half a UTF-8
+// character: it holds text back while the decoded tail ends in U+FFFD from an
 // incomplete byte sequence, and it decodes a small window of previous ids so tokens
 // that only make sense together (byte fallback, SentencePiece's leading space) come out
 // right.

@@ -94,6 +94,9 @@ Result<std::vector<std::pair<std::string, std::string>>> gguf_merges(const GgufF
   return out;
 }
 
+// Control (3) tokens become special added tokens, user-defined (4) ones plain added
+// tokens, and the bos/eos/unk/pad tokens are special too (transformers registers them
+// from the tokenizer config it builds).
 Status fill_added_tokens(const GgufFile& g, const std::vector<std::string>& tokens, bool byte_level,
                          TokenizerParts& parts) {
   std::vector<int64_t> types;
@@ -105,8 +108,14 @@ Status fill_added_tokens(const GgufFile& g, const std::vector<std::string>& toke
     }
   }
   std::vector<AddedToken> added;
+  auto named_special = [&](size_t i) {
+    for (auto id : {parts.bos_id, parts.eos_id, parts.unk_id, parts.pad_id}) {
+      if (id && static_cast<size_t>(*id) == i) return true;
+    }
+    return false;
+  };
   for (size_t i = 0; i < types.size(); ++i) {
-    const bool control = types[i] == kTypeControl && (!byte_level || in_byte_alphabet(tokens[i]));
+    const bool control = (types[i] == kTypeControl || named_special(i)) && (!byte_level || in_byte_alphabet(tokens[i]));
     if ((control || types[i] == kTypeUserDefined) && !tokens[i].empty()) {
       AddedToken t;
       t.content = tokens[i];

@@ -309,6 +309,49 @@ def build_sentencepiece_style(texts, legacy):
     return tok, config
 
 
+def write_sentencepiece_gguf(tokenizer_json_path, out_dir):
+    """A GGUF holding only tokenizer metadata, llama.cpp style: tokenizer.ggml.model=llama,
+    tokens, scores, token types and no merges (readers derive them from the scores)."""
+    import gguf
+    j = json.load(open(tokenizer_json_path, encoding="utf-8"))
+    vocab = j["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    types = []
+    for t in tokens:
+        if t == "<unk>":
+            types.append(2)  # UNKNOWN
+        elif t in ("<s>", "</s>"):
+            types.append(3)  # CONTROL
+        elif len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            types.append(6)  # BYTE
+        else:
+            types.append(1)  # NORMAL
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "tokenizer.gguf")
+    w = gguf.GGUFWriter(path, arch="llama")
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(8)
+    w.add_feed_forward_length(8)
+    w.add_head_count(1)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([-float(i) for i in range(len(tokens))])
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(out_dir, gguf_file="tokenizer.gguf").backend_tokenizer
+
+
 def load_smollm2(model_path):
     from transformers import AutoTokenizer
     hf = AutoTokenizer.from_pretrained(os.path.dirname(model_path), gguf_file=os.path.basename(model_path))
@@ -441,6 +484,10 @@ def main():
         write_json(os.path.join(d, "tokenizer_config.json"), config, compact=False)
         write_json(os.path.join(DATA, name + ".expected.json"), expected_for(tok, corpus, fragments, random.Random(name)))
         print(name, "vocab", tok.get_vocab_size())
+
+    spm_gguf = write_sentencepiece_gguf(os.path.join(DATA, "spm_metaspace", "tokenizer.json"), os.path.join(DATA, "spm_gguf"))
+    write_json(os.path.join(DATA, "spm_gguf.expected.json"), expected_for(spm_gguf, corpus, fragments, random.Random(11)))
+    print("spm_gguf vocab", spm_gguf.get_vocab_size())
 
     smol, hf = load_smollm2(args.model)
     write_json(os.path.join(DATA, "smollm2.expected.json"), expected_for(smol, corpus, fragments, random.Random(3)))

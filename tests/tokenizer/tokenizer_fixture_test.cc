@@ -187,3 +187,19 @@ TEST(TokenizerFixture, SmolLM2FromGguf) {
 
 }  // namespace
 }  // namespace vosti
+
+namespace vosti {
+namespace {
+
+// SentencePiece BPE from a llama.cpp-style GGUF without merges: merges derived from scores.
+TEST(TokenizerFixture, SentencePieceFromGgufScores) {
+  auto gguf = GgufFile::open(kData + "spm_gguf/tokenizer.gguf");
+  ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
+  auto tok = Tokenizer::from_gguf(*gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_TRUE((*tok)->adds_bos());
+  check_against_fixture(**tok, "spm_gguf");
+}
+
+}  // namespace
+}  // namespace vosti
