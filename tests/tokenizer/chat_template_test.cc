@@ -35,6 +35,7 @@ TEST(ChatTemplate, MatchesTransformersOnEveryFixtureCase) {
     if (c.at("bos_token").is_string()) opt.bos_token = c.at("bos_token").get<std::string>();
     if (c.at("eos_token").is_string()) opt.eos_token = c.at("eos_token").get<std::string>();
     opt.extra_context = c.at("extra");
+    if (c.contains("tools")) opt.tools = c.at("tools");
     auto out = tmpl->render(c.at("messages"), opt);
     if (c.contains("error")) {
       ++errors_expected;

@@ -419,6 +419,20 @@ CONVERSATIONS = [
     [],
 ]
 
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"},
+                                                    "unit": {"type": "string", "enum": ["C", "F"]}},
+                   "required": ["city"]}}}]
+
+TOOL_CONVERSATIONS = [
+    [{"role": "user", "content": "Weather in Paris?"}],
+    [{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Weather in Paris?"},
+     {"role": "assistant", "content": "",
+      "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}}]},
+     {"role": "tool", "content": "18 degrees"}],
+]
+
 TEMPLATES = {
     "smollm2": {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "extras": [{}]},
     "qwen2_5": {"bos_token": None, "eos_token": "<|im_end|>", "extras": [{}]},
@@ -455,6 +469,19 @@ def chat_cases(smollm2_template):
                     except Exception as exc:  # noqa: BLE001 -- the error itself is the expectation
                         case["error"] = type(exc).__name__ + ": " + str(exc)
                     cases.append(case)
+        if name == "smollm2":
+            continue
+        for conv in TOOL_CONVERSATIONS:
+            case = {"template": name, "messages": conv, "add_generation_prompt": True, "tools": TOOLS,
+                    "bos_token": spec["bos_token"], "eos_token": spec["eos_token"], "extra": spec["extras"][-1]}
+            kwargs = dict(spec["extras"][-1], bos_token=spec["bos_token"], eos_token=spec["eos_token"])
+            try:
+                out, _ = render_jinja_template(conversations=[conv], tools=TOOLS, chat_template=sources[name],
+                                               add_generation_prompt=True, **kwargs)
+                case["expected"] = out[0]
+            except Exception as exc:  # noqa: BLE001
+                case["error"] = type(exc).__name__ + ": " + str(exc)
+            cases.append(case)
     return cases
 
 
