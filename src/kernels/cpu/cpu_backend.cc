@@ -114,17 +114,25 @@ class CpuBackend final : public KernelBackend {
     // Work items: (token, run of up to kMaxCpuGroupHeads heads sharing one kv head).
     // Each (token, head) pair lies in exactly one item and its arithmetic does not
     // depend on which other heads share the item.
+    // Items are dealt round-robin (thread lane l takes items l, l + lanes, ...): a
+    // prefill's late tokens cost more than its early ones, and contiguous ranges would
+    // leave one thread with all the long rows.
     const int runs_per_kv = (group + kMaxCpuGroupHeads - 1) / kMaxCpuGroupHeads;
     const int runs_per_token = kv.num_kv_heads * runs_per_kv;
-    parallel(static_cast<size_t>(m * runs_per_token), 1, [&](size_t b, size_t e) {
-      for (size_t item = b; item < e; ++item) {
-        const int64_t r = static_cast<int64_t>(item) / runs_per_token;
-        const int run = static_cast<int>(static_cast<int64_t>(item) % runs_per_token);
-        const int kvh = run / runs_per_kv;
-        const int h0 = kvh * group + (run % runs_per_kv) * kMaxCpuGroupHeads;
-        const int heads = std::min(kMaxCpuGroupHeads, (kvh + 1) * group - h0);
-        const int64_t off = (r * num_heads + h0) * d;
-        attention_group_avx2(q + off, heads, queries[r], kv, kvh, scale, out + off);
+    const size_t num_items = static_cast<size_t>(m * runs_per_token);
+    const size_t lanes = std::min(num_items, static_cast<size_t>(pool_ != nullptr ? pool_->num_threads() : 1));
+    auto attend_item = [&](size_t item) {
+      const int64_t r = static_cast<int64_t>(item) / runs_per_token;
+      const int run = static_cast<int>(static_cast<int64_t>(item) % runs_per_token);
+      const int kvh = run / runs_per_kv;
+      const int h0 = kvh * group + (run % runs_per_kv) * kMaxCpuGroupHeads;
+      const int heads = std::min(kMaxCpuGroupHeads, (kvh + 1) * group - h0);
+      const int64_t off = (r * num_heads + h0) * d;
+      attention_group_avx2(q + off, heads, queries[r], kv, kvh, scale, out + off);
+    };
+    parallel(lanes, 1, [&](size_t lane_begin, size_t lane_end) {
+      for (size_t lane = lane_begin; lane < lane_end; ++lane) {
+        for (size_t item = lane; item < num_items; item += lanes) attend_item(item);
       }
     });
   }
