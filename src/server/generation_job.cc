@@ -42,10 +42,12 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
 }
 
 std::optional<ApiError> GenerationJob::start() {
+  engine_start_ = Clock::now();
   for (size_t k = 0; k < sequences_.size(); ++k) {
     Sequence& seq = sequences_[k];
     auto callback = [self = shared_from_this(), k](const RequestOutput& out) {
       // Engine thread: hand the output to the connection's strand.
+      if (out.finished) self->engine_end_ns_ = Clock::now().time_since_epoch().count();
       self->responder_->post([self, k, out] { self->on_output(k, out); });
     };
     auto id = env_.loop->add_request(make_spec(seq.prompt_index, seq.output.index % request_.n), std::move(callback));
@@ -163,7 +165,12 @@ void GenerationJob::complete() {
   if (completed_) return;
   completed_ = true;
   const Usage u = usage();
-  responder_->set_log_tokens(u.prompt_tokens, u.completion_tokens);
+  AccessLogFields log;
+  log.prompt_tokens = u.prompt_tokens;
+  log.completion_tokens = u.completion_tokens;
+  const Clock::time_point engine_end{Clock::duration(engine_end_ns_.load())};
+  log.engine_ms = std::chrono::duration<double, std::milli>(engine_end - engine_start_).count();
+  responder_->set_log_fields(log);
   int status = 200;
   if (request_.stream) {
     if (request_.include_usage) responder_->send_event(sse_event(usage_chunk_body(context_, u)));

@@ -10,6 +10,7 @@
 // Thread safety: abort() may be called from any thread; the rest runs on the strand.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -86,6 +87,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   bool completed_ = false;
   std::string error_;  // an engine error to report
   std::chrono::steady_clock::time_point arrival_;
+  std::chrono::steady_clock::time_point engine_start_;  // just before the first add_request
+  std::atomic<int64_t> engine_end_ns_{0};  // engine thread: when the last output was produced
 };
 
 }  // namespace vosti

@@ -116,10 +116,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     disconnect_fn_ = std::move(fn);
   }
-  void set_log_tokens(int64_t prompt, int64_t completion) {
-    log_prompt_tokens_ = prompt;
-    log_completion_tokens_ = completion;
-  }
+  void set_log_fields(const AccessLogFields& fields) { log_fields_ = fields; }
   net::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
@@ -172,7 +169,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     streaming_ = false;
     status_ = 0;
     disconnect_fn_ = nullptr;
-    log_prompt_tokens_ = log_completion_tokens_ = -1;
+    log_fields_ = AccessLogFields();
     logged_ = false;
     request_id_ = req.request_id;
     method_ = req.method;
@@ -192,13 +189,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void on_watch(beast::error_code ec, size_t n) {
     watching_ = false;
-    if (!ec && n == 1) {
+    if (!ec && n == 1) {  // the client sent the start of its next request
       auto dst = buffer_.prepare(1);
       *static_cast<char*>(dst.data()) = watch_byte_;
       buffer_.commit(1);
       if (!final_queued_) return watch();
-      ec = net::error::operation_aborted;  // the response is done: go on reading
-      resume_read_ = true;
+      if (!resume_read_) return;  // the last write is in flight: finish_response() reads next
+      resume_read_ = false;
+      return do_read();
     }
     if (ec == net::error::operation_aborted && resume_read_) {
       resume_read_ = false;
@@ -288,8 +286,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     w.begin_object().key("ts").value(static_cast<int64_t>(std::time(nullptr)));
     w.key("method").value(method_).key("path").value(path_).key("status").value(static_cast<int64_t>(status_));
     w.key("duration_ms").value(static_cast<float>(ms)).key("request_id").value(request_id_);
-    if (log_prompt_tokens_ >= 0) w.key("prompt_tokens").value(log_prompt_tokens_);
-    if (log_completion_tokens_ >= 0) w.key("completion_tokens").value(log_completion_tokens_);
+    if (log_fields_.prompt_tokens >= 0) w.key("prompt_tokens").value(log_fields_.prompt_tokens);
+    if (log_fields_.completion_tokens >= 0) w.key("completion_tokens").value(log_fields_.completion_tokens);
+    if (log_fields_.engine_ms >= 0) w.key("engine_ms").value(static_cast<float>(log_fields_.engine_ms));
     w.end_object();
     server_.write_access_log(w.str() + "\n");
   }
@@ -323,7 +322,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string request_id_, method_, path_;
   bool logged_ = true;  // the current request has its access log line
   Clock::time_point start_;
-  int64_t log_prompt_tokens_ = -1, log_completion_tokens_ = -1;
+  AccessLogFields log_fields_;
 };
 
 void HttpServer::Impl::do_accept() {
@@ -358,10 +357,8 @@ void HttpResponder::post(std::function<void()> fn) { net::post(session_->executo
 void HttpResponder::on_disconnect(std::function<void()> fn) {
   net::post(session_->executor(), [s = session_, f = std::move(fn)]() mutable { s->set_disconnect(std::move(f)); });
 }
-void HttpResponder::set_log_tokens(int64_t prompt_tokens, int64_t completion_tokens) {
-  net::post(session_->executor(), [s = session_, prompt_tokens, completion_tokens] {
-    s->set_log_tokens(prompt_tokens, completion_tokens);
-  });
+void HttpResponder::set_log_fields(AccessLogFields fields) {
+  net::post(session_->executor(), [s = session_, fields] { s->set_log_fields(fields); });
 }
 
 // ---- HttpServer ----

@@ -27,6 +27,13 @@ namespace vosti {
 
 class HttpSession;
 
+// Extra fields of a request's access log line (negative: absent).
+struct AccessLogFields {
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = -1;
+  double engine_ms = -1;  // from the first add_request to the last output, on the engine thread
+};
+
 struct HttpRequest {
   std::string method;         // "GET", "POST", ...
   std::string path;           // target without the query string
@@ -50,8 +57,8 @@ class HttpResponder {
   void post(std::function<void()> fn);
   // `fn` runs on the strand if the client goes away before the response ended.
   void on_disconnect(std::function<void()> fn);
-  // Token counts for the access log line.
-  void set_log_tokens(int64_t prompt_tokens, int64_t completion_tokens);
+  // Fields for the access log line.
+  void set_log_fields(AccessLogFields fields);
 
  private:
   std::shared_ptr<HttpSession> session_;
