@@ -46,7 +46,7 @@ std::vector<RegexMatch> Regex::find_all(std::string_view text) const {
   const auto* begin = reinterpret_cast<const OnigUChar*>(text.data());
   const auto* end = begin + text.size();
   size_t pos = 0;
-  while (pos <= text.size()) {
+  while (pos < text.size()) {  // a match at the very end would be empty, and empty matches are skipped
     const int r = onig_search(static_cast<OnigRegex>(regex_), begin, end, begin + pos, end, region, ONIG_OPTION_NONE);
     if (r < 0) break;  // ONIG_MISMATCH (or an error, which a compiled pattern on valid UTF-8 does not raise)
     const auto s = static_cast<size_t>(region->beg[0]);
