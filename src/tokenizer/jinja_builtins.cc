@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 
 #include "tokenizer/jinja_eval.h"
 #include "tokenizer/utf8.h"
@@ -183,7 +184,10 @@ List iterate(const Value& v) {
   }
 }
 
-Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
+namespace {
+
+// Filters on one value: defaults, serialization, text.
+std::optional<Value> value_filter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "default" || name == "d") {
     const bool boolean = args.get(1, "boolean", Value(false)).truthy();
     if (v.is_undefined() || (boolean && !v.truthy())) return args.get(0, "default_value", Value(""));
@@ -221,6 +225,11 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     return Value(replace_all(v.to_str(), need_string(args.get(0, "old"), "replace"), need_string(args.get(1, "new"), "replace"),
                              count.type() == Value::Type::kInt ? count.as_int() : -1));
   }
+  return std::nullopt;
+}
+
+// Filters on sequences and numbers.
+std::optional<Value> collection_filter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "first" || name == "last") {
     const List items = iterate(v);
     if (items.empty()) return Value::undefined("No " + name + " item, sequence was empty.");
@@ -308,6 +317,14 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     }
     return total;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
+  if (auto r = value_filter(name, v, args)) return *r;
+  if (auto r = collection_filter(name, v, args)) return *r;
   throw TemplateError("the '" + name + "' filter is not supported by Vosti's chat-template interpreter");
 }
 

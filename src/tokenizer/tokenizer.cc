@@ -37,8 +37,6 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::create(TokenizerParts parts)
     return invalid_argument("a bos/eos/unk/pad token id is outside the vocabulary of " + std::to_string(size) +
                             " in " + parts.source);
   }
-  // Ids that an added token and the vocabulary share must agree on nothing else; HF
-  // looks added tokens up first, and so do we.
   return std::shared_ptr<const Tokenizer>(new Tokenizer(std::move(parts)));
 }
 
