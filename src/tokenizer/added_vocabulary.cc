@@ -1,16 +1,21 @@
 #include "tokenizer/added_vocabulary.h"
 
+#include <unicode/uchar.h>
+
 #include "tokenizer/utf8.h"
 
 namespace vosti {
 namespace {
 
-// Rust regex \w for one code point: alphanumeric, marks, connector punctuation. We
-// approximate with ASCII word characters and any non-ASCII letter-like code point,
-// which is what single_word needs at a token boundary.
+// Rust regex \w (UTS #18): Alphabetic, marks, decimal digits, connector punctuation,
+// Join_Control -- what HF's single_word check tests at a token's boundaries.
 bool is_word_char(char32_t cp) {
   if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
-  return !is_unicode_whitespace(cp) && !(cp >= 0x2000 && cp <= 0x206F) && !(cp >= 0x3000 && cp <= 0x303F);
+  const auto c = static_cast<UChar32>(cp);
+  const int8_t type = u_charType(c);
+  return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || type == U_NON_SPACING_MARK || type == U_ENCLOSING_MARK ||
+         type == U_COMBINING_SPACING_MARK || type == U_DECIMAL_DIGIT_NUMBER || type == U_CONNECTOR_PUNCTUATION ||
+         u_hasBinaryProperty(c, UCHAR_JOIN_CONTROL);
 }
 
 bool ends_with_word(std::string_view s) {

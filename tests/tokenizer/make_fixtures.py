@@ -104,7 +104,7 @@ SNIPPETS = [
     "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n", "<|endoftext|>", "a<|endoftext|>b",
     "<|im_start|><|im_end|>", "<|im_st", "< |im_start| >", "<s>hello</s>", " <s> spaced </s> ",
     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", "<unk>", "<think>\nhmm\n</think>\n\nok",
-    "<|endoftext|><|endoftext|>", "text<|im_end|>", "<|im_end|>text", "<repo_name>vosti<file_sep>main.cc",
+    "nai\u0308ve cafe\u0301 ab abc ab_ (ab) xab ab.", "<|endoftext|><|endoftext|>", "text<|im_end|>", "<|im_end|>text", "<repo_name>vosti<file_sep>main.cc",
     # contractions and case
     "I'm sure you'll see they're right, he'd've known.", "IT'S LOUD", "'s 't 're 've 'm 'll 'd", "can't won't shouldn't",
 ]
@@ -267,7 +267,10 @@ def build_qwen2_style(texts):
     # Qwen3 adds <think> / </think> as non-special added tokens; an lstrip/rstrip token exercises those flags.
     tok.add_tokens([AddedToken("<think>", normalized=False, special=False),
                     AddedToken("</think>", normalized=False, special=False),
-                    AddedToken("<tool_call>", normalized=False, special=False, lstrip=True, rstrip=True)])
+                    AddedToken("<tool_call>", normalized=False, special=False, lstrip=True, rstrip=True),
+                    # single_word, and a normalized token matched after NFC (so "nai\u0308ve" finds it).
+                    AddedToken("ab", normalized=False, special=False, single_word=True),
+                    AddedToken("naïve", normalized=True, special=False)])
     config = {"bos_token": None, "eos_token": "<|im_end|>", "add_bos_token": False,
               "chat_template": open(os.path.join(DATA, "templates", "qwen2_5.jinja")).read()}
     return tok, config
