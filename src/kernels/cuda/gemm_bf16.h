@@ -3,8 +3,9 @@
 // wgmma on sm_90a (the schedule's instruction).
 //
 // Reduction order: the one fixed by the GemmSchedule (gemm_schedule.h): fixed k
-// segments, each a chain of m16n8k16 tensor-core steps in increasing k from a zero
-// accumulator, the segment results added in segment order, then bias, then one rounding.
+// segments, each a chain of k16 tensor-core steps of the schedule's instruction in
+// increasing k from a zero accumulator, the segment results added in segment order, then
+// bias, then one rounding.
 // A row's output bits depend only on that row of x, w, bias and the schedule: never on
 // m, the row's index, other rows or the launch plan.
 // Workspace: when the plan splits segments over CTAs, per-tile integer counters (zero

@@ -11,12 +11,14 @@
 // The tensor core computes each output element from its own row of x and its own row of w,
 // so other rows, the row's place in its m-tile and the number of rows never reach it.
 //
-// Schedule decisions live here and only here: select_schedule() is a pure function of
-// (n, k); plan_gemm_launch() may read m, but only to pick the m-tile height and whether the
-// segments run on separate CTAs (partials summed in segment order by the tile's last CTA)
-// or inside one CTA (a running total in the same order). Every launch plan evaluates the
-// contract above, which tests/kernels_cuda checks bit for bit for m in 1..300 and samples
-// up to 8192.
+// Schedule decisions live here and only here: select_instruction() and select_schedule()
+// are pure functions of (n, k) and the GPU kind; plan_gemm_launch() may read m, but only to
+// pick the m-tile height and how the segments are grouped onto CTAs (partials summed in
+// segment order by the tile's last CTA, or a running total in one CTA in the same order).
+// m and the row index appear in the kernels only in grid sizes and in the predicates that
+// zero-fill rows past m and skip their stores, never in a k-loop bound. Every launch plan
+// evaluates the contract above, which tests/kernels_cuda checks bit for bit (every m in
+// 1..300, samples up to 8192, and every plan against every other).
 // Thread safety: value types and pure functions.
 #pragma once
 
