@@ -52,7 +52,8 @@ void copy_columns(const float* src, int64_t m, int64_t stride, int64_t col, int6
 
 }  // namespace
 
-void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& kernels, float* logits) const {
+void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& kernels, float* logits,
+                    ForwardScratch& scratch) const {
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
@@ -61,16 +62,20 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
               batch.block_tables.size() == static_cast<size_t>(T), "ForwardBatch arrays disagree in length");
   if (T == 0) return;
 
-  std::vector<float> x(static_cast<size_t>(T * H));          // [T, H] residual stream
-  std::vector<float> h(static_cast<size_t>(T * H));          // [T, H] normed input
-  std::vector<float> qkv(static_cast<size_t>(T * qkv_width));  // [T, (nh + 2 nkv) hd]
-  std::vector<float> q(static_cast<size_t>(T * nh * hd));    // [T, nh, hd]
-  std::vector<float> k(static_cast<size_t>(T * nkv * hd));   // [T, nkv, hd]
-  std::vector<float> v(static_cast<size_t>(T * nkv * hd));   // [T, nkv, hd]
-  std::vector<float> attn(static_cast<size_t>(T * nh * hd)); // [T, nh, hd]
-  std::vector<float> proj(static_cast<size_t>(T * H));       // [T, H]
-  std::vector<float> gate_up(static_cast<size_t>(T * 2 * I)); // [T, 2I]
-  std::vector<float> act(static_cast<size_t>(T * I));        // [T, I]
+  auto sized = [](std::vector<float>& buf, int64_t n) -> std::vector<float>& {
+    buf.resize(static_cast<size_t>(n));
+    return buf;
+  };
+  std::vector<float>& x = sized(scratch.x, T * H);                  // [T, H] residual stream
+  std::vector<float>& h = sized(scratch.h, T * H);                  // [T, H] normed input
+  std::vector<float>& qkv = sized(scratch.qkv, T * qkv_width);      // [T, (nh + 2 nkv) hd]
+  std::vector<float>& q = sized(scratch.q, T * nh * hd);            // [T, nh, hd]
+  std::vector<float>& k = sized(scratch.k, T * nkv * hd);           // [T, nkv, hd]
+  std::vector<float>& v = sized(scratch.v, T * nkv * hd);           // [T, nkv, hd]
+  std::vector<float>& attn = sized(scratch.attn, T * nh * hd);      // [T, nh, hd]
+  std::vector<float>& proj = sized(scratch.proj, T * H);            // [T, H]
+  std::vector<float>& gate_up = sized(scratch.gate_up, T * 2 * I);  // [T, 2I]
+  std::vector<float>& act = sized(scratch.act, T * I);              // [T, I]
 
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = batch.token_ids[static_cast<size_t>(t)];
@@ -113,7 +118,7 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
 
   const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   if (R == 0) return;
-  std::vector<float> rows(static_cast<size_t>(R * H));  // [R, H]
+  std::vector<float>& rows = sized(scratch.rows, R * H);  // [R, H]
   for (int64_t r = 0; r < R; ++r) {
     const int64_t t = batch.logit_rows[static_cast<size_t>(r)];
     VOSTI_CHECK(t >= 0 && t < T, "logit row out of range");

@@ -6,8 +6,8 @@
 // weights are f32 (mapped from the file when stored as f32, dequantised or widened
 // once at load otherwise), activations and accumulators f32, KV cache f32.
 // Invariants: weight shapes match the config (checked at load).
-// Thread safety: a loaded Model is immutable; forward() needs its own scratch
-// (ForwardScratch) per caller.
+// Thread safety: a loaded Model is immutable; concurrent forward() calls each need
+// their own ForwardScratch and KvStorage.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +75,13 @@ class KvStorage {
   std::vector<std::vector<float>> v_;
 };
 
+// Activation buffers of one forward, reused across calls so a step does not page-fault
+// fresh memory. Contents never carry over between calls (every buffer is fully written
+// before it is read), so reuse cannot change a result.
+struct ForwardScratch {
+  std::vector<float> x, h, qkv, q, k, v, attn, proj, gate_up, act, rows;
+};
+
 struct LoadOptions {
   bool verbose = false;
 };
@@ -93,7 +100,8 @@ class Model {
   // Runs the batch: writes every token's K/V into `kv`, then computes hidden states and
   // the logits of batch.logit_rows into logits [num_logit_rows, vocab].
   // REQUIRES: every slot and block table entry is < kv.num_blocks() * block_size.
-  void forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& kernels, float* logits) const;
+  void forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& kernels, float* logits,
+               ForwardScratch& scratch) const;
 
   // Builds from parts (tests, random-weight models).
   Model(std::string path, ModelConfig config, ModelWeights weights, int64_t num_copied_bytes);

@@ -25,7 +25,7 @@ std::vector<float> SingleSequence::append(std::span<const int32_t> tokens, bool 
     if (all_logits || i == n - 1) batch.logit_rows.push_back(static_cast<int32_t>(i));
   }
   std::vector<float> logits(batch.logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
-  model_.forward(batch, kv_, kernels_, logits.data());
+  model_.forward(batch, kv_, kernels_, logits.data(), scratch_);
   num_tokens_ += n;
   return logits;
 }

@@ -31,6 +31,7 @@ class SingleSequence {
   int64_t max_tokens_;
   int block_size_;
   KvStorage kv_;
+  ForwardScratch scratch_;
   std::vector<int32_t> block_table_;  // [num_blocks]: 0, 1, 2, ...
   int64_t num_tokens_ = 0;
 };

@@ -38,7 +38,7 @@ RunnerOutput ModelRunner::execute(const StepPlan& plan, std::span<const uint8_t>
   RunnerOutput out;
   const ForwardBatch batch = build_batch(plan, all_positions, &out.rows);
   out.logits.resize(out.rows.size() * static_cast<size_t>(vocab_size()));
-  model_->forward(batch, kv_, *kernels_, out.logits.data());
+  model_->forward(batch, kv_, *kernels_, out.logits.data(), scratch_);
   return out;
 }
 

@@ -52,6 +52,7 @@ class ModelRunner {
   KernelBackend* kernels_;
   int32_t block_size_;
   KvStorage kv_;
+  ForwardScratch scratch_;
 };
 
 }  // namespace vosti
