@@ -2,13 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/gpt2_splitter.h"
 #include "tokenizer/utf8.h"
 
 namespace vosti {
 namespace {
 
-constexpr const char* kGpt2Split =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Split = kGpt2SplitPattern;
 constexpr const char* kLlama3Split =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Split =
@@ -20,11 +20,26 @@ struct Segment {
   bool is_match;
 };
 
+PreTokenizer::Step::Native native_for(const std::string& pattern) {
+  if (pattern == kGpt2SplitPattern) return PreTokenizer::Step::Native::kGpt2;
+  if (pattern == kNumberCharPattern) return PreTokenizer::Step::Native::kNumberChar;
+  return PreTokenizer::Step::Native::kNone;
+}
+
+std::vector<RegexMatch> find_matches(const PreTokenizer::Step& step, std::string_view text) {
+  switch (step.native) {
+    case PreTokenizer::Step::Native::kGpt2: return gpt2_split_matches(text);
+    case PreTokenizer::Step::Native::kNumberChar: return number_char_matches(text);
+    case PreTokenizer::Step::Native::kNone: break;
+  }
+  return step.regex->find_all(text);
+}
+
 // HF's NormalizedString::split: segments of `text` by regex matches, then the behaviour.
-std::vector<Segment> split_segments(std::string_view text, const Regex& re, SplitBehavior behavior) {
+std::vector<Segment> split_segments(std::string_view text, const PreTokenizer::Step& step, SplitBehavior behavior) {
   std::vector<Segment> raw;
   size_t last = 0;
-  for (const auto& m : re.find_all(text)) {
+  for (const auto& m : find_matches(step, text)) {
     if (m.start > last) raw.push_back({last, m.start, false});
     raw.push_back({m.start, m.end, true});
     last = m.end;
@@ -98,6 +113,7 @@ Status PreTokenizer::add_split(const std::string& pattern, SplitBehavior behavio
   Step step;
   step.kind = Step::Kind::kSplit;
   step.regex = std::move(re);
+  step.native = native_for(pattern);
   step.behavior = behavior;
   steps_.push_back(std::move(step));
   return Status();
@@ -109,6 +125,7 @@ Status PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
   step.add_prefix_space = add_prefix_space;
   if (use_regex) {
     VOSTI_ASSIGN_OR_RETURN(step.regex, Regex::compile(kGpt2Split));
+    step.native = Step::Native::kGpt2;
   }
   steps_.push_back(std::move(step));
   return Status();
@@ -221,7 +238,7 @@ std::vector<PreToken> PreTokenizer::pre_tokenize(std::string_view text, bool at_
       }
       std::vector<Segment> segments;
       if (step.regex) {
-        segments = split_segments(s, *step.regex, step.behavior);
+        segments = split_segments(s, step, step.behavior);
       } else {
         segments.push_back({0, s.size(), false});
       }

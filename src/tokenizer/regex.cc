@@ -7,9 +7,7 @@
 #include "tokenizer/utf8.h"
 
 namespace vosti {
-namespace {
-
-void init_oniguruma() {
+void ensure_oniguruma_initialized() {
   static std::once_flag once;
   std::call_once(once, [] {
     OnigEncoding encodings[] = {ONIG_ENCODING_UTF8};
@@ -17,10 +15,8 @@ void init_oniguruma() {
   });
 }
 
-}  // namespace
-
 Result<std::shared_ptr<const Regex>> Regex::compile(const std::string& pattern) {
-  init_oniguruma();
+  ensure_oniguruma_initialized();
   std::shared_ptr<Regex> re(new Regex());
   re->pattern_ = pattern;
   OnigRegex handle = nullptr;

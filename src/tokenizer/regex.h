@@ -15,6 +15,9 @@
 
 namespace vosti {
 
+// Initializes Oniguruma once per process (idempotent, thread-safe).
+void ensure_oniguruma_initialized();
+
 struct RegexMatch {
   size_t start = 0;  // byte offsets into the searched text
   size_t end = 0;

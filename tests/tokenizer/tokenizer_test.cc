@@ -188,3 +188,51 @@ TEST(TokenizerLoad, SmolLM2GgufSpecialTokens) {
 
 }  // namespace
 }  // namespace vosti
+
+#include <random>
+
+#include "tokenizer/gpt2_splitter.h"
+#include "tokenizer/regex.h"
+
+namespace vosti {
+namespace {
+
+// The native GPT-2 / \p{N} matchers agree with Oniguruma on the corpus and on random
+// strings drawn from characters of every class the patterns distinguish.
+TEST(Gpt2Splitter, AgreesWithOniguruma) {
+  auto gpt2 = Regex::compile(kGpt2SplitPattern);
+  auto num = Regex::compile(kNumberCharPattern);
+  ASSERT_TRUE(gpt2.ok() && num.ok());
+  auto same = [](const std::vector<RegexMatch>& a, const std::vector<RegexMatch>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].start != b[i].start || a[i].end != b[i].end) return false;
+    }
+    return true;
+  };
+  std::vector<std::string> texts = corpus_texts(100000);
+  const char32_t alphabet[] = {' ', ' ', ' ', '\n', '\t', '\r', 0x0B, 0x0C, 0x85, 0xA0, 0x1680, 0x2003, 0x2028, 0x3000,
+                               0x200B, 0x1C, 0x00, 'a', 'Z', 's', 't', 'r', 'e', 'v', 'l', 'm', 'd', '\'', '\'', '1', '9',
+                               0x0663, 0x2167, 0xBD, 0x00E9, 0x0301, 0x4E2D, 0x1F600, '.', '!', '_', '-', 0x05D0, 0x01C5,
+                               0x02B0, 0xFFFD, 0x10FFFF - 2};
+  std::mt19937 rng(1234);
+  for (int n = 0; n < 20000; ++n) {
+    std::string s;
+    const int len = static_cast<int>(rng() % 24);
+    for (int k = 0; k < len; ++k) append_utf8(s, alphabet[rng() % (sizeof(alphabet) / sizeof(alphabet[0]))]);
+    texts.push_back(std::move(s));
+  }
+  int mismatches = 0;
+  for (const auto& t : texts) {
+    if (!same(gpt2_split_matches(t), (*gpt2)->find_all(t)) && ++mismatches <= 5) {
+      ADD_FAILURE() << "gpt2 split differs for " << nlohmann::json(t).dump();
+    }
+    if (!same(number_char_matches(t), (*num)->find_all(t)) && ++mismatches <= 5) {
+      ADD_FAILURE() << "\\p{N} split differs for " << nlohmann::json(t).dump();
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+}  // namespace
+}  // namespace vosti
