@@ -135,8 +135,9 @@ void write_usage(JsonWriter& w, const Usage& u) {
 
 std::string digest_hex(const LogitsDigest& digest) {
   char buf[33];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(digest[0]),
-                static_cast<unsigned long long>(digest[1]));
+  // digest = {low64, high64}; XXH128's canonical form is high64 first.
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(digest[1]),
+                static_cast<unsigned long long>(digest[0]));
   return std::string(buf, 32);
 }
 

@@ -63,7 +63,8 @@ std::string chunk_body(const ResponseContext& ctx, const ChoiceOutput& delta, bo
 std::string usage_chunk_body(const ResponseContext& ctx, const Usage& usage);
 // "data: <json>\n\n".
 std::string sse_event(std::string_view json);
-// "0123...": digest[0] then digest[1], each as 16 lower-case hex digits.
+// XXH128's canonical hex (high64 then low64; digest is {low64, high64}), 32 digits:
+// equal to Python's xxhash.xxh3_128_hexdigest(logits_f32_bytes).
 std::string digest_hex(const LogitsDigest& digest);
 
 }  // namespace vosti
