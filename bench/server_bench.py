@@ -106,7 +106,7 @@ def main():
         print("| concurrency | requests | output tokens | wall s | output tokens/s |")
         print("|---|---|---|---|---|")
         for c in [int(x) for x in args.concurrency.split(",")]:
-            per_client = max(1, 64 // c) if c < 64 else 1
+            per_client = max(1, 16 // c)
             tokens, wall = measure_throughput(server, c, per_client, args.tokens)
             print(f"| {c} | {c * per_client} | {tokens} | {wall:.2f} | {tokens / wall:.1f} |")
     finally:

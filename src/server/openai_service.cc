@@ -6,11 +6,8 @@
 
 #include "model/model.h"
 #include "server/json_writer.h"
-#include "tokenizer/tokenizer.h"
-#if __has_include("tokenizer/chat_template.h")
 #include "tokenizer/chat_template.h"
-#define VOSTI_SERVER_HAVE_CHAT_TEMPLATE 1
-#endif
+#include "tokenizer/tokenizer.h"
 
 namespace vosti {
 namespace {
@@ -111,7 +108,6 @@ std::string OpenAiService::piece(int32_t id) const {
 
 std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std::vector<ChatTurn>& messages,
                                                                       bool add_generation_prompt) const {
-#ifdef VOSTI_SERVER_HAVE_CHAT_TEMPLATE
   if (!tokenizer_->chat_template()) {
     return bad_request("the model has no chat template; use /v1/completions instead", "messages");
   }
@@ -124,9 +120,6 @@ std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std:
   auto text = render_chat(*tokenizer_->chat_template(), chat, options);
   if (!text.ok()) return bad_request("cannot render the chat template: " + text.status().message(), "messages");
   return std::move(text).value();
-#else
-  return make_error(501, "chat templates are not built into this server", "invalid_request_error");
-#endif
 }
 
 std::variant<std::vector<PreparedPrompt>, ApiError> OpenAiService::prepare_prompts(

@@ -307,6 +307,23 @@ class AuthAndShutdownTest(unittest.TestCase):
         finally:
             s.stop()
 
+    def test_shutdown_deadline_aborts_what_is_left(self):
+        s = h.Server(BINARY, MODEL, ["--kv-cache-mb", "32", "--shutdown-timeout", "1"])
+        try:
+            result = {}
+            body = {"model": NAME, "prompt": "Go on:", "max_tokens": 600, "ignore_eos": True, "stream": True}
+            t = threading.Thread(target=lambda: result.update(r=s.stream("/v1/completions", body)))
+            t.start()
+            time.sleep(1.5)
+            s.proc.send_signal(signal.SIGTERM)
+            t.join(60)
+            status, chunks, done = result["r"]
+            self.assertEqual((status, done), (200, True))
+            self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "abort")
+            self.assertEqual(s.proc.wait(30), 0, s.log_text())
+        finally:
+            s.stop()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
