@@ -124,6 +124,15 @@ class OpenAiClientTest(unittest.TestCase):
         status, text = SERVER.post("/detokenize", {"tokens": extra(ch, "token_ids")})
         self.assertEqual((status, text["prompt"]), (200, ch.text))
 
+    def test_stop_strings(self):
+        c = client()
+        kw = dict(model=NAME, prompt="The capital of France is", max_tokens=16, temperature=0)
+        full = c.completions.create(**kw).choices[0].text
+        self.assertIn(".", full)
+        stopped = c.completions.create(stop=["."], **kw).choices[0]
+        self.assertEqual(stopped.finish_reason, "stop")
+        self.assertEqual(stopped.text, full[:full.index(".")])
+
     def test_batch_prompts(self):
         r = client().completions.create(model=NAME, prompt=["One", "Two three"], max_tokens=3, temperature=0, n=2)
         self.assertEqual([ch.index for ch in r.choices], [0, 1, 2, 3])
