@@ -2,17 +2,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/gpt2_splitter.h"
+#include "tokenizer/split_patterns.h"
 #include "tokenizer/utf8.h"
 
 namespace vosti {
 namespace {
 
 constexpr const char* kGpt2Split = kGpt2SplitPattern;
-constexpr const char* kLlama3Split =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Split =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kLlama3Split = kLlama3SplitPattern;
+constexpr const char* kQwen2Split = kQwen2SplitPattern;
 constexpr const char* kMetaspaceChar = "\xE2\x96\x81";  // U+2581
 
 struct Segment {
@@ -23,6 +21,8 @@ struct Segment {
 PreTokenizer::Step::Native native_for(const std::string& pattern) {
   if (pattern == kGpt2SplitPattern) return PreTokenizer::Step::Native::kGpt2;
   if (pattern == kNumberCharPattern) return PreTokenizer::Step::Native::kNumberChar;
+  if (pattern == kLlama3SplitPattern) return PreTokenizer::Step::Native::kLlama3;
+  if (pattern == kQwen2SplitPattern) return PreTokenizer::Step::Native::kQwen2;
   return PreTokenizer::Step::Native::kNone;
 }
 
@@ -30,6 +30,8 @@ std::vector<RegexMatch> find_matches(const PreTokenizer::Step& step, std::string
   switch (step.native) {
     case PreTokenizer::Step::Native::kGpt2: return gpt2_split_matches(text);
     case PreTokenizer::Step::Native::kNumberChar: return number_char_matches(text);
+    case PreTokenizer::Step::Native::kLlama3: return llama3_split_matches(text, 3);
+    case PreTokenizer::Step::Native::kQwen2: return llama3_split_matches(text, 1);
     case PreTokenizer::Step::Native::kNone: break;
   }
   return step.regex->find_all(text);

@@ -34,7 +34,7 @@ class PreTokenizer {
     enum class Kind { kSplit, kByteLevel, kMetaspace } kind = Kind::kSplit;
     std::shared_ptr<const Regex> regex;  // kSplit; kByteLevel when use_regex
     // A native matcher equivalent to `regex` for the two hot patterns (gpt2_splitter.h).
-    enum class Native { kNone, kGpt2, kNumberChar } native = Native::kNone;
+    enum class Native { kNone, kGpt2, kNumberChar, kLlama3, kQwen2 } native = Native::kNone;
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool add_prefix_space = false;       // kByteLevel
     std::string replacement;             // kMetaspace

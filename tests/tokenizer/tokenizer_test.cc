@@ -191,18 +191,20 @@ TEST(TokenizerLoad, SmolLM2GgufSpecialTokens) {
 
 #include <random>
 
-#include "tokenizer/gpt2_splitter.h"
+#include "tokenizer/split_patterns.h"
 #include "tokenizer/regex.h"
 
 namespace vosti {
 namespace {
 
-// The native GPT-2 / \p{N} matchers agree with Oniguruma on the corpus and on random
+// The native GPT-2 / Llama 3 / Qwen2 / digit matchers agree with Oniguruma on the corpus and on random
 // strings drawn from characters of every class the patterns distinguish.
-TEST(Gpt2Splitter, AgreesWithOniguruma) {
+TEST(SplitPatterns, NativeMatchersAgreeWithOniguruma) {
   auto gpt2 = Regex::compile(kGpt2SplitPattern);
   auto num = Regex::compile(kNumberCharPattern);
-  ASSERT_TRUE(gpt2.ok() && num.ok());
+  auto llama3 = Regex::compile(kLlama3SplitPattern);
+  auto qwen2 = Regex::compile(kQwen2SplitPattern);
+  ASSERT_TRUE(gpt2.ok() && num.ok() && llama3.ok() && qwen2.ok());
   auto same = [](const std::vector<RegexMatch>& a, const std::vector<RegexMatch>& b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -214,9 +216,10 @@ TEST(Gpt2Splitter, AgreesWithOniguruma) {
   const char32_t alphabet[] = {' ', ' ', ' ', '\n', '\t', '\r', 0x0B, 0x0C, 0x85, 0xA0, 0x1680, 0x2003, 0x2028, 0x3000,
                                0x200B, 0x1C, 0x00, 'a', 'Z', 's', 't', 'r', 'e', 'v', 'l', 'm', 'd', '\'', '\'', '1', '9',
                                0x0663, 0x2167, 0xBD, 0x00E9, 0x0301, 0x4E2D, 0x1F600, '.', '!', '_', '-', 0x05D0, 0x01C5,
-                               0x02B0, 0xFFFD, 0x10FFFF - 2};
+                               0x02B0, 0xFFFD, 0x10FFFF - 2, 'S', 'T', 'R', 'E', 'V', 'L', 'M', 'D', 0x17F, 0x212A,
+                               0xFB06, '\n', '\r', '(', 0x3002};
   std::mt19937 rng(1234);
-  for (int n = 0; n < 20000; ++n) {
+  for (int n = 0; n < 40000; ++n) {
     std::string s;
     const int len = static_cast<int>(rng() % 24);
     for (int k = 0; k < len; ++k) append_utf8(s, alphabet[rng() % (sizeof(alphabet) / sizeof(alphabet[0]))]);
@@ -226,6 +229,12 @@ TEST(Gpt2Splitter, AgreesWithOniguruma) {
   for (const auto& t : texts) {
     if (!same(gpt2_split_matches(t), (*gpt2)->find_all(t)) && ++mismatches <= 5) {
       ADD_FAILURE() << "gpt2 split differs for " << nlohmann::json(t).dump();
+    }
+    if (!same(llama3_split_matches(t, 3), (*llama3)->find_all(t)) && ++mismatches <= 5) {
+      ADD_FAILURE() << "llama3 split differs for " << nlohmann::json(t).dump();
+    }
+    if (!same(llama3_split_matches(t, 1), (*qwen2)->find_all(t)) && ++mismatches <= 5) {
+      ADD_FAILURE() << "qwen2 split differs for " << nlohmann::json(t).dump();
     }
     if (!same(number_char_matches(t), (*num)->find_all(t)) && ++mismatches <= 5) {
       ADD_FAILURE() << "\\p{N} split differs for " << nlohmann::json(t).dump();

@@ -1,4 +1,4 @@
-#include "tokenizer/gpt2_splitter.h"
+#include "tokenizer/split_patterns.h"
 
 #include <oniguruma.h>
 
@@ -112,6 +112,89 @@ std::vector<RegexMatch> gpt2_split_matches(std::string_view text) {
   size_t i = 0;
   while (i < c.size()) {
     const size_t n = match_at(text, c, i);
+    if (n == 0) {  // unreachable: every character is matched by some alternative
+      ++i;
+      continue;
+    }
+    out.push_back({c.offset[i], c.offset[i + n]});
+    i += n;
+  }
+  return out;
+}
+
+namespace {
+
+bool is_newline(std::string_view text, const Chars& c, size_t i) {
+  const char b = text[c.offset[i]];
+  return b == '\r' || b == '\n';
+}
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d): characters matched, or 0. U+017F (long s) case-folds to s.
+size_t contraction_ci(std::string_view text, const Chars& c, size_t i) {
+  if (text[c.offset[i]] != '\'' || i + 1 >= c.size()) return 0;
+  auto lower = [&](size_t k) -> char32_t {
+    size_t pos = c.offset[k];
+    const char32_t cp = next_code_point(text, pos);
+    if (cp == 0x17F) return 's';
+    return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+  };
+  const char32_t a = lower(i + 1);
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+  if (i + 2 < c.size()) {
+    const char32_t b = lower(i + 2);
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+  }
+  return 0;
+}
+
+size_t llama3_match_at(std::string_view text, const Chars& c, size_t i, int max_digits) {
+  const size_t n = c.size();
+  if (size_t k = contraction_ci(text, c, i)) return k;
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  {
+    size_t j = i;
+    if (c.cls[i] != kLetter && c.cls[i] != kNumber && !is_newline(text, c, i) && i + 1 < n && c.cls[i + 1] == kLetter) ++j;
+    if (c.cls[j] == kLetter) {
+      while (j < n && c.cls[j] == kLetter) ++j;
+      return j - i;
+    }
+  }
+  // \p{N}{1,max_digits}
+  if (c.cls[i] == kNumber) {
+    size_t j = i;
+    while (j < n && c.cls[j] == kNumber && static_cast<int>(j - i) < max_digits) ++j;
+    return j - i;
+  }
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+  {
+    size_t j = i;
+    if (text[c.offset[i]] == ' ' && i + 1 < n && c.cls[i + 1] == kOther) ++j;
+    if (c.cls[j] == kOther) {
+      while (j < n && c.cls[j] == kOther) ++j;
+      while (j < n && is_newline(text, c, j)) ++j;
+      return j - i;
+    }
+  }
+  size_t run = i;
+  while (run < n && c.cls[run] == kSpace) ++run;
+  if (run == i) return 0;
+  // \s*[\r\n]+: up to and including the last newline of the whitespace run.
+  for (size_t k = run; k > i; --k) {
+    if (is_newline(text, c, k - 1)) return k - i;
+  }
+  // \s+(?!\S), then \s+.
+  if (run == n || run - i == 1) return run - i;
+  return run - i - 1;
+}
+
+}  // namespace
+
+std::vector<RegexMatch> llama3_split_matches(std::string_view text, int max_digits) {
+  const Chars c(text);
+  std::vector<RegexMatch> out;
+  size_t i = 0;
+  while (i < c.size()) {
+    const size_t n = llama3_match_at(text, c, i, max_digits);
     if (n == 0) {  // unreachable: every character is matched by some alternative
       ++i;
       continue;
