@@ -2,7 +2,8 @@
 // Fuzzes the tokenizers built from the committed HF fixtures (byte-level BPE with the
 // Llama 3 and Qwen2 splits, GPT-2 with prefix space, SentencePiece with byte fallback):
 // encode never crashes and yields in-range ids; decode yields valid UTF-8; streaming
-// decode concatenates to decode; arbitrary ids decode or fail with OUT_OF_RANGE.
+// decode concatenates to decode; arbitrary ids decode or fail with OUT_OF_RANGE; the
+// native split matchers find exactly the matches Oniguruma finds.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/regex.h"
+#include "tokenizer/split_patterns.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -50,6 +53,23 @@ void check_stream(const Tokenizer& tok, const std::vector<int32_t>& ids, const s
   if (full.find(vosti::kReplacementChar) == std::string::npos) check(joined == full);
 }
 
+void check_native_splits(std::string_view raw) {
+  static const auto gpt2 = vosti::Regex::compile(vosti::kGpt2SplitPattern).value();
+  static const auto llama3 = vosti::Regex::compile(vosti::kLlama3SplitPattern).value();
+  static const auto qwen2 = vosti::Regex::compile(vosti::kQwen2SplitPattern).value();
+  const std::string text = vosti::repair_utf8(raw);
+  auto same = [](const std::vector<vosti::RegexMatch>& a, const std::vector<vosti::RegexMatch>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].start != b[i].start || a[i].end != b[i].end) return false;
+    }
+    return true;
+  };
+  check(same(vosti::gpt2_split_matches(text), gpt2->find_all(text)));
+  check(same(vosti::llama3_split_matches(text, 3), llama3->find_all(text)));
+  check(same(vosti::llama3_split_matches(text, 1), qwen2->find_all(text)));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -59,6 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool ids_mode = (data[0] / all.size()) % 2 == 1;
   const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   if (!ids_mode) {
+    check_native_splits(rest);
     auto ids = tok.encode(rest, (data[0] & 0x80) != 0);
     check(ids.ok());
     for (int32_t id : *ids) check(id >= 0 && id < tok.vocab_size());
