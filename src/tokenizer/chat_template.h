@@ -3,8 +3,8 @@
 // subset interpreter (jinja_ast.h, jinja_eval.h) under HF's environment: trim_blocks,
 // lstrip_blocks, loopcontrols, tojson without HTML escaping, raise_exception,
 // strftime_now, namespace; `tools` and `documents` are passed as None unless given.
-// Verified against apply_chat_template for SmolLM2, Qwen2.5, Qwen3 (enable_thinking)
-// and Llama 3.1/3.2/3.3 templates.
+// Verified against apply_chat_template for the SmolLM2, Qwen2.5, Qwen3 (enable_thinking)
+// and Llama 3.2 / 3.3 (the 3.1-family template) templates, with and without tools.
 //
 // Errors: INVALID_ARGUMENT naming the syntax problem or unsupported construct and its
 // line:column; FAILED_PRECONDITION for errors the template raises while rendering

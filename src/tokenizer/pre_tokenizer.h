@@ -2,6 +2,8 @@
 // pre_tokenizers do: Split (regex, five delimiter behaviours), ByteLevel (GPT-2 regex
 // and byte -> character mapping), Digits, Metaspace, Sequence. Also the named presets
 // llama.cpp writes as tokenizer.ggml.pre (gpt2, smollm, llama-bpe/llama3, qwen2, ...).
+// The GPT-2, Llama 3, Qwen2 and digit patterns run on native matchers (split_patterns.h)
+// that find exactly Oniguruma's matches; any other pattern runs on Oniguruma.
 //
 // Invariants: pieces are never empty; concatenating the pieces of a section gives the
 // section's text after the steps' rewrites (prefix space, metaspace, byte mapping).
