@@ -25,11 +25,16 @@ int main(int argc, char** argv) {
   std::vector<int> seqs = {1, 32};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model") model_path = v;
-    else if (k == "--requests") requests = std::stoi(v);
-    else if (k == "--prompt-len") prompt_len = std::stoi(v);
-    else if (k == "--output-len") output_len = std::stoi(v);
-    else if (k == "--threads") threads = std::stoi(v);
+    if (k == "--model")
+      model_path = v;
+    else if (k == "--requests")
+      requests = std::stoi(v);
+    else if (k == "--prompt-len")
+      prompt_len = std::stoi(v);
+    else if (k == "--output-len")
+      output_len = std::stoi(v);
+    else if (k == "--threads")
+      threads = std::stoi(v);
     else if (k == "--seqs") {
       seqs.clear();
       std::stringstream ss(v);

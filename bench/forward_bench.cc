@@ -60,7 +60,8 @@ void BM_Prefill64(benchmark::State& state) {
     auto logits = seq.append(prompt);
     benchmark::DoNotOptimize(logits.data());
   }
-  state.counters["tok/s"] = benchmark::Counter(64.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tok/s"] =
+      benchmark::Counter(64.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Prefill64)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -33,21 +33,21 @@ namespace {
       std::exit(1);                                                                            \
     }                                                                                          \
   } while (0)
-#define CKS(x)                                                                                 \
-  do {                                                                                         \
-    vosti::Status s_ = (x);                                                                    \
-    if (!s_.ok()) {                                                                            \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.to_string().c_str());         \
-      std::exit(1);                                                                            \
-    }                                                                                          \
+#define CKS(x)                                                                         \
+  do {                                                                                 \
+    vosti::Status s_ = (x);                                                            \
+    if (!s_.ok()) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.to_string().c_str()); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
   } while (0)
-#define CKB(x)                                                                                  \
-  do {                                                                                          \
-    cublasStatus_t b_ = (x);                                                                    \
-    if (b_ != CUBLAS_STATUS_SUCCESS) {                                                          \
-      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, int(b_));    \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+#define CKB(x)                                                                                \
+  do {                                                                                        \
+    cublasStatus_t b_ = (x);                                                                  \
+    if (b_ != CUBLAS_STATUS_SUCCESS) {                                                        \
+      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, int(b_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 struct Timing {
@@ -155,12 +155,13 @@ void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmAr
       }
     }
   }
-  std::printf("    plans (bm, groups, in flight, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
-              list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
+  std::printf(
+      "    plans (bm, groups, in flight, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
+      list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
   const char* iname = sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
   std::string obj = "{\"kind\": \"gemm_plans\", \"instruction\": \"" + std::string(iname) + "\", \"shape\": \"" +
-                    std::string(s.name) + "\", \"M\": " +
-                    std::to_string(m) + ", \"plans_bm_groups_inflight_us\": [" + list + "]}";
+                    std::string(s.name) + "\", \"M\": " + std::to_string(m) + ", \"plans_bm_groups_inflight_us\": [" +
+                    list + "]}";
   json_add(obj);
 }
 
@@ -178,8 +179,9 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
   CK(cudaGetLastError());
   const vosti::GemmSchedule sched = vosti::select_schedule(s.n, s.k, instruction).value();
   const int sweep_max_m = 1024;  // every plan is timed up to this m
-  const size_t ws_bytes = std::max(vosti::gemm_workspace_bytes(sched, max_m, num_sms),
-                                   vosti::make_gemm_launch(sched, sweep_max_m, 64, sched.num_segments, num_sms).workspace_bytes);
+  const size_t ws_bytes =
+      std::max(vosti::gemm_workspace_bytes(sched, max_m, num_sms),
+               vosti::make_gemm_launch(sched, sweep_max_m, 64, sched.num_segments, num_sms).workspace_bytes);
   void* ws = dalloc<unsigned char>(ws_bytes);
   CK(cudaMemset(ws, 0, ws_bytes));
   const float alpha = 1.f, beta = 0.f;
@@ -214,23 +216,26 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     const double bytes = 2.0 * (double(m) * s.k + double(s.n) * s.k + double(m) * s.n);
     const double flops = 2.0 * m * double(s.n) * s.k;
     const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
-    std::printf("%-8s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
-                " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d\n",
-                iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3,
-                flops / to.median_us / 1e6, tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff,
-                ours_inv, cublas_inv, l.block_m, l.num_groups, sched.num_segments);
+    std::printf(
+        "%-8s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
+        " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d\n",
+        iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
+        tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff, ours_inv, cublas_inv, l.block_m,
+        l.num_groups, sched.num_segments);
     char buf[1024];
     std::snprintf(buf, sizeof(buf),
-                  "{\"kind\": \"gemm\", \"instruction\": \"%s\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, \"ours_us\": %.3f, "
+                  "{\"kind\": \"gemm\", \"instruction\": \"%s\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, "
+                  "\"ours_us\": %.3f, "
                   "\"ours_p10_us\": %.3f, \"ours_p90_us\": %.3f, \"ours_again_us\": %.3f, \"cublas_us\": %.3f, "
                   "\"cublas_p10_us\": %.3f, \"cublas_p90_us\": %.3f, \"ratio_ours_over_cublas\": %.4f, "
                   "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
                   "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
                   "\"block_m\": %d, \"groups\": %d, \"segments\": %d}",
-                  iname, s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us, tc.p10_us,
-                  tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
-                  bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff, ours_inv ? "true" : "false",
-                  cublas_inv ? "true" : "false", l.block_m, l.num_groups, sched.num_segments);
+                  iname, s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us,
+                  tc.p10_us, tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3,
+                  flops / to.median_us / 1e6, bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff,
+                  ours_inv ? "true" : "false", cublas_inv ? "true" : "false", l.block_m, l.num_groups,
+                  sched.num_segments);
     json_add(buf);
     a.y = y;  // the sweep writes m rows
     if (m <= sweep_max_m) sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
@@ -265,17 +270,25 @@ void bench_rows(double copy_tbps, int reps) {
   fill_f32<<<64, 256>>>(wt, size_t(h), 3, 0.5f, 1.0f);
   CK(cudaGetLastError());
   const double mh = double(m) * h;
-  report_row("rms_norm f32->bf16", mh * 6, time_it([&] { CKS(vosti::rms_norm(a, m, h, wt, 1e-5f, o16, vosti::DType::kBF16, nullptr)); }, reps), copy_tbps);
-  report_row("add_rms_norm ->bf16", mh * 14, time_it([&] { CKS(vosti::add_rms_norm(a, b, m, h, wt, 1e-5f, o16, vosti::DType::kBF16, nullptr)); }, reps), copy_tbps);
+  report_row("rms_norm f32->bf16", mh * 6,
+             time_it([&] { CKS(vosti::rms_norm(a, m, h, wt, 1e-5f, o16, vosti::DType::kBF16, nullptr)); }, reps),
+             copy_tbps);
+  report_row("add_rms_norm ->bf16", mh * 14,
+             time_it([&] { CKS(vosti::add_rms_norm(a, b, m, h, wt, 1e-5f, o16, vosti::DType::kBF16, nullptr)); }, reps),
+             copy_tbps);
   // silu_mul: gate_up [m/2, 2h] f32 -> [m/2, h] bf16.
-  report_row("silu_mul f32->bf16", mh * 5, time_it([&] { CKS(vosti::silu_mul(a, m / 2, h, o16, vosti::DType::kBF16, nullptr)); }, reps), copy_tbps);
+  report_row("silu_mul f32->bf16", mh * 5,
+             time_it([&] { CKS(vosti::silu_mul(a, m / 2, h, o16, vosti::DType::kBF16, nullptr)); }, reps), copy_tbps);
   report_row("bias_add f32", mh * 8, time_it([&] { CKS(vosti::bias_add(a, m, h, wt, nullptr)); }, reps), copy_tbps);
   int32_t* pos = dalloc<int32_t>(size_t(m));
   std::vector<int32_t> hp(m);
   for (int64_t i = 0; i < m; ++i) hp[i] = int32_t(i % 8192);
   CK(cudaMemcpy(pos, hp.data(), m * 4, cudaMemcpyHostToDevice));
-  report_row("rope neox 32x128", mh * 8, time_it([&] { CKS(vosti::rope(a, h, m, 32, 128, pos, wt, vosti::RopeLayout::kNeox, nullptr)); }, reps), copy_tbps);
-  report_row("head_rms_norm 32x128", mh * 8, time_it([&] { CKS(vosti::head_rms_norm(a, h, m, 32, 128, wt, 1e-6f, nullptr)); }, reps), copy_tbps);
+  report_row("rope neox 32x128", mh * 8,
+             time_it([&] { CKS(vosti::rope(a, h, m, 32, 128, pos, wt, vosti::RopeLayout::kNeox, nullptr)); }, reps),
+             copy_tbps);
+  report_row("head_rms_norm 32x128", mh * 8,
+             time_it([&] { CKS(vosti::head_rms_norm(a, h, m, 32, 128, wt, 1e-6f, nullptr)); }, reps), copy_tbps);
   // Embedding: m ids into a 32768-row bf16 table; reads m * h bf16, writes m * h f32.
   const int vocab = 32768;
   int32_t* ids = dalloc<int32_t>(size_t(m));
@@ -283,7 +296,12 @@ void bench_rows(double copy_tbps, int reps) {
   CK(cudaMemcpy(ids, hp.data(), m * 4, cudaMemcpyHostToDevice));
   auto* table = dalloc<__nv_bfloat16>(size_t(vocab) * h);
   fill_bf16<<<1024, 256>>>(table, size_t(vocab) * h, 5, 1.0f);
-  report_row("embedding bf16->f32", mh * 6, time_it([&] { CKS(vosti::embedding_gather(reinterpret_cast<const uint16_t*>(table), vocab, h, ids, m, b, nullptr)); }, reps), copy_tbps);
+  report_row(
+      "embedding bf16->f32", mh * 6,
+      time_it(
+          [&] { CKS(vosti::embedding_gather(reinterpret_cast<const uint16_t*>(table), vocab, h, ids, m, b, nullptr)); },
+          reps),
+      copy_tbps);
   CK(cudaFree(a));
   CK(cudaFree(b));
   CK(cudaFree(wt));
@@ -330,7 +348,8 @@ int main(int argc, char** argv) {
 
   cublasHandle_t handle;
   CKB(cublasCreate(&handle));
-  const std::vector<Shape> shapes = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  const std::vector<Shape> shapes = {
+      {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
   const std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
   std::vector<vosti::GemmInstruction> instructions = {vosti::GemmInstruction::kMmaSyncM16N8K16};
   if (prop.major == 9 && prop.minor == 0) instructions.push_back(vosti::GemmInstruction::kWgmmaM64N128K16);

@@ -30,7 +30,7 @@ void BM_Matmul(benchmark::State& state) {
   auto cpu = make_cpu_backend(&pool);
   const auto x = random_floats(static_cast<size_t>(m * k), 1);  // [m, k]
   const auto w = random_floats(static_cast<size_t>(n * k), 2);  // [n, k]
-  std::vector<float> y(static_cast<size_t>(m * n));            // [m, n]
+  std::vector<float> y(static_cast<size_t>(m * n));             // [m, n]
   for (auto _ : state) {
     cpu->matmul(x.data(), m, k, w.data(), n, nullptr, y.data());
     benchmark::DoNotOptimize(y.data());

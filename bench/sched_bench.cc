@@ -40,7 +40,7 @@ void BM_SchedulerStep(benchmark::State& state) {
   }
   std::vector<int32_t> limit(kNumRequests);  // per slot: finish at this many tokens (staggered)
   RequestId next_id = 0;
-  std::vector<int32_t> slot_of;               // [request id] -> slot
+  std::vector<int32_t> slot_of;  // [request id] -> slot
   for (int32_t k = 0; k < kNumRequests; ++k) {
     limit[k] = kPromptLen + 1 + (k * kMaxTokens) / kNumRequests;
     slot_of.push_back(k);

@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s MODEL CORPUS.jsonl [THREADS] [REPEATS]\n", argv[0]);
     return 2;
   }
-  const unsigned threads = argc > 3 ? static_cast<unsigned>(std::stoul(argv[3])) : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads =
+      argc > 3 ? static_cast<unsigned>(std::stoul(argv[3])) : std::max(1u, std::thread::hardware_concurrency());
   const int repeats = argc > 4 ? std::stoi(argv[4]) : 3;
   auto tok = vosti::Tokenizer::load_for_model(argv[1]);
   if (!tok.ok()) {
@@ -92,9 +93,9 @@ int main(int argc, char** argv) {
   const double mb = static_cast<double>(total_bytes) / 1e6;
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
-  nlohmann::json out = {{"docs", docs.size()},          {"bytes", total_bytes},           {"ids", num_ids},
-                        {"fnv64", hex},                 {"single_s", best_single},        {"single_mb_s", mb / best_single},
-                        {"threads", threads},           {"multi_s", best_multi},          {"multi_mb_s", mb / best_multi}};
+  nlohmann::json out = {{"docs", docs.size()}, {"bytes", total_bytes},    {"ids", num_ids},
+                        {"fnv64", hex},        {"single_s", best_single}, {"single_mb_s", mb / best_single},
+                        {"threads", threads},  {"multi_s", best_multi},   {"multi_mb_s", mb / best_multi}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

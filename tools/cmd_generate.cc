@@ -133,8 +133,8 @@ int cmd_generate(int argc, char** argv) {
     return 1;
   }
 
-  nlohmann::json result = {{"tokens", nlohmann::json::array()}, {"ids", nlohmann::json::array()},
-                           {"logprobs", nlohmann::json::array()}};
+  nlohmann::json result = {
+      {"tokens", nlohmann::json::array()}, {"ids", nlohmann::json::array()}, {"logprobs", nlohmann::json::array()}};
   std::string text;
   bool done = false;
   auto t0 = std::chrono::steady_clock::now();

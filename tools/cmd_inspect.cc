@@ -80,7 +80,8 @@ void print_tensors(const std::vector<TensorRow>& rows) {
   for (const auto& [name, t] : per_type) {
     fmt::print("  {:<7}  {:>7}  {:>12}  {:>12}  ({})\n", name, t.tensors, t.elements, t.bytes, human_bytes(t.bytes));
   }
-  fmt::print("  {:<7}  {:>7}  {:>12}  {:>12}  ({})\n", "all", all.tensors, all.elements, all.bytes, human_bytes(all.bytes));
+  fmt::print("  {:<7}  {:>7}  {:>12}  {:>12}  ({})\n", "all", all.tensors, all.elements, all.bytes,
+             human_bytes(all.bytes));
 }
 
 std::string gguf_value_type(const GgufValue& v) {
@@ -104,8 +105,8 @@ Status inspect_gguf(const std::string& path, size_t max_items, bool tensors) {
   if (!tensors) return Status::ok_status();
   std::vector<TensorRow> rows;
   for (const auto& t : g.tensors()) {
-    rows.push_back({t.name, std::vector<int64_t>(t.dims.rbegin(), t.dims.rend()), static_cast<uint32_t>(t.type),
-                    t.num_bytes});
+    rows.push_back(
+        {t.name, std::vector<int64_t>(t.dims.rbegin(), t.dims.rend()), static_cast<uint32_t>(t.type), t.num_bytes});
   }
   print_tensors(rows);
   return Status::ok_status();
@@ -146,8 +147,7 @@ int cmd_inspect(int argc, char** argv) {
   std::string model = default_model_path();
   size_t max_items = 6;
   bool no_tensors = false;
-  app.add_option("model", model, "GGUF file, .safetensors file or Hugging Face model directory")
-      ->capture_default_str();
+  app.add_option("model", model, "GGUF file, .safetensors file or Hugging Face model directory")->capture_default_str();
   app.add_option("--max-array-items", max_items, "array items shown before an array is summarised")
       ->capture_default_str();
   app.add_flag("--no-tensors", no_tensors, "print the metadata only");

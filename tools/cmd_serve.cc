@@ -59,7 +59,8 @@ void shut_down(HttpServer& server, OpenAiService& service, EngineLoop& loop, dou
   std::fprintf(stderr, "vosti serve: shutting down; %lld request(s) in flight, waiting up to %.0f s\n",
                static_cast<long long>(service.num_active()), timeout_s);
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  while (service.num_active() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (service.num_active() > 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (service.num_active() > 0) {
     std::fprintf(stderr, "vosti serve: aborting %lld request(s) at the deadline\n",
                  static_cast<long long>(service.num_active()));
@@ -116,9 +117,8 @@ int run_serve(const ServeFlags& f) {
   HttpServer* server_ptr = nullptr;
   service_options.num_connections = [&server_ptr] { return server_ptr ? server_ptr->num_connections() : 0; };
   OpenAiService service(loop, *tokenizer, service_options);
-  HttpServer server(http, [&service](const HttpRequest& r, std::shared_ptr<HttpResponder> w) {
-    service.handle(r, std::move(w));
-  });
+  HttpServer server(
+      http, [&service](const HttpRequest& r, std::shared_ptr<HttpResponder> w) { service.handle(r, std::move(w)); });
   server_ptr = &server;
   if (Status s = server.start(); !s.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", s.to_string().c_str());
@@ -143,31 +143,41 @@ int run_serve(const ServeFlags& f) {
 int cmd_serve(int argc, char** argv) {
   ServeFlags f;
   f.model = default_model_path();
-  CLI::App app{"Run the OpenAI-compatible HTTP server (POST /v1/completions, /v1/chat/completions, ...)", "vosti serve"};
+  CLI::App app{"Run the OpenAI-compatible HTTP server (POST /v1/completions, /v1/chat/completions, ...)",
+               "vosti serve"};
   app.add_option("--model", f.model, "model: a .gguf file or a Hugging Face directory")->capture_default_str();
   app.add_option("--host", f.host, "address to bind (loopback by default)")->capture_default_str();
   app.add_option("--port", f.port, "TCP port (0: any free port, printed at start)")
-      ->check(CLI::Range(0, 65535))->capture_default_str();
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   app.add_option("--api-key", f.api_key, "require 'Authorization: Bearer KEY' on every route but /health");
   app.add_option("--served-model-name", f.served_model_name, "model id for /v1/models (default: the file's stem)");
-  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences per engine step")->check(CLI::PositiveNumber)
+  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences per engine step")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per engine step")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--block-size", f.block_size, "KV cache block size in tokens")->check(CLI::PositiveNumber)
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--kv-cache-mb", f.kv_cache_mb, "KV cache size in MiB")->check(CLI::PositiveNumber)
+  app.add_option("--block-size", f.block_size, "KV cache block size in tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--kv-cache-mb", f.kv_cache_mb, "KV cache size in MiB")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--max-model-len", f.max_model_len, "context length (0: the model's, capped by the cache)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--threads", f.threads, "CPU threads for the forward pass (0: all cores)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--io-threads", f.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_flag("--no-prefix-caching", f.no_prefix_caching, "disable the prefix cache");
   app.add_option("--max-body-bytes", f.max_body_bytes, "largest request body accepted (413 above)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--shutdown-timeout", f.shutdown_timeout_s, "seconds running requests get to finish on SIGTERM")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--no-access-log", f.no_access_log, "do not print one JSON line per request on stderr");
   try {
     app.parse(argc, argv);

@@ -9,9 +9,10 @@
 namespace vosti::tools {
 
 int cmd_verify(int argc, char** argv) {
-  CLI::App app{"Runs a request set alone (the reference F_D) and under the variation matrix, and compares\n"
-               "every logit of every output position bit for bit.",
-               "vosti verify"};
+  CLI::App app{
+      "Runs a request set alone (the reference F_D) and under the variation matrix, and compares\n"
+      "every logit of every output position bit for bit.",
+      "vosti verify"};
   std::vector<std::string> models;
   bool full = false;
   std::string backend = "cpu";

@@ -36,19 +36,19 @@
 namespace vosti {
 
 struct BlockPoolConfig {
-  int32_t block_size = 16;             // tokens per block (a deployment constant)
-  int64_t num_blocks = 0;              // > 0
-  bool enable_prefix_caching = true;   // off: match_prefix finds nothing, nothing is registered
-  uint64_t identity_seed = 0;          // the deployment's identity, mixed into every key
-  uint64_t shuffle_seed = 0;           // != 0: initial free order is a seeded permutation
-  BlockHashFn hash_fn = &hash_block;   // tests substitute a colliding hash
+  int32_t block_size = 16;            // tokens per block (a deployment constant)
+  int64_t num_blocks = 0;             // > 0
+  bool enable_prefix_caching = true;  // off: match_prefix finds nothing, nothing is registered
+  uint64_t identity_seed = 0;         // the deployment's identity, mixed into every key
+  uint64_t shuffle_seed = 0;          // != 0: initial free order is a seeded permutation
+  BlockHashFn hash_fn = &hash_block;  // tests substitute a colliding hash
 };
 
 // The longest chain of cached full blocks that equals a token prefix.
 struct PrefixMatch {
-  std::vector<BlockId> blocks;   // [num_blocks] hit blocks, in table order
-  std::vector<BlockKey> keys;    // [num_blocks] their chain keys
-  int32_t num_tokens = 0;        // blocks.size() * block_size
+  std::vector<BlockId> blocks;  // [num_blocks] hit blocks, in table order
+  std::vector<BlockKey> keys;   // [num_blocks] their chain keys
+  int32_t num_tokens = 0;       // blocks.size() * block_size
 };
 
 // What allocating for one table would do; apply() performs exactly this.
@@ -115,11 +115,11 @@ class BlockPool {
     BlockId prev_free = kNoBlock;  // free-list links (valid while on the list)
     BlockId next_free = kNoBlock;
     bool on_free_list = false;
-    uint64_t serial = 0;            // != 0: cached, registration number (unique)
-    uint64_t parent_serial = 0;     // the parent's registration serial (0: root)
-    BlockKey key;                   // valid while cached
-    BlockKey parent_key;            // valid while cached
-    std::vector<int32_t> tokens;    // [block_size] valid while cached
+    uint64_t serial = 0;          // != 0: cached, registration number (unique)
+    uint64_t parent_serial = 0;   // the parent's registration serial (0: root)
+    BlockKey key;                 // valid while cached
+    BlockKey parent_key;          // valid while cached
+    std::vector<int32_t> tokens;  // [block_size] valid while cached
   };
 
   explicit BlockPool(const BlockPoolConfig& config);

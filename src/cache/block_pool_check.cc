@@ -31,7 +31,8 @@ Status BlockPool::check_invariants(std::span<const BlockTable* const> tables) co
       if (i >= table.keys_.size()) return broken("cached " + blk(b) + " sits past its table's hashed prefix");
       if (!(m.key == table.keys_[i])) return broken("cached " + blk(b) + " has a key other than its table's chain key");
       const uint64_t parent_serial = i == 0 ? 0 : meta(table.blocks_[i - 1]).serial;
-      if (m.parent_serial != parent_serial) return broken("cached " + blk(b) + " is not chained to its table's previous block");
+      if (m.parent_serial != parent_serial)
+        return broken("cached " + blk(b) + " is not chained to its table's previous block");
     }
   }
   int64_t num_used = 0;
@@ -47,7 +48,8 @@ Status BlockPool::check_invariants(std::span<const BlockTable* const> tables) co
   std::vector<uint8_t> on_list(static_cast<size_t>(n), 0);  // [num_blocks]
   VOSTI_RETURN_IF_ERROR(check_free_list(on_list));
   for (BlockId b = 0; b < n; ++b) {
-    if ((on_list[static_cast<size_t>(b)] != 0) != meta(b).on_free_list) return broken(blk(b) + " free flag disagrees with the list");
+    if ((on_list[static_cast<size_t>(b)] != 0) != meta(b).on_free_list)
+      return broken(blk(b) + " free flag disagrees with the list");
   }
   if (num_used + num_free_ != n) return broken("used + free != num_blocks");
   return check_cache();
@@ -65,7 +67,8 @@ Status BlockPool::check_free_list(std::vector<uint8_t>& on_list) const {
     ++count;
   }
   if (prev != free_tail_) return broken("free list tail is wrong");
-  if (count != num_free_) return broken("free list length " + std::to_string(count) + " != num_free " + std::to_string(num_free_));
+  if (count != num_free_)
+    return broken("free list length " + std::to_string(count) + " != num_free " + std::to_string(num_free_));
   return Status::ok_status();
 }
 
@@ -77,7 +80,8 @@ Status BlockPool::check_cache() const {
     if (m.serial == 0) continue;
     if (m.serial >= next_serial_ || !by_serial.emplace(m.serial, b).second) return broken(blk(b) + " has a bad serial");
     const auto it = cache_.find(m.key);
-    if (it == cache_.end() || it->second != b) return broken("cached " + blk(b) + " is not in the key map under its key");
+    if (it == cache_.end() || it->second != b)
+      return broken("cached " + blk(b) + " is not in the key map under its key");
   }
   if (by_serial.size() != cache_.size()) return broken("the key map holds blocks that are not cached");
   for (const auto& [serial, b] : by_serial) {
@@ -87,7 +91,8 @@ Status BlockPool::check_cache() const {
       return broken("cached " + blk(b) + "'s key does not chain from its parent key and tokens");
     }
     if (m.parent_serial >= serial) return broken("cached " + blk(b) + " was registered before its parent");
-    if (m.parent_serial == 0 && !(m.parent_key == kRootBlockKey)) return broken("first block " + blk(b) + " has a parent key");
+    if (m.parent_serial == 0 && !(m.parent_key == kRootBlockKey))
+      return broken("first block " + blk(b) + " has a parent key");
     const auto parent = by_serial.find(m.parent_serial);
     if (parent != by_serial.end() && !(meta(parent->second).key == m.parent_key)) {
       return broken("cached " + blk(b) + "'s parent key differs from its cached parent's key");

@@ -9,8 +9,8 @@ namespace vosti {
 [[noreturn]] void check_failed(const char* file, int line, const char* expr, const std::string& message);
 }  // namespace vosti
 
-#define VOSTI_CHECK(cond, ...)                                                   \
-  do {                                                                           \
+#define VOSTI_CHECK(cond, ...)                                                               \
+  do {                                                                                       \
     if (!(cond)) ::vosti::check_failed(__FILE__, __LINE__, #cond, std::string(__VA_ARGS__)); \
   } while (0)
 

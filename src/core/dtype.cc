@@ -6,9 +6,12 @@ namespace vosti {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
   }
   return "?";
 }
@@ -41,10 +44,10 @@ uint16_t f32_to_f16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // < half of smallest subnormal
+  if (abs < 0x38800000u) {                                               // result is subnormal or zero
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);           // < half of smallest subnormal
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - exp;  // value / 2^-24 = mant * 2^(exp - 126); shift in [14, 24]
@@ -55,7 +58,7 @@ uint16_t f32_to_f16(float f) {
     return static_cast<uint16_t>(sign | half);
   }
   uint32_t r = abs + 0xfffu + ((abs >> 13) & 1u);  // round to nearest even at bit 13
-  r -= 0x38000000u;  // rebias 127 -> 15
+  r -= 0x38000000u;                                // rebias 127 -> 15
   return static_cast<uint16_t>(sign | (r >> 13));
 }
 

@@ -16,12 +16,12 @@ namespace vosti {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong (request, flag, file content)
-  kNotFound,          // a file, key, model or request does not exist
-  kOutOfRange,        // an index, length or size beyond its limit
-  kUnimplemented,     // a valid input that Vosti does not support (yet)
-  kDataLoss,          // a file is truncated or corrupt
-  kResourceExhausted, // out of memory, blocks, or queue space
+  kInvalidArgument,    // the caller's input is wrong (request, flag, file content)
+  kNotFound,           // a file, key, model or request does not exist
+  kOutOfRange,         // an index, length or size beyond its limit
+  kUnimplemented,      // a valid input that Vosti does not support (yet)
+  kDataLoss,           // a file is truncated or corrupt
+  kResourceExhausted,  // out of memory, blocks, or queue space
   kFailedPrecondition,
   kInternal,
 };
@@ -59,7 +59,7 @@ Status internal_error(std::string message);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     VOSTI_CHECK(!std::get<Status>(v_).ok(), "Result built from an ok Status");
   }
@@ -97,15 +97,14 @@ class [[nodiscard]] Result {
 #define VOSTI_CONCAT(a, b) VOSTI_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` (a Status) is not ok.
-#define VOSTI_RETURN_IF_ERROR(expr)                 \
-  do {                                              \
-    ::vosti::Status vosti_status_ = (expr);         \
-    if (!vosti_status_.ok()) return vosti_status_;  \
+#define VOSTI_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::vosti::Status vosti_status_ = (expr);        \
+    if (!vosti_status_.ok()) return vosti_status_; \
   } while (0)
 
 // VOSTI_ASSIGN_OR_RETURN(auto x, ResultExpr): unwraps or returns the error.
-#define VOSTI_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto VOSTI_CONCAT(vosti_result_, __LINE__) = (expr);                      \
-  if (!VOSTI_CONCAT(vosti_result_, __LINE__).ok())                          \
-    return VOSTI_CONCAT(vosti_result_, __LINE__).status();                  \
+#define VOSTI_ASSIGN_OR_RETURN(lhs, expr)                                                                 \
+  auto VOSTI_CONCAT(vosti_result_, __LINE__) = (expr);                                                    \
+  if (!VOSTI_CONCAT(vosti_result_, __LINE__).ok()) return VOSTI_CONCAT(vosti_result_, __LINE__).status(); \
   lhs = std::move(VOSTI_CONCAT(vosti_result_, __LINE__)).value()

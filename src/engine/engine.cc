@@ -26,11 +26,16 @@ namespace vosti {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
@@ -109,7 +114,7 @@ class EngineImpl final : public Engine {
   EngineStats stats_;
   std::unordered_map<RequestId, std::unique_ptr<LiveRequest>> live_;  // step thread only (size read under mu_)
   int64_t num_generated_ = 0;
-  SamplerScratch scratch_;  // step thread only
+  SamplerScratch scratch_;       // step thread only
   double sampling_seconds_ = 0;  // step thread only; folded into stats_ after each step
 };
 
@@ -118,7 +123,8 @@ StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
   for (int64_t id : model_->config().eos_token_ids) c.eos_token_ids.push_back(static_cast<int32_t>(id));
   if (tokenizer_)
     for (int32_t id : tokenizer_->stop_ids())
-      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
+      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
+        c.eos_token_ids.push_back(id);
   c.stop_token_ids = spec.stop_token_ids;
   c.stop_strings = spec.stop;
   c.ignore_eos = spec.ignore_eos;
@@ -137,7 +143,8 @@ Status EngineImpl::validate(const RequestSpec& spec) const {
   }
   const int64_t n = static_cast<int64_t>(spec.prompt.size());
   if (n > config_.max_model_len || (spec.max_tokens > 0 && n >= config_.max_model_len))
-    return invalid_argument("the prompt has " + std::to_string(n) + " tokens; this deployment's maximum context length is " +
+    return invalid_argument("the prompt has " + std::to_string(n) +
+                            " tokens; this deployment's maximum context length is " +
                             std::to_string(config_.max_model_len) + " tokens, prompt and output together");
   if (spec.max_tokens < 0) return invalid_argument("max_tokens must be >= 0, got " + std::to_string(spec.max_tokens));
   VOSTI_RETURN_IF_ERROR(spec.sampling.validate(vocab));
@@ -273,17 +280,20 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
   if (config.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
   if (config.max_num_batched_tokens <= 0) return invalid_argument("max_num_batched_tokens must be positive");
   if (config.num_blocks <= 0) {
-    const int64_t bytes_per_block = 2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim *
-                                    static_cast<int64_t>(sizeof(float));
+    const int64_t bytes_per_block =
+        2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * static_cast<int64_t>(sizeof(float));
     config.num_blocks = config.kv_cache_bytes / bytes_per_block;
   }
-  if (config.num_blocks <= 0) return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
+  if (config.num_blocks <= 0)
+    return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
   const int64_t cache_tokens = config.num_blocks * config.block_size;
-  if (config.max_model_len <= 0) config.max_model_len = static_cast<int32_t>(std::min(mc.max_position_embeddings, cache_tokens));
+  if (config.max_model_len <= 0)
+    config.max_model_len = static_cast<int32_t>(std::min(mc.max_position_embeddings, cache_tokens));
   if (config.max_model_len > cache_tokens)
     return invalid_argument("max_model_len " + std::to_string(config.max_model_len) + " exceeds the KV cache (" +
                             std::to_string(cache_tokens) + " tokens): raise the cache size or lower max_model_len");
-  if (config.num_threads <= 0) config.num_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  if (config.num_threads <= 0)
+    config.num_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   auto pool = std::make_unique<ThreadPool>(config.num_threads);
   VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<KernelBackend> kernels, make_backend(config.backend, pool.get()));
   SchedulerConfig sc;

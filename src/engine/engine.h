@@ -20,15 +20,15 @@ class Tokenizer;
 
 struct EngineConfig {
   int32_t block_size = 16;
-  int64_t num_blocks = 0;                 // 0: derived from kv_cache_bytes
+  int64_t num_blocks = 0;  // 0: derived from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
-  int32_t max_model_len = 0;              // 0: the model's max_position_embeddings (capped by the cache)
+  int32_t max_model_len = 0;  // 0: the model's max_position_embeddings (capped by the cache)
   bool enable_prefix_caching = true;
-  int32_t num_threads = 0;                // 0: hardware concurrency
-  std::string backend = "cpu";            // "cpu" or "ref"
-  uint64_t block_shuffle_seed = 0;        // != 0: physical block order shuffled (a test variation)
+  int32_t num_threads = 0;          // 0: hardware concurrency
+  std::string backend = "cpu";      // "cpu" or "ref"
+  uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
 };
 
 struct EngineStats {
@@ -41,9 +41,9 @@ struct EngineStats {
   int64_t num_prefix_hits = 0;     // of which served from it
   int64_t num_steps = 0;
   int64_t num_generated_tokens = 0;
-  double seconds_in_steps = 0;    // wall time inside step()
-  double seconds_in_forward = 0;  // of which in the model forward (the rest is bookkeeping + sampling)
-  double seconds_in_sampling = 0; // of which in sampling and logprobs
+  double seconds_in_steps = 0;     // wall time inside step()
+  double seconds_in_forward = 0;   // of which in the model forward (the rest is bookkeeping + sampling)
+  double seconds_in_sampling = 0;  // of which in sampling and logprobs
 };
 
 class Engine {

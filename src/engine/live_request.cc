@@ -44,8 +44,8 @@ void LiveRequest::prompt_done(int32_t num_cached_prompt_tokens) {
 TokenStep LiveRequest::sample(std::span<const float> logits, SamplerScratch& scratch) const {
   TokenStep t;
   const std::span<const int32_t> prompt(spec_.prompt);
-  t.scored = sample_token(logits, spec_.sampling, seed_, static_cast<int64_t>(outputs_.size()), prompt, outputs_,
-                          scratch);
+  t.scored =
+      sample_token(logits, spec_.sampling, seed_, static_cast<int64_t>(outputs_.size()), prompt, outputs_, scratch);
   t.token = t.scored.token;
   if (spec_.logits_digests) {
     const XXH128_hash_t h = XXH3_128bits(logits.data(), logits.size_bytes());

@@ -20,17 +20,17 @@ enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
 
 struct RequestSpec {
-  std::vector<int32_t> prompt;           // token ids, non-empty
+  std::vector<int32_t> prompt;  // token ids, non-empty
   SamplingParams sampling;
-  int32_t max_tokens = 16;               // output tokens at most (0: score the prompt only)
-  std::vector<int32_t> stop_token_ids;   // besides the model's EOS ids
-  std::vector<std::string> stop;         // stop strings (need a tokenizer)
+  int32_t max_tokens = 16;              // output tokens at most (0: score the prompt only)
+  std::vector<int32_t> stop_token_ids;  // besides the model's EOS ids
+  std::vector<std::string> stop;        // stop strings (need a tokenizer)
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
-  int32_t priority = 0;                  // lower runs first; FCFS within a priority
-  bool prompt_logprobs = false;          // logprobs of the prompt tokens (echo + logprobs)
-  bool logits_digests = false;           // 128-bit digest of every produced position's logits
-  bool return_logits = false;            // the full logits row of every produced position (harness use)
+  int32_t priority = 0;          // lower runs first; FCFS within a priority
+  bool prompt_logprobs = false;  // logprobs of the prompt tokens (echo + logprobs)
+  bool logits_digests = false;   // 128-bit digest of every produced position's logits
+  bool return_logits = false;    // the full logits row of every produced position (harness use)
 };
 
 // One scored position: the chosen (or prompt) token, its log-probability under the raw
@@ -43,19 +43,19 @@ using LogitsDigest = std::array<uint64_t, 2>;  // XXH3-128 of the raw f32 logits
 // A delta delivered to the request's callback after a step, and the final state.
 struct RequestOutput {
   RequestId id = 0;
-  uint64_t seed = 0;                          // the seed actually used
-  std::vector<int32_t> new_tokens;            // produced this step
-  std::vector<PositionLogprobs> new_logprobs; // [new_tokens]
-  std::vector<LogitsDigest> new_digests;      // [new_tokens] if asked
-  std::vector<std::vector<float>> new_logits; // [new_tokens][vocab] if return_logits
+  uint64_t seed = 0;                              // the seed actually used
+  std::vector<int32_t> new_tokens;                // produced this step
+  std::vector<PositionLogprobs> new_logprobs;     // [new_tokens]
+  std::vector<LogitsDigest> new_digests;          // [new_tokens] if asked
+  std::vector<std::vector<float>> new_logits;     // [new_tokens][vocab] if return_logits
   std::vector<PositionLogprobs> prompt_logprobs;  // once, when the prompt is done (if asked); [0] has no logprob
-  std::string new_text;                       // detokenised delta, if the engine has a tokenizer
+  std::string new_text;                           // detokenised delta, if the engine has a tokenizer
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;                          // when finish_reason == kError
+  std::string error;  // when finish_reason == kError
   int32_t num_prompt_tokens = 0;
-  int32_t num_output_tokens = 0;              // so far
-  int32_t num_cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
+  int32_t num_output_tokens = 0;         // so far
+  int32_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
 using OutputCallback = std::function<void(const RequestOutput&)>;

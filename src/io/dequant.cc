@@ -11,7 +11,7 @@
 namespace vosti {
 namespace {
 
-constexpr int kQK = 32;    // elements per block of the legacy quants
+constexpr int kQK = 32;  // elements per block of the legacy quants
 
 float load_f16(const uint8_t* p) {
   uint16_t h;
@@ -145,15 +145,24 @@ using BlockFn = void (*)(const uint8_t*, float*);
 
 BlockFn block_fn(WeightType type) {
   switch (type) {
-    case WeightType::kQ4_0: return block_q4_0;
-    case WeightType::kQ4_1: return block_q4_1;
-    case WeightType::kQ5_0: return block_q5_0;
-    case WeightType::kQ5_1: return block_q5_1;
-    case WeightType::kQ8_0: return block_q8_0;
-    case WeightType::kQ4_K: return block_q4_k;
-    case WeightType::kQ5_K: return block_q5_k;
-    case WeightType::kQ6_K: return block_q6_k;
-    default: return nullptr;
+    case WeightType::kQ4_0:
+      return block_q4_0;
+    case WeightType::kQ4_1:
+      return block_q4_1;
+    case WeightType::kQ5_0:
+      return block_q5_0;
+    case WeightType::kQ5_1:
+      return block_q5_1;
+    case WeightType::kQ8_0:
+      return block_q8_0;
+    case WeightType::kQ4_K:
+      return block_q4_k;
+    case WeightType::kQ5_K:
+      return block_q5_k;
+    case WeightType::kQ6_K:
+      return block_q6_k;
+    default:
+      return nullptr;
   }
 }
 
@@ -189,7 +198,8 @@ Status dequantize(WeightType type, const uint8_t* src, size_t src_bytes, float* 
         dst[i] = type == WeightType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
       return Status::ok_status();
-    default: break;
+    default:
+      break;
   }
   const BlockFn fn = block_fn(type);
   VOSTI_CHECK(fn != nullptr, "dequant_supported type without a block decoder");

@@ -10,8 +10,8 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint64_t kDefaultAlignment = 32;
-constexpr uint32_t kMaxDims = 4;          // GGML_MAX_DIMS
-constexpr int kMaxArrayDepth = 16;        // nested arrays deeper than this are rejected
+constexpr uint32_t kMaxDims = 4;    // GGML_MAX_DIMS
+constexpr int kMaxArrayDepth = 16;  // nested arrays deeper than this are rejected
 // Each parsed value costs ~48 bytes, so the total is capped well above the
 // largest real tokenizer tables (~1.3M values for a 262k vocabulary) to keep
 // a garbage file from costing 48x its size in memory.
@@ -69,12 +69,25 @@ class Reader {
 // Bytes of the smallest encoding of one value of `type` (0 for an invalid type).
 uint64_t min_value_bytes(uint32_t type) {
   switch (static_cast<GgufType>(type)) {
-    case GgufType::kUint8: case GgufType::kInt8: case GgufType::kBool: return 1;
-    case GgufType::kUint16: case GgufType::kInt16: return 2;
-    case GgufType::kUint32: case GgufType::kInt32: case GgufType::kFloat32: return 4;
-    case GgufType::kUint64: case GgufType::kInt64: case GgufType::kFloat64: return 8;
-    case GgufType::kString: return 8;
-    case GgufType::kArray: return 4 + 8;
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kUint16:
+    case GgufType::kInt16:
+      return 2;
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kFloat32:
+      return 4;
+    case GgufType::kUint64:
+    case GgufType::kInt64:
+    case GgufType::kFloat64:
+      return 8;
+    case GgufType::kString:
+      return 8;
+    case GgufType::kArray:
+      return 4 + 8;
   }
   return 0;
 }
@@ -99,7 +112,8 @@ Status read_array(Reader& r, int depth, GgufValue* v) {
   VOSTI_RETURN_IF_ERROR(r.read(&count, "array length"));
   if (count > r.remaining() / min_bytes) {
     return r.error("array of " + std::to_string(count) + " " +
-                   std::string(gguf_type_name(static_cast<GgufType>(elem_type))) + " values cannot fit in the rest of the file (truncated?)");
+                   std::string(gguf_type_name(static_cast<GgufType>(elem_type))) +
+                   " values cannot fit in the rest of the file (truncated?)");
   }
   if (count > kMaxArrayValues - r.array_values_) {
     return r.error("metadata arrays hold more than " + std::to_string(kMaxArrayValues) + " values in all");
@@ -117,16 +131,26 @@ Status read_array(Reader& r, int depth, GgufValue* v) {
 Status read_value(Reader& r, GgufType type, int depth, GgufValue* v) {
   v->type = type;
   switch (type) {
-    case GgufType::kUint8: return read_number<uint8_t, uint64_t>(r, v, "uint8 value");
-    case GgufType::kInt8: return read_number<int8_t, int64_t>(r, v, "int8 value");
-    case GgufType::kUint16: return read_number<uint16_t, uint64_t>(r, v, "uint16 value");
-    case GgufType::kInt16: return read_number<int16_t, int64_t>(r, v, "int16 value");
-    case GgufType::kUint32: return read_number<uint32_t, uint64_t>(r, v, "uint32 value");
-    case GgufType::kInt32: return read_number<int32_t, int64_t>(r, v, "int32 value");
-    case GgufType::kUint64: return read_number<uint64_t, uint64_t>(r, v, "uint64 value");
-    case GgufType::kInt64: return read_number<int64_t, int64_t>(r, v, "int64 value");
-    case GgufType::kFloat32: return read_number<float, double>(r, v, "float32 value");
-    case GgufType::kFloat64: return read_number<double, double>(r, v, "float64 value");
+    case GgufType::kUint8:
+      return read_number<uint8_t, uint64_t>(r, v, "uint8 value");
+    case GgufType::kInt8:
+      return read_number<int8_t, int64_t>(r, v, "int8 value");
+    case GgufType::kUint16:
+      return read_number<uint16_t, uint64_t>(r, v, "uint16 value");
+    case GgufType::kInt16:
+      return read_number<int16_t, int64_t>(r, v, "int16 value");
+    case GgufType::kUint32:
+      return read_number<uint32_t, uint64_t>(r, v, "uint32 value");
+    case GgufType::kInt32:
+      return read_number<int32_t, int64_t>(r, v, "int32 value");
+    case GgufType::kUint64:
+      return read_number<uint64_t, uint64_t>(r, v, "uint64 value");
+    case GgufType::kInt64:
+      return read_number<int64_t, int64_t>(r, v, "int64 value");
+    case GgufType::kFloat32:
+      return read_number<float, double>(r, v, "float32 value");
+    case GgufType::kFloat64:
+      return read_number<double, double>(r, v, "float64 value");
     case GgufType::kBool: {
       uint8_t b = 0;
       VOSTI_RETURN_IF_ERROR(r.read(&b, "bool value"));
@@ -140,18 +164,21 @@ Status read_value(Reader& r, GgufType type, int depth, GgufValue* v) {
       v->value = std::move(s);
       return Status::ok_status();
     }
-    case GgufType::kArray: return read_array(r, depth, v);
+    case GgufType::kArray:
+      return read_array(r, depth, v);
   }
   return r.error("unknown value type");
 }
 
 Status read_header(Reader& r, const std::string& path, uint32_t* version, uint64_t* n_tensors, uint64_t* n_kv) {
   uint32_t magic = 0;
-  if (r.remaining() < 4) return data_loss(path + ": file too short to be GGUF (" + std::to_string(r.remaining()) + " bytes)");
+  if (r.remaining() < 4)
+    return data_loss(path + ": file too short to be GGUF (" + std::to_string(r.remaining()) + " bytes)");
   VOSTI_RETURN_IF_ERROR(r.read(&magic, "magic"));
   if (magic != kMagic) return invalid_argument(path + ": not a GGUF file (bad magic)");
   VOSTI_RETURN_IF_ERROR(r.read(version, "version"));
-  if (*version == 1) return unimplemented(path + ": GGUF version 1 is not supported (re-convert the model: v2 and v3 are)");
+  if (*version == 1)
+    return unimplemented(path + ": GGUF version 1 is not supported (re-convert the model: v2 and v3 are)");
   if ((*version & 0xFFFF) == 0 && *version != 0) {
     return unimplemented(path + ": big-endian GGUF is not supported (version field " + std::to_string(*version) + ")");
   }
@@ -233,7 +260,8 @@ Result<GgufFile> GgufFile::parse(std::shared_ptr<const MappedFile> file) {
     GgufValue value;
     VOSTI_RETURN_IF_ERROR(read_value(r, static_cast<GgufType>(type), 0, &value));
     r.set_context("");
-    if (!g.metadata_index_.emplace(key, g.metadata_.size()).second) return r.error("duplicate metadata key '" + key + "'");
+    if (!g.metadata_index_.emplace(key, g.metadata_.size()).second)
+      return r.error("duplicate metadata key '" + key + "'");
     g.metadata_.emplace_back(std::move(key), std::move(value));
   }
 

@@ -23,8 +23,19 @@
 namespace vosti {
 
 enum class GgufType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 std::string_view gguf_type_name(GgufType type);
 
@@ -52,7 +63,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // ggml order: dims[0] is the innermost (contiguous) dimension
   WeightType type = WeightType::kF32;
-  uint64_t offset = 0;        // relative to the data section
+  uint64_t offset = 0;  // relative to the data section
   size_t num_bytes = 0;
 };
 

@@ -66,19 +66,32 @@ std::string quote(const std::string& s) {
 
 std::string_view gguf_type_name(GgufType type) {
   switch (type) {
-    case GgufType::kUint8: return "uint8";
-    case GgufType::kInt8: return "int8";
-    case GgufType::kUint16: return "uint16";
-    case GgufType::kInt16: return "int16";
-    case GgufType::kUint32: return "uint32";
-    case GgufType::kInt32: return "int32";
-    case GgufType::kFloat32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "uint64";
-    case GgufType::kInt64: return "int64";
-    case GgufType::kFloat64: return "float64";
+    case GgufType::kUint8:
+      return "uint8";
+    case GgufType::kInt8:
+      return "int8";
+    case GgufType::kUint16:
+      return "uint16";
+    case GgufType::kInt16:
+      return "int16";
+    case GgufType::kUint32:
+      return "uint32";
+    case GgufType::kInt32:
+      return "int32";
+    case GgufType::kFloat32:
+      return "float32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kUint64:
+      return "uint64";
+    case GgufType::kInt64:
+      return "int64";
+    case GgufType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
@@ -117,10 +130,14 @@ std::string GgufValue::to_display_string(size_t max_items) const {
   if (is_signed(type)) return std::to_string(std::get<int64_t>(value));
   switch (type) {
     case GgufType::kFloat32:
-    case GgufType::kFloat64: return format_double(std::get<double>(value));
-    case GgufType::kBool: return std::get<bool>(value) ? "true" : "false";
-    case GgufType::kString: return quote(std::get<std::string>(value));
-    default: break;
+    case GgufType::kFloat64:
+      return format_double(std::get<double>(value));
+    case GgufType::kBool:
+      return std::get<bool>(value) ? "true" : "false";
+    case GgufType::kString:
+      return quote(std::get<std::string>(value));
+    default:
+      break;
   }
   const auto& arr = std::get<GgufArray>(value);
   std::string out;
@@ -138,8 +155,10 @@ std::string GgufValue::to_display_string(size_t max_items) const {
     if (i > 0) out += ", ";
     out += arr.items[i].to_display_string(max_items / 2 > 0 ? max_items / 2 : 1);
   }
-  if (summarised) out += shown > 0 ? ", ...]" : "...]";
-  else out += "]";
+  if (summarised)
+    out += shown > 0 ? ", ...]" : "...]";
+  else
+    out += "]";
   return out;
 }
 

@@ -11,7 +11,7 @@ namespace {
 using nlohmann::json;
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit of HF's safetensors
-constexpr int kMaxJsonDepth = 32;                   // deeper values are dropped (and so rejected)
+constexpr int kMaxJsonDepth = 32;                  // deeper values are dropped (and so rejected)
 
 struct DtypeInfo {
   const char* name;
@@ -25,9 +25,9 @@ constexpr DtypeInfo kSupportedDtypes[] = {
     {"BF16", WeightType::kBF16, 2},
 };
 // The other dtypes HF safetensors defines: valid files Vosti does not load.
-constexpr const char* kUnsupportedDtypes[] = {"F64",     "I64",     "I32",     "I16", "I8",      "U8",     "U16",
-                                              "U32",     "U64",     "BOOL",    "C64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
-                                              "F6_E2M3", "F6_E3M2", "F4"};
+constexpr const char* kUnsupportedDtypes[] = {"F64",     "I64",     "I32",     "I16",     "I8",  "U8",
+                                              "U16",     "U32",     "U64",     "BOOL",    "C64", "F8_E4M3",
+                                              "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"};
 
 // Parses JSON text; a duplicate key in the top-level object or nesting deeper
 // than kMaxJsonDepth is an error. `what` names the text in messages.
@@ -181,18 +181,21 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
 
 Result<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<const MappedFile> file) {
   const std::string& path = file->path();
-  if (file->size() < 8) return data_loss(path + ": too short for a safetensors file (" + std::to_string(file->size()) + " bytes)");
+  if (file->size() < 8)
+    return data_loss(path + ": too short for a safetensors file (" + std::to_string(file->size()) + " bytes)");
   uint64_t header_len = 0;
   std::memcpy(&header_len, file->data(), 8);
   if (header_len > kMaxHeaderBytes) {
-    return data_loss(path + ": header length " + std::to_string(header_len) + " exceeds the 100 MB limit (not safetensors?)");
+    return data_loss(path + ": header length " + std::to_string(header_len) +
+                     " exceeds the 100 MB limit (not safetensors?)");
   }
   if (header_len > file->size() - 8) {
     return data_loss(path + ": header length " + std::to_string(header_len) + " runs past the end of the file (" +
                      std::to_string(file->size()) + " bytes)");
   }
   const char* header = reinterpret_cast<const char*>(file->data() + 8);
-  if (header_len == 0 || header[0] != '{') return data_loss(path + ": header does not start with '{' (not safetensors?)");
+  if (header_len == 0 || header[0] != '{')
+    return data_loss(path + ": header does not start with '{' (not safetensors?)");
   VOSTI_ASSIGN_OR_RETURN(json j, parse_json(header, header + header_len, path + ": header"));
   if (!j.is_object()) return data_loss(path + ": header is not a JSON object");
 
@@ -257,7 +260,8 @@ Result<SafetensorsModel> SafetensorsModel::open(const std::string& dir) {
       }
       auto it = weight_map.find(t.name);
       if (it != weight_map.end() && it->second != shard) {
-        return data_loss(index_path + ": tensor '" + t.name + "' is listed in " + it->second + " but stored in " + shard);
+        return data_loss(index_path + ": tensor '" + t.name + "' is listed in " + it->second + " but stored in " +
+                         shard);
       }
     }
   }

@@ -40,10 +40,10 @@ enum class WeightType : uint32_t {
 };
 
 struct WeightTypeTraits {
-  std::string_view name;  // "Q4_K", as gguf-dump prints it
-  int64_t block_elems;    // elements per block (1 for plain types)
-  size_t block_bytes;     // bytes per block
-  bool dequant_supported; // Vosti can turn it into f32
+  std::string_view name;   // "Q4_K", as gguf-dump prints it
+  int64_t block_elems;     // elements per block (1 for plain types)
+  size_t block_bytes;      // bytes per block
+  bool dequant_supported;  // Vosti can turn it into f32
 };
 
 // Traits of `type`, or nullptr for a value Vosti does not know.

@@ -51,14 +51,13 @@ class KernelBackend {
   virtual std::string_view name() const = 0;
 
   // y[m, n] = x[m, k] * w[n, k]^T (+ bias[n] if non-null).
-  virtual void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
-                      float* y) = 0;
+  virtual void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) = 0;
   // y[m, n] = x * rsqrt(mean(x^2) + eps) * weight[n]; y may alias x.
   virtual void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) = 0;
   // In place on x[m, num_heads, head_dim]: rotary embedding at positions[m] using
   // inv_freq[head_dim / 2] (already scaled, e.g. llama3 scaling).
-  virtual void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions,
-                    const float* inv_freq, RopeLayout layout) = 0;
+  virtual void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+                    RopeLayout layout) = 0;
   // y[m, n] = silu(gate[m, n]) * up[m, n], gate and up read from gate_up[m, 2n] (gate first).
   virtual void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) = 0;
   // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset);

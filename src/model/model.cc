@@ -59,7 +59,8 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int64_t I = c.intermediate_size, qkv_width = (nh + 2 * nkv) * hd;
   VOSTI_CHECK(batch.positions.size() == static_cast<size_t>(T) && batch.slot_mapping.size() == static_cast<size_t>(T) &&
-              batch.block_tables.size() == static_cast<size_t>(T), "ForwardBatch arrays disagree in length");
+                  batch.block_tables.size() == static_cast<size_t>(T),
+              "ForwardBatch arrays disagree in length");
   if (T == 0) return;
 
   auto sized = [](std::vector<float>& buf, int64_t n) -> std::vector<float>& {
@@ -83,8 +84,9 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
     std::memcpy(&x[static_cast<size_t>(t * H)], weights_.embed.data + id * H, static_cast<size_t>(H) * sizeof(float));
   }
   std::vector<AttentionQuery> queries(static_cast<size_t>(T));  // [T]
-  for (int64_t t = 0; t < T; ++t) queries[static_cast<size_t>(t)] = {batch.block_tables[static_cast<size_t>(t)],
-                                                                     batch.positions[static_cast<size_t>(t)]};
+  for (int64_t t = 0; t < T; ++t)
+    queries[static_cast<size_t>(t)] = {batch.block_tables[static_cast<size_t>(t)],
+                                       batch.positions[static_cast<size_t>(t)]};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float eps = static_cast<float>(c.rms_norm_eps);
 
@@ -122,7 +124,8 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
   for (int64_t r = 0; r < R; ++r) {
     const int64_t t = batch.logit_rows[static_cast<size_t>(r)];
     VOSTI_CHECK(t >= 0 && t < T, "logit row out of range");
-    std::memcpy(&rows[static_cast<size_t>(r * H)], &x[static_cast<size_t>(t * H)], static_cast<size_t>(H) * sizeof(float));
+    std::memcpy(&rows[static_cast<size_t>(r * H)], &x[static_cast<size_t>(t * H)],
+                static_cast<size_t>(H) * sizeof(float));
   }
   kernels.rms_norm(rows.data(), R, H, weights_.final_norm.data, eps, rows.data());
   kernels.matmul(rows.data(), R, H, weights_.lm_head.data, c.vocab_size, nullptr, logits);

@@ -30,19 +30,19 @@ struct FloatTensor {
 };
 
 struct LayerWeights {
-  FloatTensor attn_norm;   // [hidden]
-  FloatTensor wqkv;        // [(num_heads + 2 * num_kv_heads) * head_dim, hidden]: q, k, v stacked
-  FloatTensor bqkv;        // [(num_heads + 2 * num_kv_heads) * head_dim] or empty (Qwen2 only)
-  FloatTensor q_norm;      // [head_dim] or empty (Qwen3 only)
-  FloatTensor k_norm;      // [head_dim] or empty (Qwen3 only)
-  FloatTensor wo;          // [hidden, num_heads * head_dim]
-  FloatTensor ffn_norm;    // [hidden]
-  FloatTensor w_gate_up;   // [2 * intermediate, hidden]: gate then up
-  FloatTensor w_down;      // [hidden, intermediate]
+  FloatTensor attn_norm;  // [hidden]
+  FloatTensor wqkv;       // [(num_heads + 2 * num_kv_heads) * head_dim, hidden]: q, k, v stacked
+  FloatTensor bqkv;       // [(num_heads + 2 * num_kv_heads) * head_dim] or empty (Qwen2 only)
+  FloatTensor q_norm;     // [head_dim] or empty (Qwen3 only)
+  FloatTensor k_norm;     // [head_dim] or empty (Qwen3 only)
+  FloatTensor wo;         // [hidden, num_heads * head_dim]
+  FloatTensor ffn_norm;   // [hidden]
+  FloatTensor w_gate_up;  // [2 * intermediate, hidden]: gate then up
+  FloatTensor w_down;     // [hidden, intermediate]
 };
 
 struct ModelWeights {
-  FloatTensor embed;       // [vocab, hidden]
+  FloatTensor embed;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   FloatTensor final_norm;  // [hidden]
   FloatTensor lm_head;     // [vocab, hidden] (the embedding when tied)
@@ -50,11 +50,11 @@ struct ModelWeights {
 
 // How the batch's tokens map onto sequences and cache slots; built by the runner.
 struct ForwardBatch {
-  std::vector<int32_t> token_ids;      // [num_tokens]
-  std::vector<int32_t> positions;      // [num_tokens]
-  std::vector<int64_t> slot_mapping;   // [num_tokens] block * block_size + offset
+  std::vector<int32_t> token_ids;            // [num_tokens]
+  std::vector<int32_t> positions;            // [num_tokens]
+  std::vector<int64_t> slot_mapping;         // [num_tokens] block * block_size + offset
   std::vector<const int32_t*> block_tables;  // [num_tokens] the token's sequence's block table
-  std::vector<int32_t> logit_rows;     // [num_logit_rows] indices into the tokens whose logits are wanted
+  std::vector<int32_t> logit_rows;           // [num_logit_rows] indices into the tokens whose logits are wanted
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
 };
 

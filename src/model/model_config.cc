@@ -9,9 +9,12 @@ namespace vosti {
 
 std::string_view architecture_name(Architecture a) {
   switch (a) {
-    case Architecture::kLlama: return "llama";
-    case Architecture::kQwen2: return "qwen2";
-    case Architecture::kQwen3: return "qwen3";
+    case Architecture::kLlama:
+      return "llama";
+    case Architecture::kQwen2:
+      return "qwen2";
+    case Architecture::kQwen3:
+      return "qwen3";
   }
   return "?";
 }
@@ -135,7 +138,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
     c.arch = Architecture::kQwen3;
     c.qk_norm = true;
   } else {
-    return unimplemented(source + ": GGUF architecture \"" + arch + "\" is not supported (supported: llama, qwen2, qwen3)");
+    return unimplemented(source + ": GGUF architecture \"" + arch +
+                         "\" is not supported (supported: llama, qwen2, qwen3)");
   }
   if (auto name = g.get_string("general.name"); name.ok()) c.name = *name;
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -173,7 +177,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
   c.tie_word_embeddings = !has_output;
   if (auto bos = g.get_int("tokenizer.ggml.bos_token_id"); bos.ok()) c.bos_token_id = *bos;
   if (auto eos = g.get_int("tokenizer.ggml.eos_token_id"); eos.ok()) c.eos_token_ids.push_back(*eos);
-  if (auto eot = g.get_int("tokenizer.ggml.eot_token_id"); eot.ok() && (c.eos_token_ids.empty() || *eot != c.eos_token_ids[0]))
+  if (auto eot = g.get_int("tokenizer.ggml.eot_token_id");
+      eot.ok() && (c.eos_token_ids.empty() || *eot != c.eos_token_ids[0]))
     c.eos_token_ids.push_back(*eot);
   // llama.cpp's converter permutes Llama's q/k rows for GPT-J-style rotary; the loader
   // undoes that permutation, so every family runs NeoX rotary on HF-ordered weights.
@@ -199,7 +204,8 @@ Status ModelConfig::validate() const {
   if (num_heads % num_kv_heads != 0)
     return invalid_argument("num_heads (" + std::to_string(num_heads) + ") is not a multiple of num_kv_heads (" +
                             std::to_string(num_kv_heads) + ")");
-  if (head_dim % 2 != 0) return invalid_argument("head_dim must be even for rotary embeddings, got " + std::to_string(head_dim));
+  if (head_dim % 2 != 0)
+    return invalid_argument("head_dim must be even for rotary embeddings, got " + std::to_string(head_dim));
   if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) return invalid_argument("rms_norm_eps must be positive");
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return invalid_argument("rope_theta must be positive");
   if (rope_scaling.kind != RopeScaling::Kind::kNone && !(rope_scaling.factor > 0))

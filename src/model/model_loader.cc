@@ -21,18 +21,26 @@ struct NameScheme {
   std::function<std::string(int64_t, const char*)> layer;  // (index, role) -> name
 };
 
-const char* const kRoles[] = {"attn_norm", "q", "k", "v", "q_bias", "k_bias", "v_bias", "q_norm", "k_norm",
-                              "o", "ffn_norm", "gate", "up", "down"};
+const char* const kRoles[] = {"attn_norm", "q",      "k", "v",        "q_bias", "k_bias", "v_bias",
+                              "q_norm",    "k_norm", "o", "ffn_norm", "gate",   "up",     "down"};
 
 NameScheme gguf_names() {
   NameScheme s{"token_embd.weight", "output_norm.weight", "output.weight", nullptr};
   s.layer = [](int64_t i, const char* role) {
-    static const std::map<std::string, std::string> kMap = {
-        {"attn_norm", "attn_norm.weight"}, {"q", "attn_q.weight"}, {"k", "attn_k.weight"},
-        {"v", "attn_v.weight"}, {"q_bias", "attn_q.bias"}, {"k_bias", "attn_k.bias"},
-        {"v_bias", "attn_v.bias"}, {"q_norm", "attn_q_norm.weight"}, {"k_norm", "attn_k_norm.weight"},
-        {"o", "attn_output.weight"}, {"ffn_norm", "ffn_norm.weight"}, {"gate", "ffn_gate.weight"},
-        {"up", "ffn_up.weight"}, {"down", "ffn_down.weight"}};
+    static const std::map<std::string, std::string> kMap = {{"attn_norm", "attn_norm.weight"},
+                                                            {"q", "attn_q.weight"},
+                                                            {"k", "attn_k.weight"},
+                                                            {"v", "attn_v.weight"},
+                                                            {"q_bias", "attn_q.bias"},
+                                                            {"k_bias", "attn_k.bias"},
+                                                            {"v_bias", "attn_v.bias"},
+                                                            {"q_norm", "attn_q_norm.weight"},
+                                                            {"k_norm", "attn_k_norm.weight"},
+                                                            {"o", "attn_output.weight"},
+                                                            {"ffn_norm", "ffn_norm.weight"},
+                                                            {"gate", "ffn_gate.weight"},
+                                                            {"up", "ffn_up.weight"},
+                                                            {"down", "ffn_down.weight"}};
     return "blk." + std::to_string(i) + "." + kMap.at(role);
   };
   return s;
@@ -41,14 +49,20 @@ NameScheme gguf_names() {
 NameScheme hf_names() {
   NameScheme s{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", nullptr};
   s.layer = [](int64_t i, const char* role) {
-    static const std::map<std::string, std::string> kMap = {
-        {"attn_norm", "input_layernorm.weight"}, {"q", "self_attn.q_proj.weight"},
-        {"k", "self_attn.k_proj.weight"}, {"v", "self_attn.v_proj.weight"},
-        {"q_bias", "self_attn.q_proj.bias"}, {"k_bias", "self_attn.k_proj.bias"},
-        {"v_bias", "self_attn.v_proj.bias"}, {"q_norm", "self_attn.q_norm.weight"},
-        {"k_norm", "self_attn.k_norm.weight"}, {"o", "self_attn.o_proj.weight"},
-        {"ffn_norm", "post_attention_layernorm.weight"}, {"gate", "mlp.gate_proj.weight"},
-        {"up", "mlp.up_proj.weight"}, {"down", "mlp.down_proj.weight"}};
+    static const std::map<std::string, std::string> kMap = {{"attn_norm", "input_layernorm.weight"},
+                                                            {"q", "self_attn.q_proj.weight"},
+                                                            {"k", "self_attn.k_proj.weight"},
+                                                            {"v", "self_attn.v_proj.weight"},
+                                                            {"q_bias", "self_attn.q_proj.bias"},
+                                                            {"k_bias", "self_attn.k_proj.bias"},
+                                                            {"v_bias", "self_attn.v_proj.bias"},
+                                                            {"q_norm", "self_attn.q_norm.weight"},
+                                                            {"k_norm", "self_attn.k_norm.weight"},
+                                                            {"o", "self_attn.o_proj.weight"},
+                                                            {"ffn_norm", "post_attention_layernorm.weight"},
+                                                            {"gate", "mlp.gate_proj.weight"},
+                                                            {"up", "mlp.up_proj.weight"},
+                                                            {"down", "mlp.down_proj.weight"}};
     return "model.layers." + std::to_string(i) + "." + kMap.at(role);
   };
   return s;
@@ -64,8 +78,9 @@ class WeightBuilder {
   // The tensor as f32, checked against `shape`; mapped when stored as aligned f32.
   Result<FloatTensor> get(const std::string& name, const std::vector<int64_t>& shape) {
     VOSTI_ASSIGN_OR_RETURN(WeightView w, lookup_(name));
-    if (w.shape != shape) return invalid_argument("tensor " + name + " has shape " + shape_str(w.shape) +
-                                                  ", the config implies " + shape_str(shape));
+    if (w.shape != shape)
+      return invalid_argument("tensor " + name + " has shape " + shape_str(w.shape) + ", the config implies " +
+                              shape_str(shape));
     FloatTensor t;
     t.shape = shape;
     if (w.type == WeightType::kF32 && reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0) {
@@ -154,13 +169,12 @@ Result<ModelWeights> build_weights(WeightBuilder& b, const NameScheme& names, co
     auto n = [&](const char* role) { return names.layer(i, role); };
     LayerWeights l;
     VOSTI_ASSIGN_OR_RETURN(l.attn_norm, b.get(n("attn_norm"), {H}));
-    VOSTI_ASSIGN_OR_RETURN(l.wqkv, b.stack({{n("q"), {nh * hd, H}}, {n("k"), {nkv * hd, H}}, {n("v"), {nkv * hd, H}}},
-                                           {nh, nkv}));
+    VOSTI_ASSIGN_OR_RETURN(
+        l.wqkv, b.stack({{n("q"), {nh * hd, H}}, {n("k"), {nkv * hd, H}}, {n("v"), {nkv * hd, H}}}, {nh, nkv}));
     if (c.qkv_bias) {
       // Bias vectors are [rows]; unpermuting them treats each as a [rows, 1] matrix.
-      VOSTI_ASSIGN_OR_RETURN(l.bqkv, b.stack({{n("q_bias"), {nh * hd}}, {n("k_bias"), {nkv * hd}},
-                                              {n("v_bias"), {nkv * hd}}},
-                                             {nh, nkv}));
+      VOSTI_ASSIGN_OR_RETURN(
+          l.bqkv, b.stack({{n("q_bias"), {nh * hd}}, {n("k_bias"), {nkv * hd}}, {n("v_bias"), {nkv * hd}}}, {nh, nkv}));
     }
     if (c.qk_norm) {
       VOSTI_ASSIGN_OR_RETURN(l.q_norm, b.get(n("q_norm"), {hd}));

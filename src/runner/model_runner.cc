@@ -4,7 +4,10 @@ namespace vosti {
 
 ModelRunner::ModelRunner(std::shared_ptr<const Model> model, KernelBackend* kernels, int64_t num_blocks,
                          int32_t block_size)
-    : model_(std::move(model)), kernels_(kernels), block_size_(block_size), kv_(model_->config(), num_blocks, block_size) {}
+    : model_(std::move(model)),
+      kernels_(kernels),
+      block_size_(block_size),
+      kv_(model_->config(), num_blocks, block_size) {}
 
 ForwardBatch ModelRunner::build_batch(const StepPlan& plan, std::span<const uint8_t> all_positions,
                                       std::vector<LogitsRow>* rows) const {

@@ -45,8 +45,7 @@ float token_logprob(std::span<const float> logits, const LogSoftmaxStats& stats,
   return static_cast<float>(static_cast<double>(d) - stats.log_sum);
 }
 
-std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, const LogSoftmaxStats& stats,
-                                       int32_t num_top) {
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, const LogSoftmaxStats& stats, int32_t num_top) {
   VOSTI_CHECK(num_top >= 0, "negative num_top");
   const size_t n = std::min(static_cast<size_t>(num_top), logits.size());
   std::vector<TokenLogprob> top;  // [n] (token, sanitized logit) best first while scanning

@@ -72,8 +72,8 @@ constexpr double uniform_from_philox(const PhiloxCounter& x) {
 
 // The uniform that decides the token at `output_position` of a request seeded with `seed`.
 constexpr double sampling_uniform(uint64_t seed, uint64_t output_position) {
-  const PhiloxCounter counter = {static_cast<uint32_t>(output_position),
-                                 static_cast<uint32_t>(output_position >> 32), kSamplingStream, 0};
+  const PhiloxCounter counter = {static_cast<uint32_t>(output_position), static_cast<uint32_t>(output_position >> 32),
+                                 kSamplingStream, 0};
   return uniform_from_philox(philox4x32_10(counter, philox_key_from_seed(seed)));
 }
 

@@ -31,9 +31,8 @@ void check_tokens(std::span<const int32_t> tokens, size_t vocab) {
 }
 
 // Steps 1-4 of sampler.h: writes s into scratch.logits[0..vocab).
-void process_logits(std::span<const float> logits, const SamplingParams& params,
-                    std::span<const int32_t> prompt_tokens, std::span<const int32_t> output_tokens,
-                    SamplerScratch& scratch) {
+void process_logits(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt_tokens,
+                    std::span<const int32_t> output_tokens, SamplerScratch& scratch) {
   float* s = scratch.logits.data();  // [vocab]
   const size_t vocab = logits.size();
   for (size_t i = 0; i < vocab; ++i) s[i] = sanitize_logit(logits[i]);

@@ -55,15 +55,15 @@ inline bool greater_float(float x, float v) {
 // The selects below are integer masks on the bits, for the reason given at order_key.
 inline float exp_nonpositive(float d) {
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  constexpr float kRound = 12582912.0f;   // 1.5 * 2^23
   constexpr float kLn2Hi = 0.693359375f;  // 9 significant bits: kn * kLn2Hi is exact
   constexpr float kLn2Lo = -2.12194440e-4f;
   constexpr uint32_t kMinus87 = std::bit_cast<uint32_t>(-87.0f);
   const auto bits = std::bit_cast<uint32_t>(d);
-  const uint32_t negative = bits >> 31;                                              // d < 0, -0, -NaN
-  const uint32_t in_range = negative & static_cast<uint32_t>(bits <= kMinus87);      // -87 <= d <= -0
-  const uint32_t underflow = (0u - (negative & (in_range ^ 1u)));                    // d < -87, -inf, -NaN
-  const float xs = std::bit_cast<float>(bits & (0u - in_range));  // out of range -> +0 (d >= 0: exp 1)
+  const uint32_t negative = bits >> 31;                                          // d < 0, -0, -NaN
+  const uint32_t in_range = negative & static_cast<uint32_t>(bits <= kMinus87);  // -87 <= d <= -0
+  const uint32_t underflow = (0u - (negative & (in_range ^ 1u)));                // d < -87, -inf, -NaN
+  const float xs = std::bit_cast<float>(bits & (0u - in_range));                 // out of range -> +0 (d >= 0: exp 1)
   const float kn = (xs * kLog2e + kRound) - kRound;
   const float r = (xs - kn * kLn2Hi) - kn * kLn2Lo;
   float p = 1.0f / 5040.0f;

@@ -33,8 +33,8 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   std::unordered_set<int32_t> biased;
   for (const auto& [token, bias] : logit_bias) {
     if (token < 0 || token >= vocab_size)
-      return invalid_argument(fmt::format("logit_bias token id {} is out of range: the vocabulary has ids 0..{}", token,
-                                          vocab_size - 1));
+      return invalid_argument(
+          fmt::format("logit_bias token id {} is out of range: the vocabulary has ids 0..{}", token, vocab_size - 1));
     if (!(bias >= -100.0f && bias <= 100.0f))
       return invalid_argument(
           fmt::format("logit_bias for token id {} = {} is invalid: must be in [-100, 100]", token, bias));
@@ -42,8 +42,8 @@ Status SamplingParams::validate(int64_t vocab_size) const {
       return invalid_argument(fmt::format("logit_bias names token id {} twice: give each token one bias", token));
   }
   if (num_top_logprobs < 0 || num_top_logprobs > kMaxTopLogprobs)
-    return invalid_argument(fmt::format("num_top_logprobs = {} is invalid: must be in [0, {}]", num_top_logprobs,
-                                        kMaxTopLogprobs));
+    return invalid_argument(
+        fmt::format("num_top_logprobs = {} is invalid: must be in [0, {}]", num_top_logprobs, kMaxTopLogprobs));
   return Status::ok_status();
 }
 

@@ -21,15 +21,15 @@ inline constexpr int32_t kMaxTopLogprobs = 20;
 
 struct SamplingParams {
   float temperature = 1.0f;
-  int32_t top_k = 0;          // 0: off
+  int32_t top_k = 0;  // 0: off
   float top_p = 1.0f;
   float min_p = 0.0f;
   float repetition_penalty = 1.0f;  // HF/vLLM semantics over prompt + output tokens
   float presence_penalty = 0.0f;    // OpenAI semantics over output tokens
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias) added before sampling
-  std::optional<uint64_t> seed;  // absent: the engine draws one and reports it
-  int32_t num_top_logprobs = 0;  // top-n logprobs per position (0: only the chosen token's)
+  std::optional<uint64_t> seed;                       // absent: the engine draws one and reports it
+  int32_t num_top_logprobs = 0;                       // top-n logprobs per position (0: only the chosen token's)
 
   // INVALID_ARGUMENT naming the field and the allowed range.
   Status validate(int64_t vocab_size) const;

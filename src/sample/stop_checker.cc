@@ -33,11 +33,16 @@ Status StopConditions::validate(int64_t vocab_size) const {
 
 const char* stop_reason_name(StopReason r) {
   switch (r) {
-    case StopReason::kNone: return "none";
-    case StopReason::kEosToken: return "eos_token";
-    case StopReason::kStopToken: return "stop_token";
-    case StopReason::kStopString: return "stop_string";
-    case StopReason::kMaxTokens: return "max_tokens";
+    case StopReason::kNone:
+      return "none";
+    case StopReason::kEosToken:
+      return "eos_token";
+    case StopReason::kStopToken:
+      return "stop_token";
+    case StopReason::kStopString:
+      return "stop_string";
+    case StopReason::kMaxTokens:
+      return "max_tokens";
   }
   return "unknown";
 }

@@ -65,8 +65,7 @@ class StopChecker {
   // The decision after the newest of `output_tokens`. `text` is the detokenised output so
   // far; `checked_text_size` is text.size() at the previous call (0 on the first), so only
   // new text is searched. REQUIRES: checked_text_size <= text.size().
-  StopDecision check(std::span<const int32_t> output_tokens, std::string_view text,
-                     size_t checked_text_size) const;
+  StopDecision check(std::span<const int32_t> output_tokens, std::string_view text, size_t checked_text_size) const;
 
   const StopConditions& conditions() const { return conditions_; }
 

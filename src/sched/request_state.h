@@ -24,11 +24,11 @@ const char* request_status_name(RequestStatus s);  // "waiting", "running", "pre
 
 struct RequestState {
   RequestId id = 0;
-  int32_t priority = 0;             // lower runs first
-  uint64_t arrival = 0;             // scheduler-assigned arrival number (FCFS within a priority)
-  bool use_prefix_cache = true;     // false: never looks up the prefix cache (e.g. prompt logprobs)
+  int32_t priority = 0;          // lower runs first
+  uint64_t arrival = 0;          // scheduler-assigned arrival number (FCFS within a priority)
+  bool use_prefix_cache = true;  // false: never looks up the prefix cache (e.g. prompt logprobs)
   RequestStatus status = RequestStatus::kWaiting;
-  std::vector<int32_t> tokens;      // [num_tokens] prompt ++ outputs so far
+  std::vector<int32_t> tokens;  // [num_tokens] prompt ++ outputs so far
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;  // leading tokens whose KV is in the cache
   int32_t num_cached_tokens = -1;   // prefix-cache hit tokens at first admission (-1: not yet admitted)

@@ -21,7 +21,8 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
     return invalid_argument("scheduler: max_model_len " + std::to_string(config.max_model_len) + " needs " +
                             std::to_string(pool.blocks_for(config.max_model_len)) + " blocks of " +
                             std::to_string(config.pool.block_size) + " tokens but the cache has only " +
-                            std::to_string(pool.num_blocks()) + "; raise num_blocks / kv_cache_bytes or lower max_model_len");
+                            std::to_string(pool.num_blocks()) +
+                            "; raise num_blocks / kv_cache_bytes or lower max_model_len");
   }
   return Scheduler(config, std::move(pool));
 }
@@ -98,7 +99,8 @@ void Scheduler::schedule_waiting(StepPlan& plan, int32_t& budget) {
 }
 
 bool Scheduler::try_admit(RequestState& r, StepPlan& plan, int32_t& budget) {
-  VOSTI_CHECK(r.num_tokens() < config_.max_model_len + 1, req(r.id) + " reached max_model_len; the engine must finish it");
+  VOSTI_CHECK(r.num_tokens() < config_.max_model_len + 1,
+              req(r.id) + " reached max_model_len; the engine must finish it");
   const PrefixMatch match = config_.pool.enable_prefix_caching && r.use_prefix_cache
                                 ? pool_.match_prefix(std::span<const int32_t>(r.tokens).first(r.tokens.size() - 1))
                                 : PrefixMatch{};
@@ -147,7 +149,8 @@ void Scheduler::add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_n
   const auto first = r.tokens.begin() + r.num_computed_tokens;
   s.token_ids.assign(first, first + num_new);
   const int32_t end = r.num_computed_tokens + num_new;
-  VOSTI_CHECK(r.block_table.num_blocks() == pool_.blocks_for(end), req(r.id) + "'s block table does not cover the step exactly");
+  VOSTI_CHECK(r.block_table.num_blocks() == pool_.blocks_for(end),
+              req(r.id) + "'s block table does not cover the step exactly");
   s.block_table = r.block_table.blocks();
   s.completes_known_tokens = end == r.num_tokens();
   s.newly_admitted = admitted;

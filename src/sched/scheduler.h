@@ -107,8 +107,8 @@ class Scheduler {
   SchedulerConfig config_;
   BlockPool pool_;
   std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;  // all live requests
-  std::vector<RequestState*> running_;            // sorted by order_key
-  std::map<OrderKey, RequestState*> waiting_;     // waiting and preempted, by order_key
+  std::vector<RequestState*> running_;                                     // sorted by order_key
+  std::map<OrderKey, RequestState*> waiting_;                              // waiting and preempted, by order_key
   uint64_t next_arrival_ = 0;
   SchedulerStats stats_;
 };

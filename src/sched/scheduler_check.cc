@@ -25,10 +25,12 @@ Status Scheduler::check_invariants() const {
   if (running_.size() + waiting_.size() != requests_.size()) {
     return internal_error("scheduler invariant broken: running + waiting != live requests");
   }
-  if (num_running() > config_.max_num_seqs) return internal_error("scheduler invariant broken: more than max_num_seqs running");
+  if (num_running() > config_.max_num_seqs)
+    return internal_error("scheduler invariant broken: more than max_num_seqs running");
   for (size_t i = 0; i < running_.size(); ++i) {
     const RequestState* r = running_[i];
-    if (find(r->id) != r || r->status != RequestStatus::kRunning) return broken(r->id, "in the running list but not running");
+    if (find(r->id) != r || r->status != RequestStatus::kRunning)
+      return broken(r->id, "in the running list but not running");
     if (i > 0 && !(order_key(*running_[i - 1]) < order_key(*r))) return broken(r->id, "running list out of order");
   }
   for (const auto& [key, r] : waiting_) {
@@ -36,15 +38,18 @@ Status Scheduler::check_invariants() const {
     if (r->status != RequestStatus::kWaiting && r->status != RequestStatus::kPreempted) {
       return broken(r->id, std::string("in the waiting queue but ") + request_status_name(r->status));
     }
-    if (!r->block_table.empty() || r->num_computed_tokens != 0) return broken(r->id, "waiting but holds blocks or computed tokens");
+    if (!r->block_table.empty() || r->num_computed_tokens != 0)
+      return broken(r->id, "waiting but holds blocks or computed tokens");
   }
   return pool_.check_invariants(tables);
 }
 
 Status Scheduler::check_request(const RequestState& r) const {
   const int32_t bs = pool_.block_size();
-  if (r.num_tokens() < 1 || r.num_prompt_tokens < 1 || r.num_prompt_tokens > r.num_tokens()) return broken(r.id, "bad token counts");
-  if (r.num_computed_tokens < 0 || r.num_computed_tokens > r.num_tokens()) return broken(r.id, "num_computed_tokens out of range");
+  if (r.num_tokens() < 1 || r.num_prompt_tokens < 1 || r.num_prompt_tokens > r.num_tokens())
+    return broken(r.id, "bad token counts");
+  if (r.num_computed_tokens < 0 || r.num_computed_tokens > r.num_tokens())
+    return broken(r.id, "num_computed_tokens out of range");
   if (r.num_computed_tokens > config_.max_model_len) return broken(r.id, "computed past max_model_len");
   const BlockTable& t = r.block_table;
   const int32_t max_blocks = pool_.blocks_for(std::min(r.num_tokens(), config_.max_model_len));
@@ -52,12 +57,15 @@ Status Scheduler::check_request(const RequestState& r) const {
     return broken(r.id, "block table of " + std::to_string(t.num_blocks()) + " blocks does not fit " +
                             std::to_string(r.num_computed_tokens) + " computed tokens");
   }
-  if (t.num_hashed_blocks() > r.num_computed_tokens / bs) return broken(r.id, "a block hashed before its KV was computed");
+  if (t.num_hashed_blocks() > r.num_computed_tokens / bs)
+    return broken(r.id, "a block hashed before its KV was computed");
   BlockKey parent = kRootBlockKey;
   for (int32_t i = 0; i < t.num_hashed_blocks(); ++i) {
-    const std::span<const int32_t> tokens = std::span<const int32_t>(r.tokens).subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
+    const std::span<const int32_t> tokens =
+        std::span<const int32_t>(r.tokens).subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
     const BlockKey key = config_.pool.hash_fn(parent, tokens, config_.pool.identity_seed);
-    if (!(key == t.keys()[static_cast<size_t>(i)])) return broken(r.id, "chain key of block " + std::to_string(i) + " is wrong");
+    if (!(key == t.keys()[static_cast<size_t>(i)]))
+      return broken(r.id, "chain key of block " + std::to_string(i) + " is wrong");
     if (pool_.is_cached(t[i])) {
       const std::span<const int32_t> cached = pool_.cached_tokens(t[i]);
       if (!std::equal(cached.begin(), cached.end(), tokens.begin(), tokens.end())) {

@@ -54,7 +54,7 @@ class EngineLoop {
   uint64_t num_wakeups_ = 0;  // guarded by mu_
   bool stop_ = false;         // guarded by mu_
   mutable std::mutex stats_mu_;
-  EngineLoopStats stats_;     // guarded by stats_mu_
+  EngineLoopStats stats_;  // guarded by stats_mu_
   // Rate window, engine thread only.
   std::chrono::steady_clock::time_point window_start_{};
   int64_t window_tokens_ = 0;

@@ -115,8 +115,8 @@ void GenerationJob::stream_delta(Sequence& seq, const RequestOutput& out) {
   if (first && request_.return_token_ids) d.prompt_token_ids = &prompts_[seq.prompt_index].ids;
   if (out.finished) d.finish_reason = out.finish_reason;
   d.text_offset = seq.emitted_text_bytes;
-  const bool worth_sending = first || out.finished || !d.text.empty() || !d.token_ids.empty() ||
-                             !d.prompt_logprobs.empty();
+  const bool worth_sending =
+      first || out.finished || !d.text.empty() || !d.token_ids.empty() || !d.prompt_logprobs.empty();
   if (!worth_sending) return;
   responder_->send_event(sse_event(chunk_body(context_, d, first)));
   seq.sent_first = true;
@@ -131,7 +131,8 @@ void GenerationJob::accumulate(Sequence& seq, const RequestOutput& out) {
     acc.logprobs.insert(acc.logprobs.end(), out.new_logprobs.begin(), out.new_logprobs.end());
     if (request_.echo && !out.prompt_logprobs.empty()) acc.prompt_logprobs = out.prompt_logprobs;
   }
-  if (request_.return_logits_digests) acc.digests.insert(acc.digests.end(), out.new_digests.begin(), out.new_digests.end());
+  if (request_.return_logits_digests)
+    acc.digests.insert(acc.digests.end(), out.new_digests.begin(), out.new_digests.end());
 }
 
 void GenerationJob::finish_sequence(Sequence& seq, const RequestOutput& out) {

@@ -58,7 +58,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     bool finished = false;
     bool sent_first = false;
     size_t prompt_index = 0;
-    ChoiceOutput output;          // accumulated (non-streaming) or the running totals
+    ChoiceOutput output;             // accumulated (non-streaming) or the running totals
     int64_t emitted_text_bytes = 0;  // streaming: text bytes sent so far (for text_offset)
     int32_t num_prompt_tokens = 0;
     int32_t num_cached_tokens = 0;
@@ -88,7 +88,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::string error_;  // an engine error to report
   std::chrono::steady_clock::time_point arrival_;
   std::chrono::steady_clock::time_point engine_start_;  // just before the first add_request
-  std::atomic<int64_t> engine_end_ns_{0};  // engine thread: when the last output was produced
+  std::atomic<int64_t> engine_end_ns_{0};               // engine thread: when the last output was produced
 };
 
 }  // namespace vosti

@@ -26,16 +26,26 @@ namespace {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
@@ -181,10 +191,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void watch() {
     if (watching_ || closed_) return;
     watching_ = true;
-    stream_.socket().async_read_some(net::buffer(&watch_byte_, 1),
-                                     [self = shared_from_this()](beast::error_code ec, size_t n) {
-                                       self->on_watch(ec, n);
-                                     });
+    stream_.socket().async_read_some(
+        net::buffer(&watch_byte_, 1),
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_watch(ec, n); });
   }
 
   void on_watch(beast::error_code ec, size_t n) {
@@ -340,9 +349,8 @@ void HttpServer::Impl::do_accept() {
 // ---- HttpResponder ----
 
 void HttpResponder::send(int status, std::string content_type, std::string body) {
-  net::post(session_->executor(), [s = session_, status, ct = std::move(content_type), b = std::move(body)] {
-    s->send(status, ct, b);
-  });
+  net::post(session_->executor(),
+            [s = session_, status, ct = std::move(content_type), b = std::move(body)] { s->send(status, ct, b); });
 }
 void HttpResponder::start_events() {
   net::post(session_->executor(), [s = session_] { s->start_events(); });

@@ -35,8 +35,8 @@ struct AccessLogFields {
 };
 
 struct HttpRequest {
-  std::string method;         // "GET", "POST", ...
-  std::string path;           // target without the query string
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // target without the query string
   std::string body;
   std::string authorization;  // the Authorization header, empty if absent
   std::string request_id;     // X-Request-Id if the client sent one, else generated
@@ -68,11 +68,11 @@ using HttpHandler = std::function<void(const HttpRequest&, std::shared_ptr<HttpR
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 8000;        // 0: any free port (see HttpServer::port())
+  uint16_t port = 8000;  // 0: any free port (see HttpServer::port())
   int num_io_threads = 2;
   int64_t max_body_bytes = 8 << 20;
-  int idle_timeout_s = 300;    // keep-alive connections idle longer are closed
-  bool access_log = true;      // one JSON line per request on stderr
+  int idle_timeout_s = 300;  // keep-alive connections idle longer are closed
+  bool access_log = true;    // one JSON line per request on stderr
 };
 
 class HttpServer {

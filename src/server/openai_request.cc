@@ -13,17 +13,62 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kCompletionFields[] = {
-    "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
-    "frequency_penalty", "repetition_penalty", "stop", "stop_token_ids", "seed", "n", "best_of", "stream",
-    "stream_options", "logprobs", "echo", "logit_bias", "user", "suffix", "ignore_eos", "return_token_ids",
-    "return_logits_digests"};
-constexpr const char* kChatFields[] = {
-    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
-    "presence_penalty", "frequency_penalty", "repetition_penalty", "stop", "stop_token_ids", "seed", "n",
-    "stream", "stream_options", "logprobs", "top_logprobs", "logit_bias", "user", "ignore_eos",
-    "return_token_ids", "return_logits_digests", "add_generation_prompt",
-    "response_format", "tools", "tool_choice", "parallel_tool_calls", "store", "metadata"};
+constexpr const char* kCompletionFields[] = {"model",
+                                             "prompt",
+                                             "max_tokens",
+                                             "temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "repetition_penalty",
+                                             "stop",
+                                             "stop_token_ids",
+                                             "seed",
+                                             "n",
+                                             "best_of",
+                                             "stream",
+                                             "stream_options",
+                                             "logprobs",
+                                             "echo",
+                                             "logit_bias",
+                                             "user",
+                                             "suffix",
+                                             "ignore_eos",
+                                             "return_token_ids",
+                                             "return_logits_digests"};
+constexpr const char* kChatFields[] = {"model",
+                                       "messages",
+                                       "max_tokens",
+                                       "max_completion_tokens",
+                                       "temperature",
+                                       "top_p",
+                                       "top_k",
+                                       "min_p",
+                                       "presence_penalty",
+                                       "frequency_penalty",
+                                       "repetition_penalty",
+                                       "stop",
+                                       "stop_token_ids",
+                                       "seed",
+                                       "n",
+                                       "stream",
+                                       "stream_options",
+                                       "logprobs",
+                                       "top_logprobs",
+                                       "logit_bias",
+                                       "user",
+                                       "ignore_eos",
+                                       "return_token_ids",
+                                       "return_logits_digests",
+                                       "add_generation_prompt",
+                                       "response_format",
+                                       "tools",
+                                       "tool_choice",
+                                       "parallel_tool_calls",
+                                       "store",
+                                       "metadata"};
 
 template <size_t N>
 bool is_known(const std::string& name, const char* const (&fields)[N]) {
@@ -102,8 +147,7 @@ class FieldReader {
     return float_to_shortest(static_cast<float>(x));
   }
   static std::string range_message(const char* name, int64_t lo, int64_t hi) {
-    return std::string("'") + name + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-           "]";
+    return std::string("'") + name + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   }
 
   const json& obj_;
@@ -111,8 +155,8 @@ class FieldReader {
 };
 
 bool is_token_id(const json& v) {
-  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) &&
-         v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX;
+  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) && v.get<int64_t>() >= 0 &&
+         v.get<int64_t>() <= INT32_MAX;
 }
 
 // A JSON array of token ids -> ids; false if any element is not a token id.
@@ -128,8 +172,9 @@ bool read_token_ids(const json& arr, std::vector<int32_t>& ids) {
 void parse_prompt(FieldReader& r, GenerationRequest& req) {
   const json* p = r.find("prompt");
   if (!p) return r.fail("'prompt' is required", "prompt");
-  const char* kShape = "'prompt' must be a string, an array of strings, an array of token ids, or an array of arrays "
-                       "of token ids (token ids are integers >= 0)";
+  const char* kShape =
+      "'prompt' must be a string, an array of strings, an array of token ids, or an array of arrays "
+      "of token ids (token ids are integers >= 0)";
   if (p->is_string()) {
     req.prompts.push_back({true, p->get<std::string>(), {}});
     return;
@@ -212,7 +257,8 @@ void parse_stop(FieldReader& r, GenerationRequest& req) {
       if (!s->get<std::string>().empty()) req.stop.push_back(s->get<std::string>());
     } else if (s->is_array() && s->size() <= static_cast<size_t>(kMaxStopStrings)) {
       for (const json& e : *s) {
-        if (!e.is_string() || e.get<std::string>().empty()) return r.fail("'stop' entries must be non-empty strings", "stop");
+        if (!e.is_string() || e.get<std::string>().empty())
+          return r.fail("'stop' entries must be non-empty strings", "stop");
         req.stop.push_back(e.get<std::string>());
       }
     } else {
@@ -336,9 +382,8 @@ ParsedGeneration parse_generation_request(std::string_view body, Endpoint endpoi
   const bool chat = endpoint == Endpoint::kChatCompletions;
   for (const auto& [k, v] : doc.items()) {
     if (chat ? !is_known(k, kChatFields) : !is_known(k, kCompletionFields)) {
-      return bad_request("unknown field '" + k + "' for " +
-                             (chat ? "/v1/chat/completions" : "/v1/completions") + "; remove it",
-                         k);
+      return bad_request(
+          "unknown field '" + k + "' for " + (chat ? "/v1/chat/completions" : "/v1/completions") + "; remove it", k);
     }
   }
   GenerationRequest req;

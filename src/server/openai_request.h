@@ -23,8 +23,8 @@ namespace vosti {
 
 enum class Endpoint : uint8_t { kCompletions, kChatCompletions };
 
-inline constexpr int32_t kMaxN = 16;            // choices per prompt
-inline constexpr int32_t kMaxPrompts = 64;      // prompts in one batch completion
+inline constexpr int32_t kMaxN = 16;        // choices per prompt
+inline constexpr int32_t kMaxPrompts = 64;  // prompts in one batch completion
 inline constexpr int32_t kMaxStopStrings = 16;
 inline constexpr int64_t kMaxTokensLimit = 1 << 20;  // beyond any context length
 
@@ -50,14 +50,14 @@ struct GenerationRequest {
   SamplingParams sampling;            // seed: the first choice's seed if given
   int32_t n = 1;
   bool stream = false;
-  bool include_usage = false;         // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  bool echo = false;                  // completions only
-  bool logprobs = false;              // completions: `logprobs` >= 0; chat: `logprobs: true`
-  bool return_token_ids = false;      // vLLM-style prompt_token_ids / token_ids
-  bool return_logits_digests = false; // extension: per-position logits digests
+  bool echo = false;                   // completions only
+  bool logprobs = false;               // completions: `logprobs` >= 0; chat: `logprobs: true`
+  bool return_token_ids = false;       // vLLM-style prompt_token_ids / token_ids
+  bool return_logits_digests = false;  // extension: per-position logits digests
 };
 
 using ParsedGeneration = std::variant<GenerationRequest, ApiError>;

@@ -24,8 +24,8 @@ namespace vosti {
 // What every body of one response shares.
 struct ResponseContext {
   Endpoint endpoint = Endpoint::kCompletions;
-  std::string id;      // "cmpl-..." or "chatcmpl-..."
-  int64_t created = 0; // unix seconds
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // unix seconds
   std::string model;
   bool logprobs = false;
   bool return_token_ids = false;
@@ -38,14 +38,14 @@ struct ResponseContext {
 struct ChoiceOutput {
   int32_t index = 0;
   uint64_t seed = 0;
-  std::string text;                          // completions with echo: prompt text first
-  std::vector<int32_t> token_ids;            // output tokens
-  std::vector<PositionLogprobs> logprobs;    // [token_ids] when logprobs were asked
-  std::vector<LogitsDigest> digests;         // [token_ids] when digests were asked
-  std::vector<PositionLogprobs> prompt_logprobs;  // echo + logprobs: [prompt], [0] unscored
+  std::string text;                                        // completions with echo: prompt text first
+  std::vector<int32_t> token_ids;                          // output tokens
+  std::vector<PositionLogprobs> logprobs;                  // [token_ids] when logprobs were asked
+  std::vector<LogitsDigest> digests;                       // [token_ids] when digests were asked
+  std::vector<PositionLogprobs> prompt_logprobs;           // echo + logprobs: [prompt], [0] unscored
   const std::vector<int32_t>* prompt_token_ids = nullptr;  // when return_token_ids (first chunk / full)
-  std::optional<FinishReason> finish_reason;  // set on the last delta
-  int64_t text_offset = 0;                   // completions logprobs: offset of `text` in the choice
+  std::optional<FinishReason> finish_reason;               // set on the last delta
+  int64_t text_offset = 0;                                 // completions logprobs: offset of `text` in the choice
 };
 
 struct Usage {

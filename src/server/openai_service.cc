@@ -67,11 +67,12 @@ bool OpenAiService::authorized(const HttpRequest& request) const {
 void OpenAiService::handle(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) {
   const std::string& path = request.path;
   const bool get = path == "/health" || path == "/v1/models" || path == "/metrics";
-  const bool post = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
-                    path == "/detokenize";
+  const bool post =
+      path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize";
   if (!get && !post) {
-    return respond_error(responder, make_error(404, "unknown path " + request.method + " " + path +
-                                                        "; see /v1/completions, /v1/chat/completions, /v1/models",
+    return respond_error(responder, make_error(404,
+                                               "unknown path " + request.method + " " + path +
+                                                   "; see /v1/completions, /v1/chat/completions, /v1/models",
                                                "invalid_request_error", "unknown_url"));
   }
   if (path != "/health" && !authorized(request)) {
@@ -96,8 +97,8 @@ void OpenAiService::handle(const HttpRequest& request, std::shared_ptr<HttpRespo
 
 std::optional<ApiError> OpenAiService::check_model(const std::string& model) const {
   if (model.empty() || model == options_.served_model_name) return std::nullopt;
-  return make_error(404, "the model '" + model + "' does not exist; this server serves '" +
-                             options_.served_model_name + "'",
+  return make_error(404,
+                    "the model '" + model + "' does not exist; this server serves '" + options_.served_model_name + "'",
                     "invalid_request_error", "model_not_found");
 }
 
@@ -143,9 +144,9 @@ std::variant<std::vector<PreparedPrompt>, ApiError> OpenAiService::prepare_promp
     } else {
       for (int32_t id : in.ids) {
         if (id >= vocab) {
-          return bad_request("'prompt' token id " + std::to_string(id) + " is out of range [0, " +
-                                 std::to_string(vocab) + ")",
-                             "prompt");
+          return bad_request(
+              "'prompt' token id " + std::to_string(id) + " is out of range [0, " + std::to_string(vocab) + ")",
+              "prompt");
         }
       }
       p.ids = in.ids;
@@ -170,8 +171,8 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
   if (auto e = check_model(request.model)) return respond_error(responder, *e);
   for (const auto& [id, bias] : request.sampling.logit_bias) {
     if (id >= loop_.model().config().vocab_size) {
-      return respond_error(responder, bad_request("'logit_bias' token id " + std::to_string(id) + " is out of range",
-                                                  "logit_bias"));
+      return respond_error(
+          responder, bad_request("'logit_bias' token id " + std::to_string(id) + " is out of range", "logit_bias"));
     }
   }
   auto prepared = prepare_prompts(request);
@@ -182,13 +183,13 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.ids.size());
   const int64_t room = max_len - static_cast<int64_t>(longest);
-  int64_t max_tokens = request.max_tokens.value_or(endpoint == Endpoint::kCompletions ? std::min<int64_t>(16, room)
-                                                                                       : room);
+  int64_t max_tokens =
+      request.max_tokens.value_or(endpoint == Endpoint::kCompletions ? std::min<int64_t>(16, room) : room);
   if (room < 0 || (room == 0 && !request.max_tokens) || max_tokens > room) {
     return respond_error(responder, bad_request("this model's maximum context length is " + std::to_string(max_len) +
                                                     " tokens, but the request asks for " +
-                                                    std::to_string(longest + std::max<int64_t>(max_tokens, 0)) +
-                                                    " (" + std::to_string(longest) + " in the prompt, " +
+                                                    std::to_string(longest + std::max<int64_t>(max_tokens, 0)) + " (" +
+                                                    std::to_string(longest) + " in the prompt, " +
                                                     std::to_string(std::max<int64_t>(max_tokens, 0)) +
                                                     " for the completion); shorten the prompt or lower max_tokens",
                                                 request.max_tokens ? "max_tokens" : "prompt"));

@@ -27,8 +27,8 @@ namespace vosti {
 class Tokenizer;
 
 struct ServiceOptions {
-  std::string served_model_name;    // what /v1/models lists and "model" must name
-  std::string api_key;              // empty: no authentication
+  std::string served_model_name;             // what /v1/models lists and "model" must name
+  std::string api_key;                       // empty: no authentication
   std::function<int64_t()> num_connections;  // for /metrics; may be empty
 };
 

@@ -104,11 +104,14 @@ std::string ServerMetrics::render(const EngineLoopStats& engine, int64_t num_con
                 static_cast<double>(prompt_tokens_));
   append_metric(out, "vosti_generation_tokens_total", "counter", "Output tokens of finished sequences.",
                 static_cast<double>(generation_tokens_));
-  out += "# HELP vosti_http_responses_total HTTP responses by status code.\n# TYPE vosti_http_responses_total counter\n";
+  out +=
+      "# HELP vosti_http_responses_total HTTP responses by status code.\n# TYPE vosti_http_responses_total counter\n";
   for (const auto& [code, n] : http_status_) {
     out += "vosti_http_responses_total{code=\"" + std::to_string(code) + "\"} " + std::to_string(n) + "\n";
   }
-  out += "# HELP vosti_request_finished_total Sequences finished, by reason.\n# TYPE vosti_request_finished_total counter\n";
+  out +=
+      "# HELP vosti_request_finished_total Sequences finished, by reason.\n# TYPE vosti_request_finished_total "
+      "counter\n";
   for (const auto& [reason, n] : finish_) {
     out += "vosti_request_finished_total{finished_reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
   }

@@ -23,8 +23,8 @@ class Histogram {
   void append_to(std::string& out, const std::string& name, const std::string& help) const;
 
  private:
-  std::vector<double> bounds_;   // ascending upper bounds
-  std::vector<uint64_t> counts_; // [bounds + 1]: per bucket, the last one is +Inf
+  std::vector<double> bounds_;    // ascending upper bounds
+  std::vector<uint64_t> counts_;  // [bounds + 1]: per bucket, the last one is +Inf
   double sum_ = 0;
   uint64_t count_ = 0;
 };
@@ -46,8 +46,8 @@ class ServerMetrics {
   Histogram ttft_;
   Histogram tpot_;
   Histogram e2e_;
-  std::map<int, uint64_t> http_status_;         // status -> responses
-  std::map<std::string, uint64_t> finish_;      // finish reason -> sequences
+  std::map<int, uint64_t> http_status_;     // status -> responses
+  std::map<std::string, uint64_t> finish_;  // finish reason -> sequences
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
 };

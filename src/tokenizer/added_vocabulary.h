@@ -31,7 +31,7 @@ struct AddedToken {
 
 // One section of the input: either an added token or text for the pipeline.
 struct InputSection {
-  std::string text;     // normalized text (empty for a token)
+  std::string text;  // normalized text (empty for a token)
   int32_t token_id = -1;
   bool at_start = false;  // the section begins at offset 0 of the input
 };

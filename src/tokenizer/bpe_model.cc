@@ -99,7 +99,8 @@ void BpeModel::merge(std::vector<int32_t>& ids) const {
   const auto n = static_cast<int32_t>(ids.size());
   if (n < 2) return;
   std::vector<Symbol> sym(static_cast<size_t>(n));  // [num_symbols]
-  for (int32_t i = 0; i < n; ++i) sym[static_cast<size_t>(i)] = {ids[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
+  for (int32_t i = 0; i < n; ++i)
+    sym[static_cast<size_t>(i)] = {ids[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
   std::vector<QueueItem> heap;
   heap.reserve(static_cast<size_t>(n));
   auto push_pair = [&](int32_t left) {

@@ -35,10 +35,10 @@ using TokenIndex = std::unordered_map<std::string, int32_t, StringHash, std::equ
 class BpeModel {
  public:
   struct Options {
-    bool byte_fallback = false;      // unknown characters become <0xXX> byte tokens
-    std::optional<int32_t> unk_id;   // otherwise the unknown token (or dropped when absent, as HF)
-    bool fuse_unk = false;           // consecutive unknowns become one
-    bool ignore_merges = false;      // a word that is a token is emitted whole
+    bool byte_fallback = false;     // unknown characters become <0xXX> byte tokens
+    std::optional<int32_t> unk_id;  // otherwise the unknown token (or dropped when absent, as HF)
+    bool fuse_unk = false;          // consecutive unknowns become one
+    bool ignore_merges = false;     // a word that is a token is emitted whole
   };
   static constexpr size_t kMaxCachedWordBytes = 128;
 

@@ -24,7 +24,10 @@ int parse_byte_token(const std::string& t) {
   int v = 0;
   for (int i = 3; i < 5; ++i) {
     const char c = t[static_cast<size_t>(i)];
-    const int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    const int d = (c >= '0' && c <= '9')   ? c - '0'
+                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                           : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }
@@ -39,8 +42,10 @@ std::vector<std::string> decode_byte_level(const std::vector<std::string>& token
     size_t pos = 0;
     while (pos < t.size() && ok) {
       const int b = gpt2_byte_for_char(next_code_point(t, pos));
-      if (b < 0) ok = false;
-      else mapped.push_back(static_cast<char>(b));
+      if (b < 0)
+        ok = false;
+      else
+        mapped.push_back(static_cast<char>(b));
     }
     bytes += ok ? mapped : t;
   }
@@ -52,8 +57,10 @@ std::vector<std::string> byte_fallback(const std::vector<std::string>& tokens) {
   std::string pending;
   auto flush = [&] {
     if (pending.empty()) return;
-    if (is_valid_utf8(pending)) out.push_back(pending);
-    else for (size_t i = 0; i < pending.size(); ++i) out.emplace_back(kReplacementChar);
+    if (is_valid_utf8(pending))
+      out.push_back(pending);
+    else
+      for (size_t i = 0; i < pending.size(); ++i) out.emplace_back(kReplacementChar);
     pending.clear();
   };
   for (const auto& t : tokens) {
@@ -100,11 +107,12 @@ Status Decoder::add(const nlohmann::json& j) {
     step.kind = Step::Kind::kMetaspace;
     step.a = j.value("replacement", std::string("\xE2\x96\x81"));
     const std::string scheme = j.contains("prepend_scheme") ? j.at("prepend_scheme").get<std::string>()
-                               : (j.value("add_prefix_space", true) ? "always" : "never");
+                                                            : (j.value("add_prefix_space", true) ? "always" : "never");
     step.prepend = scheme != "never";
   } else {
-    return unimplemented("tokenizer.json decoder type '" + type +
-                         "' is not supported (supported: Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)");
+    return unimplemented(
+        "tokenizer.json decoder type '" + type +
+        "' is not supported (supported: Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)");
   }
   steps_.push_back(std::move(step));
   return Status();
@@ -145,8 +153,12 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
   }
   for (const auto& step : steps_) {
     switch (step.kind) {
-      case Step::Kind::kByteLevel: tokens = decode_byte_level(tokens); break;
-      case Step::Kind::kByteFallback: tokens = byte_fallback(tokens); break;
+      case Step::Kind::kByteLevel:
+        tokens = decode_byte_level(tokens);
+        break;
+      case Step::Kind::kByteFallback:
+        tokens = byte_fallback(tokens);
+        break;
       case Step::Kind::kReplace:
         for (auto& t : tokens) t = replace_all(t, step.a, step.b);
         break;
@@ -159,10 +171,12 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
       case Step::Kind::kStrip:
         for (auto& t : tokens) {
           size_t lead = 0, trail = 0;
-          while (static_cast<int>(lead) < step.start && t.compare(lead * step.a.size(), step.a.size(), step.a) == 0) ++lead;
+          while (static_cast<int>(lead) < step.start && t.compare(lead * step.a.size(), step.a.size(), step.a) == 0)
+            ++lead;
           t.erase(0, lead * step.a.size());
           while (static_cast<int>(trail) < step.stop && t.size() >= step.a.size() * (trail + 1) &&
-                 t.compare(t.size() - step.a.size() * (trail + 1), step.a.size(), step.a) == 0) ++trail;
+                 t.compare(t.size() - step.a.size() * (trail + 1), step.a.size(), step.a) == 0)
+            ++trail;
           t.erase(t.size() - trail * step.a.size());
         }
         break;

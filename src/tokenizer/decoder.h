@@ -18,9 +18,9 @@ class Decoder {
  public:
   struct Step {
     enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind = Kind::kByteLevel;
-    std::string a, b;      // Replace: pattern, content; Strip: content; Metaspace: replacement
+    std::string a, b;         // Replace: pattern, content; Strip: content; Metaspace: replacement
     int start = 0, stop = 0;  // Strip
-    bool prepend = true;   // Metaspace: strip the first token's leading space
+    bool prepend = true;      // Metaspace: strip the first token's leading space
   };
 
   static Result<Decoder> from_json(const nlohmann::json& j);

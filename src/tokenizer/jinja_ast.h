@@ -24,32 +24,50 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
   enum class Kind {
-    kLiteral, kName, kList, kTuple, kDict, kAttr, kIndex, kSlice, kCall, kFilter, kTest,
-    kNeg, kPos, kNot, kBinary, kAnd, kOr, kCompare, kCondition,
+    kLiteral,
+    kName,
+    kList,
+    kTuple,
+    kDict,
+    kAttr,
+    kIndex,
+    kSlice,
+    kCall,
+    kFilter,
+    kTest,
+    kNeg,
+    kPos,
+    kNot,
+    kBinary,
+    kAnd,
+    kOr,
+    kCompare,
+    kCondition,
   };
   Kind kind = Kind::kLiteral;
-  size_t pos = 0;          // byte offset in the template source
-  Value literal;           // kLiteral
-  std::string name;        // kName; kAttr attribute; kFilter/kTest name; kBinary/kCompare operator
+  size_t pos = 0;             // byte offset in the template source
+  Value literal;              // kLiteral
+  std::string name;           // kName; kAttr attribute; kFilter/kTest name; kBinary/kCompare operator
   std::vector<ExprPtr> args;  // operands; kCall: callee then positional args; kFilter/kTest: subject then args;
                               // kDict: key, value, key, value...; kSlice: object, start, stop, step (null when omitted)
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
-  bool negated = false;    // kTest: `is not`
+  bool negated = false;  // kTest: `is not`
 };
 
 struct Node {
   enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kScope };
   Kind kind = Kind::kText;
   size_t pos = 0;
-  std::string text;                  // kText
-  ExprPtr expr;                      // kOutput value, kSet value, kFor iterable
-  std::vector<std::string> targets;  // kSet/kSetBlock: name, or {object, attribute} when attribute_target; kFor: loop variables
-  bool attribute_target = false;     // kSet: `set ns.attr = ...`
-  ExprPtr filter;                    // kFor: `for x in xs if cond`
-  std::vector<ExprPtr> conditions;   // kIf: one per if/elif branch
+  std::string text;  // kText
+  ExprPtr expr;      // kOutput value, kSet value, kFor iterable
+  std::vector<std::string>
+      targets;  // kSet/kSetBlock: name, or {object, attribute} when attribute_target; kFor: loop variables
+  bool attribute_target = false;            // kSet: `set ns.attr = ...`
+  ExprPtr filter;                           // kFor: `for x in xs if cond`
+  std::vector<ExprPtr> conditions;          // kIf: one per if/elif branch
   std::vector<std::vector<Node>> branches;  // kIf: bodies (one more than conditions when there is an else)
-  std::vector<Node> body;            // kFor, kSetBlock, kScope
-  std::vector<Node> else_body;       // kFor
+  std::vector<Node> body;                   // kFor, kSetBlock, kScope
+  std::vector<Node> else_body;              // kFor
 };
 
 struct ParsedTemplate {

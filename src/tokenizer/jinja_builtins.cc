@@ -31,7 +31,8 @@ std::string from_u32(const std::u32string& s) {
 bool py_space(char32_t c) { return is_unicode_whitespace(c) || (c >= 0x1C && c <= 0x1F); }
 
 const std::string& need_string(const Value& v, const char* what) {
-  if (!v.is_string()) throw TemplateError(std::string("TypeError: ") + what + " expects a string, got " + v.type_name());
+  if (!v.is_string())
+    throw TemplateError(std::string("TypeError: ") + what + " expects a string, got " + v.type_name());
   return v.str_ref();
 }
 
@@ -42,8 +43,10 @@ std::string py_strip(const std::string& s, const Value& chars, bool left, bool r
   const std::u32string set = default_ws ? std::u32string() : to_u32(need_string(chars, "strip"));
   auto strip_it = [&](char32_t c) { return default_ws ? py_space(c) : set.find(c) != std::u32string::npos; };
   size_t b = 0, e = u.size();
-  if (left) while (b < e && strip_it(u[b])) ++b;
-  if (right) while (e > b && strip_it(u[e - 1])) --e;
+  if (left)
+    while (b < e && strip_it(u[b])) ++b;
+  if (right)
+    while (e > b && strip_it(u[e - 1])) --e;
   return from_u32(u.substr(b, e - b));
 }
 
@@ -101,9 +104,13 @@ std::string case_map(const std::string& s, int mode) {  // 0 lower, 1 upper, 2 t
   for (size_t i = 0; i < out.size(); ++i) {
     char& c = out[i];
     const bool alpha = std::isalpha(static_cast<unsigned char>(c)) != 0;
-    if (mode == 0 || (mode == 3 && i > 0)) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    else if (mode == 1 || (mode == 3 && i == 0)) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    else if (mode == 2) c = static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+    if (mode == 0 || (mode == 3 && i > 0))
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (mode == 1 || (mode == 3 && i == 0))
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    else if (mode == 2)
+      c = static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c))
+                                  : std::tolower(static_cast<unsigned char>(c)));
     start = !alpha && (static_cast<unsigned char>(c) < 0x80);
   }
   return out;
@@ -158,18 +165,25 @@ std::string format_time(const std::string& fmt) {
 
 int64_t python_len(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return 0;
-    case Value::Type::kString: return static_cast<int64_t>(to_u32(v.str_ref()).size());
-    case Value::Type::kList: return static_cast<int64_t>(v.list_ref().size());
-    case Value::Type::kDict: return static_cast<int64_t>(v.dict_ref().size());
-    default: throw TemplateError("TypeError: object of type '" + v.type_name() + "' has no len()");
+    case Value::Type::kUndefined:
+      return 0;
+    case Value::Type::kString:
+      return static_cast<int64_t>(to_u32(v.str_ref()).size());
+    case Value::Type::kList:
+      return static_cast<int64_t>(v.list_ref().size());
+    case Value::Type::kDict:
+      return static_cast<int64_t>(v.dict_ref().size());
+    default:
+      throw TemplateError("TypeError: object of type '" + v.type_name() + "' has no len()");
   }
 }
 
 List iterate(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return {};
-    case Value::Type::kList: return v.list_ref();
+    case Value::Type::kUndefined:
+      return {};
+    case Value::Type::kList:
+      return v.list_ref();
     case Value::Type::kDict: {
       List keys;
       for (const auto& kv : v.dict_ref()) keys.emplace_back(kv.first);
@@ -180,7 +194,8 @@ List iterate(const Value& v) {
       for (char32_t c : to_u32(v.str_ref())) chars.emplace_back(from_u32(std::u32string(1, c)));
       return chars;
     }
-    default: throw TemplateError("TypeError: '" + v.type_name() + "' object is not iterable");
+    default:
+      throw TemplateError("TypeError: '" + v.type_name() + "' object is not iterable");
   }
 }
 
@@ -205,12 +220,23 @@ std::optional<Value> value_filter(const std::string& name, const Value& v, CallA
     std::string out;
     for (char c : v.to_str()) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out.push_back(c);
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out.push_back(c);
       }
     }
     return Value(out);
@@ -222,7 +248,8 @@ std::optional<Value> value_filter(const std::string& name, const Value& v, CallA
   if (name == "capitalize") return Value(case_map(v.to_str(), 3));
   if (name == "replace") {
     const Value count = args.get(2, "count", Value::none());
-    return Value(replace_all(v.to_str(), need_string(args.get(0, "old"), "replace"), need_string(args.get(1, "new"), "replace"),
+    return Value(replace_all(v.to_str(), need_string(args.get(0, "old"), "replace"),
+                             need_string(args.get(1, "new"), "replace"),
                              count.type() == Value::Type::kInt ? count.as_int() : -1));
   }
   return std::nullopt;
@@ -259,7 +286,8 @@ std::optional<Value> collection_filter(const std::string& name, const Value& v, 
   }
   if (name == "items") {
     if (v.is_undefined()) return Value::list();
-    if (v.type() != Value::Type::kDict) throw TemplateError("TypeError: items filter expects a mapping, got " + v.type_name());
+    if (v.type() != Value::Type::kDict)
+      throw TemplateError("TypeError: items filter expects a mapping, got " + v.type_name());
     List out;
     for (const auto& [k, val] : v.dict_ref()) out.push_back(Value::list({Value(k), val}));
     return Value::list(std::move(out));
@@ -288,7 +316,8 @@ std::optional<Value> collection_filter(const std::string& name, const Value& v, 
     return Value::list(std::move(out));
   }
   if (name == "int") {
-    if (v.type() == Value::Type::kInt || v.type() == Value::Type::kBool) return Value(v.type() == Value::Type::kBool ? int64_t{v.as_bool()} : v.as_int());
+    if (v.type() == Value::Type::kInt || v.type() == Value::Type::kBool)
+      return Value(v.type() == Value::Type::kBool ? int64_t{v.as_bool()} : v.as_int());
     if (v.type() == Value::Type::kFloat) return Value(static_cast<int64_t>(v.as_double()));
     try {
       return Value(static_cast<int64_t>(std::stoll(v.to_str())));
@@ -312,8 +341,9 @@ std::optional<Value> collection_filter(const std::string& name, const Value& v, 
     Value total(int64_t{0});
     for (const auto& item : iterate(v)) {
       if (!item.is_number()) throw TemplateError("TypeError: sum of non-numbers");
-      total = (total.type() == Value::Type::kInt && item.type() == Value::Type::kInt) ? Value(total.as_int() + item.as_int())
-                                                                                      : Value(total.as_double() + item.as_double());
+      total = (total.type() == Value::Type::kInt && item.type() == Value::Type::kInt)
+                  ? Value(total.as_int() + item.as_int())
+                  : Value(total.as_double() + item.as_double());
     }
     return total;
   }
@@ -352,13 +382,15 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& args) {
   }
   if (name == "divisibleby") {
     const Value n = args.get(0, "num");
-    if (v.type() != T::kInt || n.type() != T::kInt || n.as_int() == 0) throw TemplateError("TypeError: divisibleby expects nonzero integers");
+    if (v.type() != T::kInt || n.type() != T::kInt || n.as_int() == 0)
+      throw TemplateError("TypeError: divisibleby expects nonzero integers");
     return v.as_int() % n.as_int() == 0;
   }
   if (name == "in") {
     const Value seq = args.get(0, "seq");
     if (seq.is_string()) return v.is_string() && seq.str_ref().find(v.str_ref()) != std::string::npos;
-    for (const auto& item : iterate(seq)) if (item == v) return true;
+    for (const auto& item : iterate(seq))
+      if (item == v) return true;
     return false;
   }
   if (name == "lower") return v.is_string() && case_map(v.str_ref(), 0) == v.str_ref();
@@ -375,8 +407,9 @@ Value call_method(const Value& obj, const std::string& name, CallArgs& args, boo
       List options = arg.type() == Value::Type::kList ? arg.list_ref() : List{arg};
       for (const auto& o : options) {
         const std::string& p = need_string(o, name.c_str());
-        const bool hit = name == "startswith" ? s.compare(0, p.size(), p) == 0
-                                              : (s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0);
+        const bool hit = name == "startswith"
+                             ? s.compare(0, p.size(), p) == 0
+                             : (s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0);
         if (hit) return Value(true);
       }
       return Value(false);
@@ -386,7 +419,8 @@ Value call_method(const Value& obj, const std::string& name, CallArgs& args, boo
     if (name == "rstrip") return Value(py_strip(s, args.get(0, "chars", Value::none()), false, true));
     if (name == "split") {
       const Value maxsplit = args.get(1, "maxsplit", Value(int64_t{-1}));
-      return Value::list(py_split(s, args.get(0, "sep", Value::none()), maxsplit.type() == Value::Type::kInt ? maxsplit.as_int() : -1));
+      return Value::list(py_split(s, args.get(0, "sep", Value::none()),
+                                  maxsplit.type() == Value::Type::kInt ? maxsplit.as_int() : -1));
     }
     if (name == "lower") return Value(case_map(s, 0));
     if (name == "upper") return Value(case_map(s, 1));
@@ -394,7 +428,8 @@ Value call_method(const Value& obj, const std::string& name, CallArgs& args, boo
     if (name == "capitalize") return Value(case_map(s, 3));
     if (name == "replace") {
       const Value count = args.get(2, "count", Value(int64_t{-1}));
-      return Value(replace_all(s, need_string(args.get(0, "old"), "replace"), need_string(args.get(1, "new"), "replace"),
+      return Value(replace_all(s, need_string(args.get(0, "old"), "replace"),
+                               need_string(args.get(1, "new"), "replace"),
                                count.type() == Value::Type::kInt ? count.as_int() : -1));
     }
     if (name == "find") {
@@ -404,7 +439,8 @@ Value call_method(const Value& obj, const std::string& name, CallArgs& args, boo
     if (name == "count") {
       const std::string& sub = need_string(args.get(0, "sub"), "count");
       int64_t n = 0;
-      if (!sub.empty()) for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
+      if (!sub.empty())
+        for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
       return Value(n);
     }
     if (name == "join") {
@@ -431,8 +467,10 @@ Value call_method(const Value& obj, const std::string& name, CallArgs& args, boo
     }
   }
   if (obj.type() == Value::Type::kList || obj.type() == Value::Type::kDict) {
-    if (name == "append" || name == "pop" || name == "insert" || name == "extend" || name == "update" || name == "clear") {
-      throw TemplateError("SecurityError: access to attribute '" + name + "' of '" + obj.type_name() + "' object is unsafe");
+    if (name == "append" || name == "pop" || name == "insert" || name == "extend" || name == "update" ||
+        name == "clear") {
+      throw TemplateError("SecurityError: access to attribute '" + name + "' of '" + obj.type_name() +
+                          "' object is unsafe");
     }
   }
   *found = false;
@@ -442,38 +480,42 @@ Value call_method(const Value& obj, const std::string& name, CallArgs& args, boo
 Dict global_functions() {
   Dict g;
   g.emplace_back("raise_exception", Value::function("raise_exception", [](CallArgs& a) -> Value {
-    throw TemplateError("TemplateError: " + a.get(0, "message").to_str());
-  }));
+                   throw TemplateError("TemplateError: " + a.get(0, "message").to_str());
+                 }));
   g.emplace_back("namespace", Value::function("namespace", [](CallArgs& a) {
-    Value ns = Value::dict({}, /*is_namespace=*/true);
-    for (const auto& p : a.positional) {
-      if (p.type() == Value::Type::kDict) for (const auto& [k, v] : p.dict_ref()) ns.set(k, v);
-    }
-    for (const auto& [k, v] : a.keyword) ns.set(k, v);
-    return ns;
-  }));
+                   Value ns = Value::dict({}, /*is_namespace=*/true);
+                   for (const auto& p : a.positional) {
+                     if (p.type() == Value::Type::kDict)
+                       for (const auto& [k, v] : p.dict_ref()) ns.set(k, v);
+                   }
+                   for (const auto& [k, v] : a.keyword) ns.set(k, v);
+                   return ns;
+                 }));
   g.emplace_back("dict", Value::function("dict", [](CallArgs& a) {
-    Value d = Value::dict();
-    for (const auto& [k, v] : a.keyword) d.set(k, v);
-    return d;
-  }));
+                   Value d = Value::dict();
+                   for (const auto& [k, v] : a.keyword) d.set(k, v);
+                   return d;
+                 }));
   g.emplace_back("strftime_now", Value::function("strftime_now", [](CallArgs& a) {
-    return Value(format_time(need_string(a.get(0, "format"), "strftime_now")));
-  }));
+                   return Value(format_time(need_string(a.get(0, "format"), "strftime_now")));
+                 }));
   g.emplace_back("range", Value::function("range", [](CallArgs& a) {
-    int64_t start = 0, stop = 0, step = 1;
-    for (const auto& p : a.positional) if (p.type() != Value::Type::kInt) throw TemplateError("TypeError: range() expects integers");
-    if (a.positional.size() == 1) stop = a.positional[0].as_int();
-    else if (a.positional.size() >= 2) start = a.positional[0].as_int(), stop = a.positional[1].as_int();
-    if (a.positional.size() >= 3) step = a.positional[2].as_int();
-    if (step == 0) throw TemplateError("ValueError: range() arg 3 must not be zero");
-    List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (out.size() >= 100000) throw TemplateError("range() too large for a chat template");
-      out.emplace_back(i);
-    }
-    return Value::list(std::move(out));
-  }));
+                   int64_t start = 0, stop = 0, step = 1;
+                   for (const auto& p : a.positional)
+                     if (p.type() != Value::Type::kInt) throw TemplateError("TypeError: range() expects integers");
+                   if (a.positional.size() == 1)
+                     stop = a.positional[0].as_int();
+                   else if (a.positional.size() >= 2)
+                     start = a.positional[0].as_int(), stop = a.positional[1].as_int();
+                   if (a.positional.size() >= 3) step = a.positional[2].as_int();
+                   if (step == 0) throw TemplateError("ValueError: range() arg 3 must not be zero");
+                   List out;
+                   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                     if (out.size() >= 100000) throw TemplateError("range() too large for a chat template");
+                     out.emplace_back(i);
+                   }
+                   return Value::list(std::move(out));
+                 }));
   return g;
 }
 

@@ -32,11 +32,14 @@ std::string from_u32(const std::u32string& s) {
 
 Value get_attr(const Value& obj, const std::string& name) {
   switch (obj.type()) {
-    case Value::Type::kUndefined: undefined_error(obj);
+    case Value::Type::kUndefined:
+      undefined_error(obj);
     case Value::Type::kDict:
       if (const Value* v = obj.find(name)) return *v;
-      return Value::undefined(std::string(obj.is_namespace() ? "'Namespace" : "'dict") + " object' has no attribute '" + name + "'");
-    default: return Value::undefined(std::string("'") + obj.type_name() + " object' has no attribute '" + name + "'");
+      return Value::undefined(std::string(obj.is_namespace() ? "'Namespace" : "'dict") + " object' has no attribute '" +
+                              name + "'");
+    default:
+      return Value::undefined(std::string("'") + obj.type_name() + " object' has no attribute '" + name + "'");
   }
 }
 
@@ -50,12 +53,14 @@ Value get_item(const Value& obj, const Value& key) {
     if (obj.is_string()) {
       const std::u32string s = to_u32(obj.str_ref());
       int64_t i = key.as_int() < 0 ? key.as_int() + static_cast<int64_t>(s.size()) : key.as_int();
-      if (i < 0 || i >= static_cast<int64_t>(s.size())) return Value::undefined(std::string("str object has no element ") + key.repr());
+      if (i < 0 || i >= static_cast<int64_t>(s.size()))
+        return Value::undefined(std::string("str object has no element ") + key.repr());
       return Value(from_u32(s.substr(static_cast<size_t>(i), 1)));
     }
     const List& l = obj.list_ref();
     int64_t i = key.as_int() < 0 ? key.as_int() + static_cast<int64_t>(l.size()) : key.as_int();
-    if (i < 0 || i >= static_cast<int64_t>(l.size())) return Value::undefined(std::string("list object has no element ") + key.repr());
+    if (i < 0 || i >= static_cast<int64_t>(l.size()))
+      return Value::undefined(std::string("list object has no element ") + key.repr());
     return l[static_cast<size_t>(i)];
   }
   if (key.is_string()) return get_attr(obj, key.str_ref());
@@ -65,7 +70,8 @@ Value get_item(const Value& obj, const Value& key) {
 // Python slice bounds for a sequence of length n.
 std::vector<size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step) {
   auto as_int = [](const Value& v, const char* what) {
-    if (v.type() != Value::Type::kInt) throw TemplateError(std::string("TypeError: slice ") + what + " must be an integer or none");
+    if (v.type() != Value::Type::kInt)
+      throw TemplateError(std::string("TypeError: slice ") + what + " must be an integer or none");
     return v.as_int();
   };
   const int64_t st = (step.is_none() || step.is_undefined()) ? 1 : as_int(step, "step");
@@ -88,7 +94,8 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") return Value(a.to_str() + b.to_str());
   if (a.is_undefined()) undefined_error(a);
   if (b.is_undefined()) undefined_error(b);
-  const bool nums = (a.is_number() || a.type() == Value::Type::kBool) && (b.is_number() || b.type() == Value::Type::kBool);
+  const bool nums =
+      (a.is_number() || a.type() == Value::Type::kBool) && (b.is_number() || b.type() == Value::Type::kBool);
   auto num = [](const Value& v) { return v.type() == Value::Type::kBool ? (v.as_bool() ? 1.0 : 0.0) : v.as_double(); };
   auto ival = [](const Value& v) { return v.type() == Value::Type::kBool ? int64_t{v.as_bool()} : v.as_int(); };
   const bool ints = nums && a.type() != Value::Type::kFloat && b.type() != Value::Type::kFloat;
@@ -143,31 +150,40 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
     if (nums) return Value(std::pow(num(a), num(b)));
   }
-  throw TemplateError("TypeError: unsupported operand types for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
+  throw TemplateError("TypeError: unsupported operand types for " + op + ": '" + a.type_name() + "' and '" +
+                      b.type_name() + "'");
 }
 
 bool contains(const Value& container, const Value& item) {
   switch (container.type()) {
-    case Value::Type::kUndefined: return false;
+    case Value::Type::kUndefined:
+      return false;
     case Value::Type::kString:
-      if (!item.is_string()) throw TemplateError("TypeError: 'in <string>' requires string as left operand, not " + item.type_name());
+      if (!item.is_string())
+        throw TemplateError("TypeError: 'in <string>' requires string as left operand, not " + item.type_name());
       return container.str_ref().find(item.str_ref()) != std::string::npos;
     case Value::Type::kList:
-      for (const auto& v : container.list_ref()) if (v == item) return true;
+      for (const auto& v : container.list_ref())
+        if (v == item) return true;
       return false;
-    case Value::Type::kDict: return item.is_string() && container.find(item.str_ref()) != nullptr;
-    default: throw TemplateError("TypeError: argument of type '" + container.type_name() + "' is not iterable");
+    case Value::Type::kDict:
+      return item.is_string() && container.find(item.str_ref()) != nullptr;
+    default:
+      throw TemplateError("TypeError: argument of type '" + container.type_name() + "' is not iterable");
   }
 }
 
 bool less_than(const Value& a, const Value& b) {
   if ((a.is_number() || a.type() == Value::Type::kBool) && (b.is_number() || b.type() == Value::Type::kBool)) {
-    auto num = [](const Value& v) { return v.type() == Value::Type::kBool ? (v.as_bool() ? 1.0 : 0.0) : v.as_double(); };
+    auto num = [](const Value& v) {
+      return v.type() == Value::Type::kBool ? (v.as_bool() ? 1.0 : 0.0) : v.as_double();
+    };
     if (a.type() == Value::Type::kInt && b.type() == Value::Type::kInt) return a.as_int() < b.as_int();
     return num(a) < num(b);
   }
   if (a.is_string() && b.is_string()) return a.str_ref() < b.str_ref();
-  throw TemplateError("TypeError: '<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");
+  throw TemplateError("TypeError: '<' not supported between instances of '" + a.type_name() + "' and '" +
+                      b.type_name() + "'");
 }
 
 class Renderer {
@@ -217,14 +233,17 @@ class Renderer {
       fn = eval(callee);
     }
     if (fn.is_undefined()) undefined_error(fn);
-    if (fn.type() != Value::Type::kFunction) fail_at(e.pos, "TypeError: '" + fn.type_name() + "' object is not callable");
+    if (fn.type() != Value::Type::kFunction)
+      fail_at(e.pos, "TypeError: '" + fn.type_name() + "' object is not callable");
     return fn.function_ref()(args);
   }
 
   Value eval(const Expr& e) {
     switch (e.kind) {
-      case Expr::Kind::kLiteral: return e.literal;
-      case Expr::Kind::kName: return lookup(e.name);
+      case Expr::Kind::kLiteral:
+        return e.literal;
+      case Expr::Kind::kName:
+        return lookup(e.name);
       case Expr::Kind::kList:
       case Expr::Kind::kTuple: {
         List items;
@@ -240,10 +259,14 @@ class Renderer {
         }
         return d;
       }
-      case Expr::Kind::kAttr: return get_attr(eval(*e.args[0]), e.name);
-      case Expr::Kind::kIndex: return get_item(eval(*e.args[0]), eval(*e.args[1]));
-      case Expr::Kind::kSlice: return eval_slice(e);
-      case Expr::Kind::kCall: return eval_call(e);
+      case Expr::Kind::kAttr:
+        return get_attr(eval(*e.args[0]), e.name);
+      case Expr::Kind::kIndex:
+        return get_item(eval(*e.args[0]), eval(*e.args[1]));
+      case Expr::Kind::kSlice:
+        return eval_slice(e);
+      case Expr::Kind::kCall:
+        return eval_call(e);
       case Expr::Kind::kFilter: {
         const Value subject = eval(*e.args[0]);
         CallArgs args = eval_args(e, 1);
@@ -262,7 +285,8 @@ class Renderer {
         if (v.type() == Value::Type::kFloat) return Value(e.kind == Expr::Kind::kNeg ? -v.as_double() : v.as_double());
         fail_at(e.pos, "TypeError: bad operand type for unary minus: '" + v.type_name() + "'");
       }
-      case Expr::Kind::kNot: return Value(!eval(*e.args[0]).truthy());
+      case Expr::Kind::kNot:
+        return Value(!eval(*e.args[0]).truthy());
       case Expr::Kind::kAnd: {
         Value a = eval(*e.args[0]);
         return a.truthy() ? eval(*e.args[1]) : a;
@@ -271,8 +295,10 @@ class Renderer {
         Value a = eval(*e.args[0]);
         return a.truthy() ? a : eval(*e.args[1]);
       }
-      case Expr::Kind::kCompare: return eval_compare(e);
-      case Expr::Kind::kBinary: return arithmetic(e.name, eval(*e.args[0]), eval(*e.args[1]));
+      case Expr::Kind::kCompare:
+        return eval_compare(e);
+      case Expr::Kind::kBinary:
+        return arithmetic(e.name, eval(*e.args[0]), eval(*e.args[1]));
       case Expr::Kind::kCondition:
         if (eval(*e.args[0]).truthy()) return eval(*e.args[1]);
         return e.args.size() > 2 ? eval(*e.args[2]) : Value::undefined("the inline if had no else branch");
@@ -307,7 +333,8 @@ class Renderer {
     }
     if (obj.type() == Value::Type::kList) {
       List out;
-      for (size_t i : slice_indices(static_cast<int64_t>(obj.list_ref().size()), start, stop, step)) out.push_back(obj.list_ref()[i]);
+      for (size_t i : slice_indices(static_cast<int64_t>(obj.list_ref().size()), start, stop, step))
+        out.push_back(obj.list_ref()[i]);
       return Value::list(std::move(out));
     }
     fail_at(e.pos, "TypeError: '" + obj.type_name() + "' object is not subscriptable");
@@ -325,7 +352,8 @@ class Renderer {
     if (n.attribute_target) {
       const Value obj = lookup(n.targets[0]);
       if (obj.type() != Value::Type::kDict || !obj.is_namespace()) {
-        fail_at(n.pos, "cannot assign attribute '" + n.targets[1] + "' on '" + n.targets[0] + "': it is not a namespace()");
+        fail_at(n.pos,
+                "cannot assign attribute '" + n.targets[1] + "' on '" + n.targets[0] + "': it is not a namespace()");
       }
       obj.set(n.targets[1], std::move(v));
       return;
@@ -345,24 +373,35 @@ class Renderer {
                          std::to_string(kMaxOutputBytes >> 20) + " MiB of output)");
     }
     switch (n.kind) {
-      case Node::Kind::kText: out += n.text; return Flow::kNormal;
-      case Node::Kind::kOutput: out += eval(*n.expr).to_str(); return Flow::kNormal;
+      case Node::Kind::kText:
+        out += n.text;
+        return Flow::kNormal;
+      case Node::Kind::kOutput:
+        out += eval(*n.expr).to_str();
+        return Flow::kNormal;
       case Node::Kind::kIf:
         for (size_t i = 0; i < n.branches.size(); ++i) {
           if (i >= n.conditions.size() || eval(*n.conditions[i]).truthy()) return exec(n.branches[i], out);
         }
         return Flow::kNormal;
-      case Node::Kind::kFor: exec_for(n, out); return Flow::kNormal;
-      case Node::Kind::kSet: assign(n, eval(*n.expr)); return Flow::kNormal;
+      case Node::Kind::kFor:
+        exec_for(n, out);
+        return Flow::kNormal;
+      case Node::Kind::kSet:
+        assign(n, eval(*n.expr));
+        return Flow::kNormal;
       case Node::Kind::kSetBlock: {
         std::string captured;
         exec(n.body, captured);
         assign(n, Value(std::move(captured)));
         return Flow::kNormal;
       }
-      case Node::Kind::kBreak: return Flow::kBreak;
-      case Node::Kind::kContinue: return Flow::kContinue;
-      case Node::Kind::kScope: return exec(n.body, out);
+      case Node::Kind::kBreak:
+        return Flow::kBreak;
+      case Node::Kind::kContinue:
+        return Flow::kContinue;
+      case Node::Kind::kScope:
+        return exec(n.body, out);
     }
     return Flow::kNormal;
   }
@@ -384,8 +423,12 @@ class Renderer {
     }
     const auto len = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < len; ++i) {
-      Value loop = Value::dict({{"index0", Value(i)}, {"index", Value(i + 1)}, {"revindex0", Value(len - i - 1)},
-                                {"revindex", Value(len - i)}, {"first", Value(i == 0)}, {"last", Value(i == len - 1)},
+      Value loop = Value::dict({{"index0", Value(i)},
+                                {"index", Value(i + 1)},
+                                {"revindex0", Value(len - i - 1)},
+                                {"revindex", Value(len - i)},
+                                {"first", Value(i == 0)},
+                                {"last", Value(i == len - 1)},
                                 {"length", Value(len)}});
       loop.set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item"));
       loop.set("nextitem", i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item"));

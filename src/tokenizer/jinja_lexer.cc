@@ -104,8 +104,10 @@ std::vector<Token> Lexer::run() {
       const size_t q = src_.find("#}", body);
       if (q == std::string::npos) fail("missing end of comment tag '#}'", p);
       size_t after = q + 2;
-      if (q > body && src_[q - 1] == '-') after = skip_spaces(src_, after);
-      else if (!(q > body && src_[q - 1] == '+') && after < src_.size() && src_[after] == '\n') ++after;
+      if (q > body && src_[q - 1] == '-')
+        after = skip_spaces(src_, after);
+      else if (!(q > body && src_[q - 1] == '+') && after < src_.size() && src_[after] == '\n')
+        ++after;
       line_starting = after > 0 && src_[after - 1] == '\n';
       pos = after;
       continue;
@@ -129,8 +131,10 @@ size_t Lexer::lex_tag(size_t pos, bool variable) {
     if (minus || plus || src_.compare(pos, 2, close) == 0) {
       emit(variable ? Token::kVarEnd : Token::kBlockEnd, "", pos);
       size_t after = pos + (minus || plus ? 3 : 2);
-      if (minus) after = skip_spaces(src_, after);
-      else if (!variable && !plus && after < src_.size() && src_[after] == '\n') ++after;  // trim_blocks
+      if (minus)
+        after = skip_spaces(src_, after);
+      else if (!variable && !plus && after < src_.size() && src_[after] == '\n')
+        ++after;  // trim_blocks
       return after;
     }
     pos = lex_token(pos);
@@ -164,13 +168,14 @@ size_t Lexer::lex_token(size_t pos) {
       }
     }
     std::string digits;
-    for (size_t i = pos; i < e; ++i) if (src_[i] != '_') digits.push_back(src_[i]);
+    for (size_t i = pos; i < e; ++i)
+      if (src_[i] != '_') digits.push_back(src_[i]);
     emit(is_float ? Token::kFloat : Token::kInt, digits, pos);
     return e;
   }
   if (c == '\'' || c == '"') return lex_string(pos);
-  static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<", ">", "=",
-                               "(", ")", "[", "]", "{", "}", ",", ".", ":", "|"};
+  static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                               ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|"};
   for (const char* op : kOps) {
     const size_t n = std::strlen(op);
     if (src_.compare(pos, n, op) == 0) {
@@ -198,18 +203,41 @@ size_t Lexer::lex_string(size_t pos) {
     const char e = src_[i + 1];
     i += 2;
     switch (e) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      case '\\': out.push_back('\\'); break;
-      case '\'': out.push_back('\''); break;
-      case '"': out.push_back('"'); break;
-      case 'a': out.push_back('\a'); break;
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'v': out.push_back('\v'); break;
-      case '\n': break;
-      case 'x': case 'u': case 'U': {
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '\'':
+        out.push_back('\'');
+        break;
+      case '"':
+        out.push_back('"');
+        break;
+      case 'a':
+        out.push_back('\a');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'v':
+        out.push_back('\v');
+        break;
+      case '\n':
+        break;
+      case 'x':
+      case 'u':
+      case 'U': {
         const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
         char32_t cp = 0;
         for (size_t k = 0; k < n; ++k) {
@@ -225,7 +253,8 @@ size_t Lexer::lex_string(size_t pos) {
       default:
         if (e >= '0' && e <= '7') {
           char32_t cp = static_cast<char32_t>(e - '0');
-          for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k, ++i) cp = cp * 8 + static_cast<char32_t>(src_[i] - '0');
+          for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k, ++i)
+            cp = cp * 8 + static_cast<char32_t>(src_[i] - '0');
           append_utf8(out, cp);
         } else {
           out.push_back('\\');

@@ -23,7 +23,9 @@ class Parser {
  private:
   const Token& peek(size_t ahead = 0) const { return toks_[std::min(i_ + ahead, toks_.size() - 1)]; }
   const Token& next() { return toks_[std::min(i_++, toks_.size() - 1)]; }
-  bool is_op(const char* op, size_t ahead = 0) const { return peek(ahead).type == Token::kOp && peek(ahead).value == op; }
+  bool is_op(const char* op, size_t ahead = 0) const {
+    return peek(ahead).type == Token::kOp && peek(ahead).value == op;
+  }
   bool is_name(const char* name, size_t ahead = 0) const {
     return peek(ahead).type == Token::kName && peek(ahead).value == name;
   }
@@ -122,8 +124,10 @@ class Parser {
       expect_end_tag("endgeneration");
       return n;
     }
-    fail("the '{% " + kw + " %}' statement is not supported by Vosti's chat-template interpreter "
-         "(supported: if, for, set, break, continue, generation)", pos);
+    fail("the '{% " + kw +
+             " %}' statement is not supported by Vosti's chat-template interpreter "
+             "(supported: if, for, set, break, continue, generation)",
+         pos);
   }
 
   Node parse_if(Node n) {
@@ -220,7 +224,7 @@ class Parser {
     if (is_name("if")) {
       const size_t pos = next().pos;
       auto c = make(Expr::Kind::kCondition, pos);
-      c->args.push_back(parse_or());  // condition
+      c->args.push_back(parse_or());    // condition
       c->args.push_back(std::move(e));  // value if true
       if (accept_name("else")) c->args.push_back(parse_expression());
       return c;
@@ -264,9 +268,8 @@ class Parser {
     while (true) {
       std::string op;
       const size_t pos = peek().pos;
-      if (peek().type == Token::kOp &&
-          (peek().value == "==" || peek().value == "!=" || peek().value == "<" || peek().value == ">" ||
-           peek().value == "<=" || peek().value == ">=")) {
+      if (peek().type == Token::kOp && (peek().value == "==" || peek().value == "!=" || peek().value == "<" ||
+                                        peek().value == ">" || peek().value == "<=" || peek().value == ">=")) {
         op = next().value;
       } else if (is_name("in")) {
         ++i_;
@@ -349,9 +352,12 @@ class Parser {
     if (t.type == Token::kName) {
       ++i_;
       auto e = make(Expr::Kind::kLiteral, t.pos);
-      if (t.value == "true" || t.value == "True") e->literal = Value(true);
-      else if (t.value == "false" || t.value == "False") e->literal = Value(false);
-      else if (t.value == "none" || t.value == "None") e->literal = Value::none();
+      if (t.value == "true" || t.value == "True")
+        e->literal = Value(true);
+      else if (t.value == "false" || t.value == "False")
+        e->literal = Value(false);
+      else if (t.value == "none" || t.value == "None")
+        e->literal = Value::none();
       else {
         e->kind = Expr::Kind::kName;
         e->name = t.value;
@@ -369,7 +375,8 @@ class Parser {
       ++i_;
       auto e = make(Expr::Kind::kLiteral, t.pos);
       try {
-        e->literal = t.type == Token::kInt ? Value(static_cast<int64_t>(std::stoll(t.value))) : Value(std::stod(t.value));
+        e->literal =
+            t.type == Token::kInt ? Value(static_cast<int64_t>(std::stoll(t.value))) : Value(std::stod(t.value));
       } catch (const std::exception&) {
         fail("number literal '" + t.value + "' is out of range", t.pos);
       }

@@ -55,12 +55,18 @@ Value Value::function(std::string name, Function f) {
 template <typename Json>
 Value value_from_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.template get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.template get<uint64_t>()));
-    case nlohmann::json::value_t::number_float: return Value(j.template get<double>());
-    case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
+    case nlohmann::json::value_t::null:
+      return Value::none();
+    case nlohmann::json::value_t::boolean:
+      return Value(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Value(j.template get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return Value(static_cast<int64_t>(j.template get<uint64_t>()));
+    case nlohmann::json::value_t::number_float:
+      return Value(j.template get<double>());
+    case nlohmann::json::value_t::string:
+      return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       List items;
       for (const auto& e : j) items.push_back(value_from_json(e));
@@ -71,7 +77,8 @@ Value value_from_json(const Json& j) {
       for (const auto& [k, e] : j.items()) items.emplace_back(k, value_from_json(e));
       return Value::dict(std::move(items));
     }
-    default: return Value();
+    default:
+      return Value();
   }
 }
 
@@ -81,14 +88,22 @@ Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json
 bool Value::truthy() const {
   switch (type_) {
     case Type::kUndefined:
-    case Type::kNone: return false;
-    case Type::kBool: return b_;
-    case Type::kInt: return i_ != 0;
-    case Type::kFloat: return d_ != 0.0;
-    case Type::kString: return !s_.empty();
-    case Type::kList: return !list_->empty();
-    case Type::kDict: return !dict_->empty();
-    case Type::kFunction: return true;
+    case Type::kNone:
+      return false;
+    case Type::kBool:
+      return b_;
+    case Type::kInt:
+      return i_ != 0;
+    case Type::kFloat:
+      return d_ != 0.0;
+    case Type::kString:
+      return !s_.empty();
+    case Type::kList:
+      return !list_->empty();
+    case Type::kDict:
+      return !dict_->empty();
+    case Type::kFunction:
+      return true;
   }
   return false;
 }
@@ -105,7 +120,8 @@ std::string python_float_repr(double d) {
   const bool neg = mant[0] == '-';
   if (neg) mant.erase(0, 1);
   std::string digits;
-  for (char c : mant) if (c != '.') digits.push_back(c);
+  for (char c : mant)
+    if (c != '.') digits.push_back(c);
   std::string out;
   if (exp >= -4 && exp < 16) {
     if (exp >= 0) {
@@ -139,11 +155,16 @@ std::string python_str_repr(const std::string& s) {
   std::string out(1, quote);
   for (char c : s) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '\\') out += "\\\\";
-    else if (c == quote) out += std::string("\\") + quote;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == quote)
+      out += std::string("\\") + quote;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else if (u < 0x20 || u == 0x7f) {
       char buf[8];
       std::snprintf(buf, sizeof(buf), "\\x%02x", u);
@@ -161,13 +182,27 @@ void json_string(std::string& out, const std::string& s) {
   for (char c : s) {
     const auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (u < 0x20) {
           char buf[8];
@@ -185,20 +220,29 @@ void json_string(std::string& out, const std::string& s) {
 
 std::string Value::to_str() const {
   switch (type_) {
-    case Type::kUndefined: return "";
-    case Type::kString: return s_;
-    default: return repr();
+    case Type::kUndefined:
+      return "";
+    case Type::kString:
+      return s_;
+    default:
+      return repr();
   }
 }
 
 std::string Value::repr() const {
   switch (type_) {
-    case Type::kUndefined: return "";
-    case Type::kNone: return "None";
-    case Type::kBool: return b_ ? "True" : "False";
-    case Type::kInt: return std::to_string(i_);
-    case Type::kFloat: return python_float_repr(d_);
-    case Type::kString: return python_str_repr(s_);
+    case Type::kUndefined:
+      return "";
+    case Type::kNone:
+      return "None";
+    case Type::kBool:
+      return b_ ? "True" : "False";
+    case Type::kInt:
+      return std::to_string(i_);
+    case Type::kFloat:
+      return python_float_repr(d_);
+    case Type::kString:
+      return python_str_repr(s_);
     case Type::kList: {
       std::string out = "[";
       for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
@@ -211,7 +255,8 @@ std::string Value::repr() const {
       }
       return out + (is_namespace_ ? "}>" : "}");
     }
-    case Type::kFunction: return "<function " + s_ + ">";
+    case Type::kFunction:
+      return "<function " + s_ + ">";
   }
   return "";
 }
@@ -224,14 +269,23 @@ void Value::dump_json(std::string& out, int indent, int depth, bool sort_keys) c
   };
   const char* item_sep = indent < 0 ? ", " : ",";
   switch (type_) {
-    case Type::kUndefined: throw TemplateError("tojson: cannot serialize an undefined value (" + s_ + ")");
-    case Type::kNone: out += "null"; return;
-    case Type::kBool: out += b_ ? "true" : "false"; return;
-    case Type::kInt: out += std::to_string(i_); return;
+    case Type::kUndefined:
+      throw TemplateError("tojson: cannot serialize an undefined value (" + s_ + ")");
+    case Type::kNone:
+      out += "null";
+      return;
+    case Type::kBool:
+      out += b_ ? "true" : "false";
+      return;
+    case Type::kInt:
+      out += std::to_string(i_);
+      return;
     case Type::kFloat:
       out += std::isnan(d_) ? "NaN" : std::isinf(d_) ? (d_ > 0 ? "Infinity" : "-Infinity") : python_float_repr(d_);
       return;
-    case Type::kString: json_string(out, s_); return;
+    case Type::kString:
+      json_string(out, s_);
+      return;
     case Type::kList:
       if (list_->empty()) {
         out += "[]";
@@ -266,7 +320,8 @@ void Value::dump_json(std::string& out, int indent, int depth, bool sort_keys) c
       out.push_back('}');
       return;
     }
-    case Type::kFunction: throw TemplateError("tojson: cannot serialize a function");
+    case Type::kFunction:
+      throw TemplateError("tojson: cannot serialize a function");
   }
 }
 
@@ -278,15 +333,24 @@ std::string Value::to_json(int indent, bool sort_keys) const {
 
 std::string Value::type_name() const {
   switch (type_) {
-    case Type::kUndefined: return "Undefined";
-    case Type::kNone: return "NoneType";
-    case Type::kBool: return "bool";
-    case Type::kInt: return "int";
-    case Type::kFloat: return "float";
-    case Type::kString: return "str";
-    case Type::kList: return "list";
-    case Type::kDict: return is_namespace_ ? "Namespace" : "dict";
-    case Type::kFunction: return "function";
+    case Type::kUndefined:
+      return "Undefined";
+    case Type::kNone:
+      return "NoneType";
+    case Type::kBool:
+      return "bool";
+    case Type::kInt:
+      return "int";
+    case Type::kFloat:
+      return "float";
+    case Type::kString:
+      return "str";
+    case Type::kList:
+      return "list";
+    case Type::kDict:
+      return is_namespace_ ? "Namespace" : "dict";
+    case Type::kFunction:
+      return "function";
   }
   return "?";
 }
@@ -318,9 +382,12 @@ bool operator==(const Value& a, const Value& b) {
   if (a.type() != b.type()) return false;
   switch (a.type()) {
     case T::kUndefined:
-    case T::kNone: return true;
-    case T::kString: return a.str_ref() == b.str_ref();
-    case T::kList: return a.list_ref() == b.list_ref();
+    case T::kNone:
+      return true;
+    case T::kString:
+      return a.str_ref() == b.str_ref();
+    case T::kList:
+      return a.list_ref() == b.list_ref();
     case T::kDict: {
       if (a.dict_ref().size() != b.dict_ref().size()) return false;
       for (const auto& [k, v] : a.dict_ref()) {
@@ -329,8 +396,10 @@ bool operator==(const Value& a, const Value& b) {
       }
       return true;
     }
-    case T::kFunction: return a.fn_ == b.fn_;
-    default: return false;
+    case T::kFunction:
+      return a.fn_ == b.fn_;
+    default:
+      return false;
   }
 }
 

@@ -39,12 +39,12 @@ class Value {
   Value() = default;  // undefined
   static Value undefined(std::string hint);
   static Value none();
-  Value(bool b);                 // NOLINT: implicit by design
-  Value(int64_t i);              // NOLINT
+  Value(bool b);                                    // NOLINT: implicit by design
+  Value(int64_t i);                                 // NOLINT
   Value(int i) : Value(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(double d);               // NOLINT
-  Value(std::string s);          // NOLINT
-  Value(const char* s) : Value(std::string(s)) {}  // NOLINT
+  Value(double d);                                  // NOLINT
+  Value(std::string s);                             // NOLINT
+  Value(const char* s) : Value(std::string(s)) {}   // NOLINT
   static Value list(List items = {});
   static Value dict(Dict items = {}, bool is_namespace = false);
   static Value function(std::string name, Function f);

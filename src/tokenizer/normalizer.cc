@@ -42,8 +42,10 @@ Status Normalizer::add(const nlohmann::json& j) {
     return Status();
   } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     step.kind = Step::Kind::kUnicode;
-    step.form = type == "NFC" ? UnicodeForm::kNFC : type == "NFD" ? UnicodeForm::kNFD
-              : type == "NFKC" ? UnicodeForm::kNFKC : UnicodeForm::kNFKD;
+    step.form = type == "NFC"    ? UnicodeForm::kNFC
+                : type == "NFD"  ? UnicodeForm::kNFD
+                : type == "NFKC" ? UnicodeForm::kNFKC
+                                 : UnicodeForm::kNFKD;
   } else if (type == "Prepend") {
     step.kind = Step::Kind::kPrepend;
     step.a = j.at("prepend").get<std::string>();
@@ -94,8 +96,12 @@ std::string Normalizer::normalize(std::string_view text) const {
       case Step::Kind::kPrepend:
         if (!s.empty()) s = step.a + s;
         break;
-      case Step::Kind::kReplace: s = replace_all(s, step.a, step.b); break;
-      case Step::Kind::kLowercase: s = lowercase(s); break;
+      case Step::Kind::kReplace:
+        s = replace_all(s, step.a, step.b);
+        break;
+      case Step::Kind::kLowercase:
+        s = lowercase(s);
+        break;
     }
   }
   return s;

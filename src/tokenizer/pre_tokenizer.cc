@@ -28,11 +28,16 @@ PreTokenizer::Step::Native native_for(const std::string& pattern) {
 
 std::vector<RegexMatch> find_matches(const PreTokenizer::Step& step, std::string_view text) {
   switch (step.native) {
-    case PreTokenizer::Step::Native::kGpt2: return gpt2_split_matches(text);
-    case PreTokenizer::Step::Native::kNumberChar: return number_char_matches(text);
-    case PreTokenizer::Step::Native::kLlama3: return llama3_split_matches(text, 3);
-    case PreTokenizer::Step::Native::kQwen2: return llama3_split_matches(text, 1);
-    case PreTokenizer::Step::Native::kNone: break;
+    case PreTokenizer::Step::Native::kGpt2:
+      return gpt2_split_matches(text);
+    case PreTokenizer::Step::Native::kNumberChar:
+      return number_char_matches(text);
+    case PreTokenizer::Step::Native::kLlama3:
+      return llama3_split_matches(text, 3);
+    case PreTokenizer::Step::Native::kQwen2:
+      return llama3_split_matches(text, 1);
+    case PreTokenizer::Step::Native::kNone:
+      break;
   }
   return step.regex->find_all(text);
 }
@@ -50,28 +55,36 @@ std::vector<Segment> split_segments(std::string_view text, const PreTokenizer::S
   std::vector<Segment> out;
   bool previous_match = false;
   switch (behavior) {
-    case SplitBehavior::kIsolated: return raw;
+    case SplitBehavior::kIsolated:
+      return raw;
     case SplitBehavior::kRemoved:
-      for (const auto& s : raw) if (!s.is_match) out.push_back(s);
+      for (const auto& s : raw)
+        if (!s.is_match) out.push_back(s);
       return out;
     case SplitBehavior::kMergedWithPrevious:
       for (const auto& s : raw) {
-        if (s.is_match && !previous_match && !out.empty()) out.back().end = s.end;
-        else out.push_back({s.start, s.end, false});
+        if (s.is_match && !previous_match && !out.empty())
+          out.back().end = s.end;
+        else
+          out.push_back({s.start, s.end, false});
         previous_match = s.is_match;
       }
       return out;
     case SplitBehavior::kMergedWithNext:
       for (auto it = raw.rbegin(); it != raw.rend(); ++it) {
-        if (it->is_match && !previous_match && !out.empty()) out.back().start = it->start;
-        else out.push_back({it->start, it->end, false});
+        if (it->is_match && !previous_match && !out.empty())
+          out.back().start = it->start;
+        else
+          out.push_back({it->start, it->end, false});
         previous_match = it->is_match;
       }
       return {out.rbegin(), out.rend()};
     case SplitBehavior::kContiguous:
       for (const auto& s : raw) {
-        if (s.is_match && previous_match && !out.empty()) out.back().end = s.end;
-        else out.push_back(s);
+        if (s.is_match && previous_match && !out.empty())
+          out.back().end = s.end;
+        else
+          out.push_back(s);
         previous_match = s.is_match;
       }
       return out;
@@ -83,8 +96,10 @@ std::string replace_spaces(std::string_view s, const std::string& replacement) {
   std::string out;
   out.reserve(s.size() + 8);
   for (char c : s) {
-    if (c == ' ') out.append(replacement);
-    else out.push_back(c);
+    if (c == ' ')
+      out.append(replacement);
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -150,18 +165,23 @@ Status PreTokenizer::add(const nlohmann::json& j) {
   }
   if (type == "ByteLevel") return add_byte_level(j.value("add_prefix_space", false), j.value("use_regex", true));
   if (type == "Digits") {
-    return add_split("\\p{N}", j.value("individual_digits", false) ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
+    return add_split("\\p{N}",
+                     j.value("individual_digits", false) ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
   }
   if (type == "Metaspace") {
     Step step;
     step.kind = Step::Kind::kMetaspace;
     step.replacement = j.value("replacement", std::string(kMetaspaceChar));
     const std::string scheme = j.contains("prepend_scheme") ? j.at("prepend_scheme").get<std::string>()
-                               : (j.value("add_prefix_space", true) ? "always" : "never");
-    if (scheme == "always") step.prepend = Step::Prepend::kAlways;
-    else if (scheme == "first") step.prepend = Step::Prepend::kFirst;
-    else if (scheme == "never") step.prepend = Step::Prepend::kNever;
-    else return invalid_argument("unknown Metaspace prepend_scheme '" + scheme + "'");
+                                                            : (j.value("add_prefix_space", true) ? "always" : "never");
+    if (scheme == "always")
+      step.prepend = Step::Prepend::kAlways;
+    else if (scheme == "first")
+      step.prepend = Step::Prepend::kFirst;
+    else if (scheme == "never")
+      step.prepend = Step::Prepend::kNever;
+    else
+      return invalid_argument("unknown Metaspace prepend_scheme '" + scheme + "'");
     step.split = j.value("split", true);
     if (step.split) {
       VOSTI_ASSIGN_OR_RETURN(step.regex, Regex::compile(regex_escape(step.replacement)));
@@ -217,7 +237,8 @@ PreTokenizer PreTokenizer::metaspace(bool add_prefix_space) {
 }
 
 bool PreTokenizer::byte_level() const {
-  for (const auto& s : steps_) if (s.kind == Step::Kind::kByteLevel) return true;
+  for (const auto& s : steps_)
+    if (s.kind == Step::Kind::kByteLevel) return true;
   return false;
 }
 
@@ -230,12 +251,13 @@ std::vector<PreToken> PreTokenizer::pre_tokenize(std::string_view text, bool at_
     next.reserve(pieces.size() * 2);
     for (auto& piece : pieces) {
       std::string s = std::move(piece.text);
-      if (step.kind == Step::Kind::kByteLevel && step.add_prefix_space && !s.empty() && s[0] != ' ') s = std::string(" ") + s;
+      if (step.kind == Step::Kind::kByteLevel && step.add_prefix_space && !s.empty() && s[0] != ' ')
+        s = std::string(" ") + s;
       if (step.kind == Step::Kind::kMetaspace) {
         s = replace_spaces(s, step.replacement);
         const bool starts = s.compare(0, step.replacement.size(), step.replacement) == 0;
-        const bool prepend = step.prepend == Step::Prepend::kAlways ||
-                             (step.prepend == Step::Prepend::kFirst && piece.at_start);
+        const bool prepend =
+            step.prepend == Step::Prepend::kAlways || (step.prepend == Step::Prepend::kFirst && piece.at_start);
         if (prepend && !starts && !s.empty()) s = step.replacement + s;
       }
       std::vector<Segment> segments;

@@ -38,10 +38,10 @@ class PreTokenizer {
     // A native matcher equivalent to `regex` for the two hot patterns (gpt2_splitter.h).
     enum class Native { kNone, kGpt2, kNumberChar, kLlama3, kQwen2 } native = Native::kNone;
     SplitBehavior behavior = SplitBehavior::kIsolated;
-    bool add_prefix_space = false;       // kByteLevel
-    std::string replacement;             // kMetaspace
+    bool add_prefix_space = false;  // kByteLevel
+    std::string replacement;        // kMetaspace
     enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
-    bool split = false;                  // kMetaspace
+    bool split = false;  // kMetaspace
   };
 
   // From a tokenizer.json "pre_tokenizer" value (null -> no splitting).

@@ -22,7 +22,8 @@ Result<std::shared_ptr<const Regex>> Regex::compile(const std::string& pattern) 
   OnigRegex handle = nullptr;
   OnigErrorInfo info;
   const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
-  const int rc = onig_new(&handle, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_RUBY, &info);
+  const int rc =
+      onig_new(&handle, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_RUBY, &info);
   if (rc != ONIG_NORMAL) {
     OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
     onig_error_code_to_str(msg, rc, &info);

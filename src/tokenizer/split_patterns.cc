@@ -153,7 +153,8 @@ size_t llama3_match_at(std::string_view text, const Chars& c, size_t i, int max_
   // [^\r\n\p{L}\p{N}]?\p{L}+
   {
     size_t j = i;
-    if (c.cls[i] != kLetter && c.cls[i] != kNumber && !is_newline(text, c, i) && i + 1 < n && c.cls[i + 1] == kLetter) ++j;
+    if (c.cls[i] != kLetter && c.cls[i] != kNumber && !is_newline(text, c, i) && i + 1 < n && c.cls[i + 1] == kLetter)
+      ++j;
     if (c.cls[j] == kLetter) {
       while (j < n && c.cls[j] == kLetter) ++j;
       return j - i;

@@ -34,8 +34,8 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::create(TokenizerParts parts)
     }
   }
   if (!in_range(parts.bos_id) || !in_range(parts.eos_id) || !in_range(parts.unk_id) || !in_range(parts.pad_id)) {
-    return invalid_argument("a bos/eos/unk/pad token id is outside the vocabulary of " + std::to_string(size) +
-                            " in " + parts.source);
+    return invalid_argument("a bos/eos/unk/pad token id is outside the vocabulary of " + std::to_string(size) + " in " +
+                            parts.source);
   }
   return std::shared_ptr<const Tokenizer>(new Tokenizer(std::move(parts)));
 }
@@ -132,11 +132,12 @@ std::string StreamingDecoder::push(int32_t id) {
   if (!tokenizer_.id_to_piece(id)) return "";
   ids_.push_back(id);
   const std::span<const int32_t> all(ids_);
-  const std::string prefix_text = tokenizer_.decode_lenient(all.subspan(prefix_, read_ - prefix_), skip_special_tokens_);
+  const std::string prefix_text =
+      tokenizer_.decode_lenient(all.subspan(prefix_, read_ - prefix_), skip_special_tokens_);
   const std::string new_text = tokenizer_.decode_lenient(all.subspan(prefix_), skip_special_tokens_);
-  const bool ends_incomplete = new_text.size() >= kReplacementChar.size() &&
-                               new_text.compare(new_text.size() - kReplacementChar.size(), kReplacementChar.size(),
-                                                kReplacementChar) == 0;
+  const bool ends_incomplete =
+      new_text.size() >= kReplacementChar.size() &&
+      new_text.compare(new_text.size() - kReplacementChar.size(), kReplacementChar.size(), kReplacementChar) == 0;
   if (new_text.size() <= prefix_text.size() || ends_incomplete ||
       new_text.compare(0, prefix_text.size(), prefix_text) != 0) {
     return "";
@@ -149,7 +150,8 @@ std::string StreamingDecoder::push(int32_t id) {
 
 std::string StreamingDecoder::flush() {
   const std::span<const int32_t> all(ids_);
-  const std::string prefix_text = tokenizer_.decode_lenient(all.subspan(prefix_, read_ - prefix_), skip_special_tokens_);
+  const std::string prefix_text =
+      tokenizer_.decode_lenient(all.subspan(prefix_, read_ - prefix_), skip_special_tokens_);
   const std::string new_text = tokenizer_.decode_lenient(all.subspan(prefix_), skip_special_tokens_);
   // Emit what follows the part already sent. (new_text only diverges from prefix_text
   // when an invalid byte run turned already-sent bytes into U+FFFD; see the header.)

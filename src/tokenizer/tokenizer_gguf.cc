@@ -47,7 +47,7 @@ size_t code_point_count(const std::string& s) {
 // transformers' generate_merges(vocab, scores): every split of every token into two
 // tokens, ordered by the token's score (highest first), then longer left / right pieces.
 std::vector<std::pair<std::string, std::string>> merges_from_scores(const std::vector<std::string>& tokens,
-                                                                   const std::vector<double>& scores) {
+                                                                    const std::vector<double>& scores) {
   std::unordered_map<std::string, int32_t> index;
   for (size_t i = 0; i < tokens.size(); ++i) index.emplace(tokens[i], static_cast<int32_t>(i));
   struct Candidate {
@@ -67,8 +67,9 @@ std::vector<std::pair<std::string, std::string>> merges_from_scores(const std::v
         local.push_back({l->second, r->second, scores[t], code_point_count(l->first), code_point_count(r->first)});
       }
     }
-    std::stable_sort(local.begin(), local.end(),
-                     [](const Candidate& a, const Candidate& b) { return std::tie(a.left, a.right) < std::tie(b.left, b.right); });
+    std::stable_sort(local.begin(), local.end(), [](const Candidate& a, const Candidate& b) {
+      return std::tie(a.left, a.right) < std::tie(b.left, b.right);
+    });
     all.insert(all.end(), local.begin(), local.end());
   }
   std::stable_sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
@@ -87,7 +88,8 @@ Result<std::vector<std::pair<std::string, std::string>>> gguf_merges(const GgufF
   for (const auto& m : merges) {
     const size_t sp = m.find(' ');
     if (sp == std::string::npos || m.find(' ', sp + 1) != std::string::npos) {
-      return invalid_argument(g.path() + ": tokenizer.ggml.merges entry '" + m + "' is not two tokens separated by one space");
+      return invalid_argument(g.path() + ": tokenizer.ggml.merges entry '" + m +
+                              "' is not two tokens separated by one space");
     }
     out.emplace_back(m.substr(0, sp), m.substr(sp + 1));
   }
@@ -132,7 +134,8 @@ void fill_stop_ids(const GgufFile& g, TokenizerParts& parts) {
   for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     if (auto id = optional_id(g, key)) parts.extra_stop_ids.push_back(*id);
   }
-  for (const char* name : {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end_of_text|>", "<|endoftext|>", "<end_of_turn>"}) {
+  for (const char* name :
+       {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end_of_text|>", "<|endoftext|>", "<end_of_turn>"}) {
     const AddedToken* t = parts.added.find_content(name);
     if (t != nullptr && t->special) parts.extra_stop_ids.push_back(t->id);
   }
@@ -170,7 +173,8 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_gguf(const GgufFile& g)
       VOSTI_ASSIGN_OR_RETURN(merges, gguf_merges(g));
     } else {
       VOSTI_ASSIGN_OR_RETURN(auto scores, g.get_double_array("tokenizer.ggml.scores"));
-      if (scores.size() != tokens.size()) return invalid_argument(g.path() + ": tokenizer.ggml.scores and tokens differ in length");
+      if (scores.size() != tokens.size())
+        return invalid_argument(g.path() + ": tokenizer.ggml.scores and tokens differ in length");
       merges = merges_from_scores(tokens, scores);
     }
   } else {
@@ -184,11 +188,15 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_gguf(const GgufFile& g)
   VOSTI_RETURN_IF_ERROR(fill_added_tokens(g, tokens, model == "gpt2", parts));
   const auto n = static_cast<int64_t>(tokens.size());
   for (auto id : {parts.bos_id, parts.eos_id, parts.unk_id, parts.pad_id}) {
-    if (id && *id >= n) return invalid_argument(g.path() + ": special token id " + std::to_string(*id) + " >= vocabulary size " + std::to_string(n));
+    if (id && *id >= n)
+      return invalid_argument(g.path() + ": special token id " + std::to_string(*id) + " >= vocabulary size " +
+                              std::to_string(n));
   }
   VOSTI_ASSIGN_OR_RETURN(parts.model, BpeModel::create(std::move(tokens), merges, opt));
-  if (optional_bool(g, "tokenizer.ggml.add_bos_token", model == "llama") && parts.bos_id) parts.prefix_ids.push_back(*parts.bos_id);
-  if (optional_bool(g, "tokenizer.ggml.add_eos_token", false) && parts.eos_id) parts.suffix_ids.push_back(*parts.eos_id);
+  if (optional_bool(g, "tokenizer.ggml.add_bos_token", model == "llama") && parts.bos_id)
+    parts.prefix_ids.push_back(*parts.bos_id);
+  if (optional_bool(g, "tokenizer.ggml.add_eos_token", false) && parts.eos_id)
+    parts.suffix_ids.push_back(*parts.eos_id);
   if (auto t = g.get_string("tokenizer.chat_template"); t.ok()) parts.chat_template = *t;
   fill_stop_ids(g, parts);
   return create(std::move(parts));

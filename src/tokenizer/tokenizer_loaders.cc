@@ -16,8 +16,8 @@ namespace {
 using nlohmann::json;
 
 // Added tokens that end a turn in the chat formats we know (llama.cpp treats the same as EOG).
-constexpr const char* kEndOfTurnTokens[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end_of_text|>",
-                                            "<|endoftext|>", "<end_of_turn>", "</s>", "<|end|>"};
+constexpr const char* kEndOfTurnTokens[] = {"<|eot_id|>",    "<|eom_id|>",    "<|im_end|>", "<|end_of_text|>",
+                                            "<|endoftext|>", "<end_of_turn>", "</s>",       "<|end|>"};
 
 Result<std::string> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -42,7 +42,8 @@ std::optional<std::string> chat_template_from_config(const json& config) {
   if (t.is_string()) return t.get<std::string>();
   if (t.is_array()) {
     for (const auto& entry : t) {
-      if (entry.value("name", "") == "default" && entry.contains("template")) return entry.at("template").get<std::string>();
+      if (entry.value("name", "") == "default" && entry.contains("template"))
+        return entry.at("template").get<std::string>();
     }
   }
   return std::nullopt;
@@ -65,8 +66,10 @@ Status parse_post_processor(const json& j, TokenizerParts& parts) {
         continue;
       }
       const std::string name = item.at("SpecialToken").at("id").get<std::string>();
-      if (!specials.contains(name)) return invalid_argument("post_processor names special token '" + name + "' it does not define");
-      for (const auto& id : specials.at(name).at("ids")) (after ? parts.suffix_ids : parts.prefix_ids).push_back(id.get<int32_t>());
+      if (!specials.contains(name))
+        return invalid_argument("post_processor names special token '" + name + "' it does not define");
+      for (const auto& id : specials.at(name).at("ids"))
+        (after ? parts.suffix_ids : parts.prefix_ids).push_back(id.get<int32_t>());
     }
     return Status();
   }
@@ -104,11 +107,13 @@ Status parse_model(const json& m, TokenizerParts& parts) {
   if (!m.value("continuing_subword_prefix", json()).is_null() || !m.value("end_of_word_suffix", json()).is_null()) {
     return unimplemented("BPE continuing_subword_prefix / end_of_word_suffix are not supported");
   }
-  if (!m.value("dropout", json()).is_null()) return unimplemented("BPE dropout is not supported (it is not deterministic)");
+  if (!m.value("dropout", json()).is_null())
+    return unimplemented("BPE dropout is not supported (it is not deterministic)");
   std::vector<std::string> tokens;
   for (const auto& [token, id_json] : m.at("vocab").items()) {
     const int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id > (int64_t{1} << 24)) return invalid_argument("vocabulary id " + std::to_string(id) + " of '" + token + "' is out of range");
+    if (id < 0 || id > (int64_t{1} << 24))
+      return invalid_argument("vocabulary id " + std::to_string(id) + " of '" + token + "' is out of range");
     if (static_cast<size_t>(id) >= tokens.size()) tokens.resize(static_cast<size_t>(id) + 1);
     tokens[static_cast<size_t>(id)] = token;
   }

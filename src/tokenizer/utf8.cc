@@ -11,11 +11,16 @@ namespace {
 // The valid range of the second byte for each lead byte (Unicode Table 3-7).
 bool second_byte_ok(uint8_t lead, uint8_t b) {
   switch (lead) {
-    case 0xE0: return b >= 0xA0 && b <= 0xBF;
-    case 0xED: return b >= 0x80 && b <= 0x9F;
-    case 0xF0: return b >= 0x90 && b <= 0xBF;
-    case 0xF4: return b >= 0x80 && b <= 0x8F;
-    default: return b >= 0x80 && b <= 0xBF;
+    case 0xE0:
+      return b >= 0xA0 && b <= 0xBF;
+    case 0xED:
+      return b >= 0x80 && b <= 0x9F;
+    case 0xF0:
+      return b >= 0x90 && b <= 0xBF;
+    case 0xF4:
+      return b >= 0x80 && b <= 0x8F;
+    default:
+      return b >= 0x80 && b <= 0xBF;
   }
 }
 
@@ -151,8 +156,7 @@ void append_utf8(std::string& out, char32_t cp) {
 
 bool is_unicode_whitespace(char32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 std::string_view gpt2_char_for_byte(uint8_t b) { return byte_map().chars[b]; }
@@ -174,13 +178,23 @@ Result<std::string> unicode_normalize(std::string_view s, UnicodeForm form) {
   UErrorCode err = U_ZERO_ERROR;
   const icu::Normalizer2* norm = nullptr;
   switch (form) {
-    case UnicodeForm::kNFC: norm = icu::Normalizer2::getNFCInstance(err); break;
-    case UnicodeForm::kNFD: norm = icu::Normalizer2::getNFDInstance(err); break;
-    case UnicodeForm::kNFKC: norm = icu::Normalizer2::getNFKCInstance(err); break;
-    case UnicodeForm::kNFKD: norm = icu::Normalizer2::getNFKDInstance(err); break;
+    case UnicodeForm::kNFC:
+      norm = icu::Normalizer2::getNFCInstance(err);
+      break;
+    case UnicodeForm::kNFD:
+      norm = icu::Normalizer2::getNFDInstance(err);
+      break;
+    case UnicodeForm::kNFKC:
+      norm = icu::Normalizer2::getNFKCInstance(err);
+      break;
+    case UnicodeForm::kNFKD:
+      norm = icu::Normalizer2::getNFKDInstance(err);
+      break;
   }
-  if (U_FAILURE(err) || norm == nullptr) return internal_error("ICU normalizer unavailable: " + std::string(u_errorName(err)));
-  const icu::UnicodeString in = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
+  if (U_FAILURE(err) || norm == nullptr)
+    return internal_error("ICU normalizer unavailable: " + std::string(u_errorName(err)));
+  const icu::UnicodeString in =
+      icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
   if (norm->isNormalized(in, err) && U_SUCCESS(err)) return std::string(s);
   err = U_ZERO_ERROR;
   const icu::UnicodeString normalized = norm->normalize(in, err);

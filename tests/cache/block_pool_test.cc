@@ -280,7 +280,7 @@ TEST(BlockPoolTest, ParentIgnoringHashNeverGivesAFalseHit) {
   grow(pool, a, 6);
   pool.register_full_blocks(a, q, 6);
   expect_ok(pool, {&a});
-  EXPECT_EQ(pool.match_prefix(p).num_tokens, 0);  // level-0 key collides, tokens differ
+  EXPECT_EQ(pool.match_prefix(p).num_tokens, 0);      // level-0 key collides, tokens differ
   const std::vector<int32_t> r = {9, 9, 5, 6, 7, 8};  // same later blocks, another first block
   EXPECT_EQ(pool.match_prefix(r).num_tokens, 0);
   BlockTable b;

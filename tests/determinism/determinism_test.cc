@@ -28,8 +28,8 @@ HarnessReport run(const std::string& path, const std::string& backend) {
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   const EngineConfig ref = reference_config(backend);
-  auto report = run_determinism_harness(*model, make_harness_requests(**model, false, 7), ref,
-                                        make_variations(ref, false));
+  auto report =
+      run_determinism_harness(*model, make_harness_requests(**model, false, 7), ref, make_variations(ref, false));
   EXPECT_TRUE(report.ok()) << report.status().to_string();
   std::printf("%s", format_report_table({*report}).c_str());
   return std::move(report).value();

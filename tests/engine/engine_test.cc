@@ -157,7 +157,7 @@ TEST(Engine, AbortAtAnyTimeFreesEverythingAndSendsOneFinalOutput) {
   e->abort(*ic);  // before it ever ran
   e->step();
   e->step();
-  e->abort(*ia);  // mid-generation
+  e->abort(*ia);    // mid-generation
   e->abort(12345);  // unknown: ignored
   run_to_completion(*e);
   EXPECT_TRUE(a.finished);
@@ -200,7 +200,8 @@ TEST(Engine, PromptLogprobsAndDigestsAreDeterministicAndMatchScoring) {
       first = lp;
     } else {
       for (size_t i = 0; i < lp.size(); ++i)
-        EXPECT_EQ(std::memcmp(&lp[i].logprob, &first[i].logprob, sizeof(float)), 0) << "budget " << budget << " pos " << i;
+        EXPECT_EQ(std::memcmp(&lp[i].logprob, &first[i].logprob, sizeof(float)), 0)
+            << "budget " << budget << " pos " << i;
     }
   }
 }

@@ -52,8 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const auto& all = real_templates();
   const std::string content = vosti::repair_utf8(input);
-  const std::vector<vosti::ChatMessage> messages = {{"system", content}, {"user", content}, {"assistant", content},
-                                                    {"user", content}};
+  const std::vector<vosti::ChatMessage> messages = {
+      {"system", content}, {"user", content}, {"assistant", content}, {"user", content}};
   auto out = all[data[0] % all.size()].render(messages, options);
   if (!out.ok()) std::abort();
   return 0;

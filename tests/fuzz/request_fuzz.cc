@@ -45,10 +45,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (data[0] % 5) {
-    case 0: check_generation(vosti::parse_generation_request(body, vosti::Endpoint::kCompletions)); break;
-    case 1: check_generation(vosti::parse_generation_request(body, vosti::Endpoint::kChatCompletions)); break;
-    case 2: (void)vosti::parse_tokenize_request(body); break;
-    case 3: (void)vosti::parse_detokenize_request(body); break;
+    case 0:
+      check_generation(vosti::parse_generation_request(body, vosti::Endpoint::kCompletions));
+      break;
+    case 1:
+      check_generation(vosti::parse_generation_request(body, vosti::Endpoint::kChatCompletions));
+      break;
+    case 2:
+      (void)vosti::parse_tokenize_request(body);
+      break;
+    case 3:
+      (void)vosti::parse_detokenize_request(body);
+      break;
     default: {
       vosti::JsonWriter w;
       w.begin_object().key(body).value(body).end_object();

@@ -67,7 +67,7 @@ TEST(WeightTypeTraits, KnowsGgmlGeometry) {
   EXPECT_EQ(weight_type_traits(12)->block_bytes, 144u);
   EXPECT_EQ(weight_type_traits(3)->block_bytes, 20u);
   EXPECT_FALSE(weight_type_traits(16)->dequant_supported);  // IQ2_XXS parses but does not dequantise
-  EXPECT_EQ(weight_type_traits(4), nullptr);                 // removed Q4_2
+  EXPECT_EQ(weight_type_traits(4), nullptr);                // removed Q4_2
   EXPECT_EQ(weight_type_traits(1000), nullptr);
 }
 

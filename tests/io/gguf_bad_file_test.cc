@@ -35,7 +35,8 @@ TEST(GgufBadFile, EveryTruncationIsAnError) {
     auto full = parse_gguf_bytes(good);
     ASSERT_TRUE(full.ok());
     size_t data_end = full->data_offset();
-    for (const auto& t : full->tensors()) data_end = std::max<size_t>(data_end, full->data_offset() + t.offset + t.num_bytes);
+    for (const auto& t : full->tensors())
+      data_end = std::max<size_t>(data_end, full->data_offset() + t.offset + t.num_bytes);
     ASSERT_LE(data_end, good.size());
     for (size_t n = 0; n < data_end; ++n) {
       auto g = parse_gguf_bytes(good.substr(0, n), "cut.gguf");
@@ -87,8 +88,15 @@ TEST(GgufBadFile, LyingLengths) {
   b.kv("k", GgufType::kArray, Bytes().put<uint32_t>(4).put<uint64_t>(uint64_t{1} << 61).data());
   expect_error(b.build(), StatusCode::kDataLoss, "cannot fit");
   // Written by hand: the builder's padding would complete the value.
-  const std::string cut = Bytes().raw("GGUF").put<uint32_t>(3).put<int64_t>(0).put<int64_t>(1).str("k")
-                              .put<uint32_t>(10).put<uint32_t>(7).data();
+  const std::string cut = Bytes()
+                              .raw("GGUF")
+                              .put<uint32_t>(3)
+                              .put<int64_t>(0)
+                              .put<int64_t>(1)
+                              .str("k")
+                              .put<uint32_t>(10)
+                              .put<uint32_t>(7)
+                              .data();
   expect_error(cut, StatusCode::kDataLoss, "file ends inside uint64 value");
 }
 

@@ -25,7 +25,8 @@ std::string f32_file(const std::map<std::string, std::vector<float>>& tensors) {
   json header = json::object();
   std::string data;
   for (const auto& [name, values] : tensors) {
-    header[name] = {{"dtype", "F32"}, {"shape", {values.size()}}, {"data_offsets", {data.size(), data.size() + 4 * values.size()}}};
+    header[name] = {
+        {"dtype", "F32"}, {"shape", {values.size()}}, {"data_offsets", {data.size(), data.size() + 4 * values.size()}}};
     for (float v : values) data += Bytes().put(v).data();
   }
   return safetensors_bytes(header.dump(), data);
@@ -82,8 +83,10 @@ TEST(Safetensors, ShardedModelFollowsTheIndex) {
   write_file(dir.file("model-00001-of-00002.safetensors"), f32_file({{"a", {1, 2}}, {"b", {3}}}));
   write_file(dir.file("model-00002-of-00002.safetensors"), f32_file({{"c", {4, 5, 6}}}));
   json index = {{"metadata", {{"total_size", 24}}},
-                {"weight_map", {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00001-of-00002.safetensors"},
-                                {"c", "model-00002-of-00002.safetensors"}}}};
+                {"weight_map",
+                 {{"a", "model-00001-of-00002.safetensors"},
+                  {"b", "model-00001-of-00002.safetensors"},
+                  {"c", "model-00002-of-00002.safetensors"}}}};
   write_file(dir.file("model.safetensors.index.json"), index.dump());
   auto m = SafetensorsModel::open(dir.path());
   ASSERT_TRUE(m.ok()) << m.status().to_string();

@@ -30,8 +30,8 @@ int count_matmul_row_mismatches(KernelBackend& alone, KernelBackend& batched, in
   for (int64_t m = 1; m <= max_m; ++m) {
     for (int64_t r : {int64_t{0}, m - 1, m / 2, (m * 7) / 11}) {
       for (uint64_t trial = 0; trial < 2; ++trial) {
-        auto x = testing::random_floats(static_cast<size_t>(m * k), 1000 * static_cast<uint64_t>(m) + 10 * trial +
-                                                                         static_cast<uint64_t>(r));
+        auto x = testing::random_floats(static_cast<size_t>(m * k),
+                                        1000 * static_cast<uint64_t>(m) + 10 * trial + static_cast<uint64_t>(r));
         std::copy(target.begin(), target.end(), x.begin() + r * k);
         std::vector<float> y(static_cast<size_t>(m * n));
         batched.matmul(x.data(), m, k, w.data(), n, bias, y.data());
@@ -205,7 +205,8 @@ TEST(BatchInvariance, AttentionTokenIsIndependentOfBatchLayoutAndThreads) {
         auto cpu = make_cpu_backend(&pool);
         for (int64_t others : {1, 6, 13}) {
           for (int block_size : {16, 8}) {  // the tiles are logical: even another block size agrees
-            const auto got = attend_in_batch(*cpu, s, block_size, others / 2, others, 7 + static_cast<uint64_t>(others));
+            const auto got =
+                attend_in_batch(*cpu, s, block_size, others / 2, others, 7 + static_cast<uint64_t>(others));
             ASSERT_TRUE(testing::bits_equal(got.data(), reference.data(), reference.size()))
                 << "ratio=" << ratio << " p=" << p << " threads=" << threads << " others=" << others
                 << " block_size=" << block_size;

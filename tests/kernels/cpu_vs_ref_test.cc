@@ -90,7 +90,8 @@ TEST_F(CpuVsRef, RopeIsBitExact) {
       const int64_t m = 9;
       const std::vector<int32_t> positions = {0, 1, 31, 32, 33, 511, 4095, 100000, 7};
       std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));
-      for (int i = 0; i < head_dim / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / head_dim);
+      for (int i = 0; i < head_dim / 2; ++i)
+        inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / head_dim);
       const auto x = testing::random_floats(static_cast<size_t>(m * num_heads * head_dim), 77);
       std::vector<float> xc = x, xr = x;
       cpu_->rope(xc.data(), m, num_heads, head_dim, positions.data(), inv_freq.data(), layout);
@@ -115,8 +116,8 @@ TEST_F(CpuVsRef, SiluMulIsBitExact) {
 
 TEST_F(CpuVsRef, SiluMulIsBitExactAtExtremes) {
   // exp overflow and underflow inside silu: g = -100 gives exp(100) = inf and silu = -0.
-  const std::vector<float> gate = {-100.0f, 100.0f, -88.8f, 88.8f, -87.4f, 87.4f, 0.0f, -0.0f,
-                                   1e-30f, -1e-30f, 30.0f, -30.0f, 3.5f, -3.5f, 1e10f, -1e10f};
+  const std::vector<float> gate = {-100.0f, 100.0f,  -88.8f, 88.8f,  -87.4f, 87.4f, 0.0f,  -0.0f,
+                                   1e-30f,  -1e-30f, 30.0f,  -30.0f, 3.5f,   -3.5f, 1e10f, -1e10f};
   const int64_t n = static_cast<int64_t>(gate.size());
   std::vector<float> gu(gate);
   const auto up = testing::random_floats(gate.size(), 9, 0.5f, 2.0f);
@@ -146,7 +147,7 @@ TEST_F(CpuVsRef, KvWriteIsBitExact) {
 TEST_F(CpuVsRef, AttentionOverShapes) {
   const std::vector<int32_t> positions = {0, 1, 15, 16, 31, 32, 33, 63, 64, 65, 100, 257};
   for (int head_dim : {20, 64, 96, 128}) {  // 20 and 96 exercise the non-multiple-of-64 paths
-    for (int ratio : {1, 3, 4, 10}) {  // 10: more heads per kv head than one CPU work item takes (8)
+    for (int ratio : {1, 3, 4, 10}) {       // 10: more heads per kv head than one CPU work item takes (8)
       for (int block_size : {16, 12}) {
         const int kv_heads = 2, num_heads = kv_heads * ratio;
         std::vector<int64_t> counts;

@@ -58,8 +58,9 @@ struct PagedPool {
              const std::vector<int32_t>& block_table) {
     const int64_t row = static_cast<int64_t>(view.num_kv_heads) * view.head_dim;
     for (int64_t j = 0; j < len; ++j) {
-      const int64_t slot = static_cast<int64_t>(block_table[static_cast<size_t>(j / view.block_size)]) *
-                               view.block_size + j % view.block_size;
+      const int64_t slot =
+          static_cast<int64_t>(block_table[static_cast<size_t>(j / view.block_size)]) * view.block_size +
+          j % view.block_size;
       std::memcpy(k.data() + slot * row, k_log.data() + j * row, sizeof(float) * static_cast<size_t>(row));
       std::memcpy(v.data() + slot * row, v_log.data() + j * row, sizeof(float) * static_cast<size_t>(row));
     }

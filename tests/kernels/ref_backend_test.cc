@@ -12,7 +12,7 @@ namespace {
 
 TEST(RefBackend, MatmulSmallExactValues) {
   auto ref = make_ref_backend();
-  const std::vector<float> x = {1, 2, 3, 4, 5, 6};        // [2, 3]
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};                        // [2, 3]
   const std::vector<float> w = {1, 0, 0, 0, 1, 1, 2, 2, 2, 1, -1, 0.5f};  // [4, 3]
   const std::vector<float> bias = {0.5f, 0, 0, -1};
   std::vector<float> y(8);
@@ -97,9 +97,9 @@ TEST(RefBackend, AttentionOverOnePositionReturnsItsValue) {
 TEST(RefBackend, AttentionWithEqualKeysAveragesValues) {
   auto ref = make_ref_backend();
   testing::PagedPool pool(8, 2, 1, 2);
-  const std::vector<float> k = {1, 1, 1, 1, 1, 1};   // [3, 1, 2]: all keys equal
-  const std::vector<float> v = {0, 3, 3, 6, 6, 0};   // mean (3, 3)
-  const std::vector<int32_t> table = {5, 1};         // positions 0,1 in block 5; 2 in block 1
+  const std::vector<float> k = {1, 1, 1, 1, 1, 1};  // [3, 1, 2]: all keys equal
+  const std::vector<float> v = {0, 3, 3, 6, 6, 0};  // mean (3, 3)
+  const std::vector<int32_t> table = {5, 1};        // positions 0,1 in block 5; 2 in block 1
   pool.place(k, v, 3, table);
   const std::vector<float> q = {0.3f, -0.7f};
   const AttentionQuery query{table.data(), 2};

@@ -15,10 +15,27 @@ namespace vosti {
 namespace {
 
 std::vector<float> exp_inputs() {
-  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1e-8f, -1e-8f, 88.0f, 88.7f, kExpOverflow,
-                           std::nextafter(kExpOverflow, 100.0f), 89.0f, -87.0f, kExpUnderflow,
-                           std::nextafter(kExpUnderflow, -100.0f), -88.0f, -100.0f, 1e30f, -1e30f,
-                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -1.0f,
+                           0.5f,
+                           1e-8f,
+                           -1e-8f,
+                           88.0f,
+                           88.7f,
+                           kExpOverflow,
+                           std::nextafter(kExpOverflow, 100.0f),
+                           89.0f,
+                           -87.0f,
+                           kExpUnderflow,
+                           std::nextafter(kExpUnderflow, -100.0f),
+                           -88.0f,
+                           -100.0f,
+                           1e30f,
+                           -1e30f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
                            std::numeric_limits<float>::quiet_NaN()};
   for (float x = -90.0f; x < 90.0f; x += 0.0137f) xs.push_back(x);
   while (xs.size() % 8 != 0) xs.push_back(0.25f);

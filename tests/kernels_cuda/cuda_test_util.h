@@ -22,8 +22,8 @@ inline bool cuda_device_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-#define VOSTI_SKIP_WITHOUT_CUDA()                                              \
-  do {                                                                         \
+#define VOSTI_SKIP_WITHOUT_CUDA()                                                       \
+  do {                                                                                  \
     if (!::vosti::cuda_test::cuda_device_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 

@@ -41,7 +41,8 @@ TEST(GemmSchedule, SegmentsTileTheKBlocksInOrder) {
       EXPECT_EQ(g.num_k_blocks % g.num_segments, 0);
       EXPECT_EQ(gemm_segment_begin(g, 0), 0);
       EXPECT_EQ(gemm_segment_begin(g, g.num_segments), g.num_k_blocks);
-      for (int seg = 0; seg < g.num_segments; ++seg) EXPECT_LT(gemm_segment_begin(g, seg), gemm_segment_begin(g, seg + 1));
+      for (int seg = 0; seg < g.num_segments; ++seg)
+        EXPECT_LT(gemm_segment_begin(g, seg), gemm_segment_begin(g, seg + 1));
       Result<GemmSchedule> again = select_schedule(n, k);
       EXPECT_EQ(again.value().num_segments, g.num_segments);
     }
@@ -49,7 +50,10 @@ TEST(GemmSchedule, SegmentsTileTheKBlocksInOrder) {
 }
 
 TEST(GemmSchedule, LlamaShapesSplitKAtSmallM) {
-  struct Shape { int64_t n, k; int segments; };
+  struct Shape {
+    int64_t n, k;
+    int segments;
+  };
   // The table as chosen (<= 396 CTAs at one m-tile, >= 3 k-blocks a segment, <= 16 equal segments).
   for (Shape s : {Shape{6144, 4096, 8}, Shape{4096, 4096, 8}, Shape{28672, 4096, 1}, Shape{4096, 14336, 8}}) {
     const GemmSchedule g = select_schedule(s.n, s.k).value();
@@ -111,9 +115,10 @@ class GemmHarness {
       : schedule_(select_schedule(n, k, instruction).value()),
         w_(cuda_test::random_bf16(static_cast<size_t>(n * k), seed, 0.05f)),
         bias_(cuda_test::random_f32(static_cast<size_t>(n), seed + 1, 0.5f)),
-        workspace_(std::max(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
-                            make_gemm_launch(schedule_, max_m, 64, schedule_.num_segments,
-                                             current_device_sm_count().value()).workspace_bytes)) {
+        workspace_(
+            std::max(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
+                     make_gemm_launch(schedule_, max_m, 64, schedule_.num_segments, current_device_sm_count().value())
+                         .workspace_bytes)) {
     EXPECT_EQ(cudaMemset(workspace_.get(), 0, workspace_.size()), cudaSuccess);
   }
   // Runs with the default plan, or with `launch` when given.
@@ -126,8 +131,8 @@ class GemmHarness {
     a.out_dtype = out;
     a.m = m;
     const GemmWorkspace ws{workspace_.get(), workspace_.size()};
-    const Status s = launch ? gemm_bf16_with_launch(schedule_, a, *launch, ws, nullptr)
-                            : gemm_bf16(schedule_, a, ws, nullptr);
+    const Status s =
+        launch ? gemm_bf16_with_launch(schedule_, a, *launch, ws, nullptr) : gemm_bf16(schedule_, a, ws, nullptr);
     if (!s.ok()) return s;
     return cuda_status(cudaDeviceSynchronize(), "gemm_bf16");
   }
@@ -137,8 +142,8 @@ class GemmHarness {
 
  private:
   GemmSchedule schedule_;
-  DeviceBuffer<uint16_t> w_;    // [n, k]
-  DeviceBuffer<float> bias_;    // [n]
+  DeviceBuffer<uint16_t> w_;  // [n, k]
+  DeviceBuffer<float> bias_;  // [n]
   DeviceBuffer<uint8_t> workspace_;
 };
 
@@ -221,8 +226,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmAccuracy,
                                            AccuracyCase{300, 1536, 576, DType::kBF16, false}));
 
 // Row invariance over `ms`: probe rows at positions {0, m/2, m-1} of fresh m-row batches.
-void check_invariance_with(GemmInstruction instruction, int64_t n, int64_t k, const std::vector<int64_t>& ms,
-                           DType out, bool bias, uint64_t seed) {
+void check_invariance_with(GemmInstruction instruction, int64_t n, int64_t k, const std::vector<int64_t>& ms, DType out,
+                           bool bias, uint64_t seed) {
   SCOPED_TRACE(instruction_name(instruction));
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
   GemmHarness g(n, k, max_m, seed, instruction);

@@ -40,7 +40,8 @@ void check_row_invariance(int64_t in_width, size_t out_row_bytes, const RowOp& o
   DeviceBuffer<float> rows(static_cast<size_t>(max_m * in_width));
   DeviceBuffer<uint8_t> out(static_cast<size_t>(max_m) * row_bytes + 1);
   auto run = [&](int64_t m, const std::set<int64_t>& probes, int64_t offset) -> Status {
-    if (cudaMemcpy(rows.get(), pool.get() + offset * in_width, in_row_bytes * m, cudaMemcpyDeviceToDevice) != cudaSuccess) {
+    if (cudaMemcpy(rows.get(), pool.get() + offset * in_width, in_row_bytes * m, cudaMemcpyDeviceToDevice) !=
+        cudaSuccess) {
       return internal_error("copy");
     }
     for (int64_t p : probes) {
@@ -139,42 +140,43 @@ TEST_F(RowKernels, HeadRmsNormMatchesReference) {
       for (double v : rms_norm_ref(head, 1, hd, w, 1e-6)) ref.push_back(v);
       for (int i = 0; i < hd; ++i) out.push_back(got[r * stride + h * hd + i]);
     }
-    for (int64_t i = heads * hd; i < stride; ++i) ASSERT_EQ(got[r * stride + i], x[r * stride + i]) << "outside the heads";
+    for (int64_t i = heads * hd; i < stride; ++i)
+      ASSERT_EQ(got[r * stride + i], x[r * stride + i]) << "outside the heads";
   }
   EXPECT_LT(cuda_test::relative_error(ref, out), 2e-6);
 }
 
 TEST_F(RowKernels, RopeMatchesReferenceBothLayouts) {
   for (int hd : {64, 6}) {  // the vectorised row kernel and the per-pair fallback
-  for (RopeLayout layout : {RopeLayout::kNeox, RopeLayout::kGptj}) {
-    const int64_t m = 17;
-    const int heads = 4, half = hd / 2;
-    const int64_t stride = heads * hd;
-    const std::vector<float> x = cuda_test::random_f32(m * stride, 7, 1.0f);
-    std::vector<int32_t> pos(m);
-    for (int64_t r = 0; r < m; ++r) pos[r] = static_cast<int32_t>((r * 7919) % 40000);
-    std::vector<float> inv_freq(half);
-    for (int i = 0; i < half; ++i) inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
-    DeviceBuffer<float> dx(x), dinv(inv_freq);
-    DeviceBuffer<int32_t> dpos(pos);
-    ASSERT_TRUE(rope(dx.get(), stride, m, heads, hd, dpos.get(), dinv.get(), layout, nullptr).ok());
-    const std::vector<float> got = dx.download();
-    std::vector<double> ref(x.size());
-    for (int64_t r = 0; r < m; ++r) {
-      for (int h = 0; h < heads; ++h) {
-        for (int i = 0; i < half; ++i) {
-          const double angle = static_cast<float>(pos[r]) * inv_freq[i];  // the f32 angle, as HF
-          const int i0 = layout == RopeLayout::kNeox ? i : 2 * i;
-          const int i1 = layout == RopeLayout::kNeox ? i + half : 2 * i + 1;
-          const double x0 = x[r * stride + h * hd + i0], x1 = x[r * stride + h * hd + i1];
-          ref[r * stride + h * hd + i0] = x0 * std::cos(angle) - x1 * std::sin(angle);
-          ref[r * stride + h * hd + i1] = x1 * std::cos(angle) + x0 * std::sin(angle);
+    for (RopeLayout layout : {RopeLayout::kNeox, RopeLayout::kGptj}) {
+      const int64_t m = 17;
+      const int heads = 4, half = hd / 2;
+      const int64_t stride = heads * hd;
+      const std::vector<float> x = cuda_test::random_f32(m * stride, 7, 1.0f);
+      std::vector<int32_t> pos(m);
+      for (int64_t r = 0; r < m; ++r) pos[r] = static_cast<int32_t>((r * 7919) % 40000);
+      std::vector<float> inv_freq(half);
+      for (int i = 0; i < half; ++i) inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
+      DeviceBuffer<float> dx(x), dinv(inv_freq);
+      DeviceBuffer<int32_t> dpos(pos);
+      ASSERT_TRUE(rope(dx.get(), stride, m, heads, hd, dpos.get(), dinv.get(), layout, nullptr).ok());
+      const std::vector<float> got = dx.download();
+      std::vector<double> ref(x.size());
+      for (int64_t r = 0; r < m; ++r) {
+        for (int h = 0; h < heads; ++h) {
+          for (int i = 0; i < half; ++i) {
+            const double angle = static_cast<float>(pos[r]) * inv_freq[i];  // the f32 angle, as HF
+            const int i0 = layout == RopeLayout::kNeox ? i : 2 * i;
+            const int i1 = layout == RopeLayout::kNeox ? i + half : 2 * i + 1;
+            const double x0 = x[r * stride + h * hd + i0], x1 = x[r * stride + h * hd + i1];
+            ref[r * stride + h * hd + i0] = x0 * std::cos(angle) - x1 * std::sin(angle);
+            ref[r * stride + h * hd + i1] = x1 * std::cos(angle) + x0 * std::sin(angle);
+          }
         }
       }
+      EXPECT_LT(cuda_test::relative_error(ref, to_double(got)), 2e-6)
+          << (layout == RopeLayout::kNeox ? "neox" : "gptj") << " head_dim " << hd;
     }
-    EXPECT_LT(cuda_test::relative_error(ref, to_double(got)), 2e-6)
-        << (layout == RopeLayout::kNeox ? "neox" : "gptj") << " head_dim " << hd;
-  }
   }
 }
 
@@ -226,10 +228,14 @@ TEST_F(RowKernels, EmbeddingGatherWidensExactly) {
 
 TEST_F(RowKernels, BadShapesAreReported) {
   DeviceBuffer<float> x(64), w(64);
-  EXPECT_EQ(rms_norm(x.get(), 2, 30, w.get(), 1e-5f, x.get(), DType::kF32, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rms_norm(x.get(), 2, 32, w.get(), 1e-5f, x.get(), DType::kF16, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rms_norm(nullptr, 2, 32, w.get(), 1e-5f, x.get(), DType::kF32, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rope(x.get(), 8, 1, 1, 7, nullptr, w.get(), RopeLayout::kNeox, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rms_norm(x.get(), 2, 30, w.get(), 1e-5f, x.get(), DType::kF32, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(rms_norm(x.get(), 2, 32, w.get(), 1e-5f, x.get(), DType::kF16, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(rms_norm(nullptr, 2, 32, w.get(), 1e-5f, x.get(), DType::kF32, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(rope(x.get(), 8, 1, 1, 7, nullptr, w.get(), RopeLayout::kNeox, nullptr).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(head_rms_norm(x.get(), 16, 2, 4, 8, w.get(), 1e-6f, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(silu_mul(x.get(), 2, 6, x.get(), DType::kF32, nullptr).code(), StatusCode::kInvalidArgument);
 }
@@ -237,22 +243,28 @@ TEST_F(RowKernels, BadShapesAreReported) {
 TEST_F(RowKernels, RmsNormIsRowInvariant) {
   const int64_t n = 4096;
   DeviceBuffer<float> w(cuda_test::random_f32(n, 20, 0.3f, 1.0f));
-  check_row_invariance(n, n * 2, [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t* out) {
-    return rms_norm(rows, m, n, w.get(), 1e-5f, out, DType::kBF16, nullptr);
-  }, 21);
+  check_row_invariance(
+      n, n * 2,
+      [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t* out) {
+        return rms_norm(rows, m, n, w.get(), 1e-5f, out, DType::kBF16, nullptr);
+      },
+      21);
 }
 
 TEST_F(RowKernels, AddRmsNormIsRowInvariant) {
   const int64_t n = 2048;
   DeviceBuffer<float> w(cuda_test::random_f32(n, 22, 0.3f, 1.0f));
   DeviceBuffer<float> delta(4096 * n);
-  check_row_invariance(n, n * 4, [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t* out) {
-    // delta = a copy of the rows: the residual row becomes 2x, then is normalised.
-    if (cudaMemcpy(delta.get(), rows, sizeof(float) * n * m, cudaMemcpyDeviceToDevice) != cudaSuccess) {
-      return internal_error("copy");
-    }
-    return add_rms_norm(rows, delta.get(), m, n, w.get(), 1e-6f, out, DType::kF32, nullptr);
-  }, 23);
+  check_row_invariance(
+      n, n * 4,
+      [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t* out) {
+        // delta = a copy of the rows: the residual row becomes 2x, then is normalised.
+        if (cudaMemcpy(delta.get(), rows, sizeof(float) * n * m, cudaMemcpyDeviceToDevice) != cudaSuccess) {
+          return internal_error("copy");
+        }
+        return add_rms_norm(rows, delta.get(), m, n, w.get(), 1e-6f, out, DType::kF32, nullptr);
+      },
+      23);
 }
 
 TEST_F(RowKernels, HeadNormAndRopeAreRowInvariant) {
@@ -264,23 +276,29 @@ TEST_F(RowKernels, HeadNormAndRopeAreRowInvariant) {
   DeviceBuffer<float> dinv(inv_freq);
   DeviceBuffer<int32_t> pos(4096);
   for (RopeLayout layout : {RopeLayout::kNeox, RopeLayout::kGptj}) {
-    check_row_invariance(width, 0, [&](float* rows, int64_t m, const std::set<int64_t>& probes, uint8_t*) {
-      std::vector<int32_t> p(m);
-      for (int64_t r = 0; r < m; ++r) p[r] = static_cast<int32_t>((r * 104729 + m) % 131072);
-      for (int64_t r : probes) p[r] = 70001;
-      pos.upload(p);
-      const Status s = head_rms_norm(rows, width, m, heads, hd, w.get(), 1e-6f, nullptr);
-      if (!s.ok()) return s;
-      return rope(rows, width, m, heads, hd, pos.get(), dinv.get(), layout, nullptr);
-    }, 25);
+    check_row_invariance(
+        width, 0,
+        [&](float* rows, int64_t m, const std::set<int64_t>& probes, uint8_t*) {
+          std::vector<int32_t> p(m);
+          for (int64_t r = 0; r < m; ++r) p[r] = static_cast<int32_t>((r * 104729 + m) % 131072);
+          for (int64_t r : probes) p[r] = 70001;
+          pos.upload(p);
+          const Status s = head_rms_norm(rows, width, m, heads, hd, w.get(), 1e-6f, nullptr);
+          if (!s.ok()) return s;
+          return rope(rows, width, m, heads, hd, pos.get(), dinv.get(), layout, nullptr);
+        },
+        25);
   }
 }
 
 TEST_F(RowKernels, SiluMulIsRowInvariant) {
   const int64_t n = 1536;
-  check_row_invariance(2 * n, n * 2, [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t* out) {
-    return silu_mul(rows, m, n, out, DType::kBF16, nullptr);
-  }, 26);
+  check_row_invariance(
+      2 * n, n * 2,
+      [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t* out) {
+        return silu_mul(rows, m, n, out, DType::kBF16, nullptr);
+      },
+      26);
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ TEST(Logprobs, LongRowsMatchTheDefinitionBitForBit) {
   std::vector<int32_t> ids(logits.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
   auto value = [&](int32_t i) { return std::isnan(logits[i]) ? -kInf : logits[i]; };
-  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return value(a) > value(b) || (value(a) == value(b) && a < b); });
+  std::sort(ids.begin(), ids.end(),
+            [&](int32_t a, int32_t b) { return value(a) > value(b) || (value(a) == value(b) && a < b); });
   ASSERT_EQ(s.top.size(), 20u);
   for (size_t i = 0; i < 20; ++i) EXPECT_EQ(s.top[i].token, ids[i]) << i;
 }

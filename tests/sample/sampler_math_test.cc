@@ -50,7 +50,7 @@ TEST(SamplerMath, MaxValue) {
   EXPECT_EQ(max_value(x.data(), 0), -kInf);
   x[36] = 2.0f;  // in the scalar tail
   EXPECT_EQ(max_value(x.data(), x.size()), 2.0f);
-  x[3] = 5.0f;   // in a lane
+  x[3] = 5.0f;  // in a lane
   EXPECT_EQ(max_value(x.data(), x.size()), 5.0f);
   x[9] = kInf;
   EXPECT_EQ(max_value(x.data(), x.size()), kInf);
@@ -66,7 +66,8 @@ TEST(SamplerMath, LaneSumsFollowTheDocumentedOrder) {
   // All at once, in chunks that start on lane boundaries, and over an id list.
   LaneSums whole, chunked;
   add_lane_sums(w.data(), w.size(), whole);
-  for (size_t begin = 0; begin < w.size(); begin += 96) add_lane_sums(w.data() + begin, std::min<size_t>(96, w.size() - begin), chunked);
+  for (size_t begin = 0; begin < w.size(); begin += 96)
+    add_lane_sums(w.data() + begin, std::min<size_t>(96, w.size() - begin), chunked);
   std::vector<int32_t> ids(w.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
   const LaneSums listed = lane_sums_of(w.data(), ids);

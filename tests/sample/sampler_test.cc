@@ -55,8 +55,8 @@ TEST(Sampler, PenaltiesFollowHfAndOpenAiSemantics) {
 
   SamplingParams f = greedy();
   f.frequency_penalty = 0.1f;
-  EXPECT_EQ(choose({1.0f, 0.85f}, f, {}, {0, 0}), 1);   // 1.0 - 0.2 = 0.8
-  EXPECT_EQ(choose({1.0f, 0.85f}, f, {}, {0}), 0);      // 1.0 - 0.1 = 0.9
+  EXPECT_EQ(choose({1.0f, 0.85f}, f, {}, {0, 0}), 1);     // 1.0 - 0.2 = 0.8
+  EXPECT_EQ(choose({1.0f, 0.85f}, f, {}, {0}), 0);        // 1.0 - 0.1 = 0.9
   EXPECT_EQ(choose({1.0f, 0.85f}, f, {0, 0, 0}, {}), 0);  // prompt tokens do not count
   SamplingParams pr = greedy();
   pr.presence_penalty = 0.2f;
@@ -132,8 +132,10 @@ TEST(Sampler, MatchesBruteForceReferenceBitForBit) {
     std::vector<float> logits(static_cast<size_t>(vocab));
     for (float& x : logits) {
       const int kind = std::uniform_int_distribution<int>(0, 39)(rng);
-      x = kind == 0 ? kNaN : kind == 1 ? -kInf : kind == 2 && c % 50 == 0 ? kInf
-                                                 : static_cast<float>(std::uniform_int_distribution<int>(-6, 6)(rng)) * 0.37f;
+      x = kind == 0                  ? kNaN
+          : kind == 1                ? -kInf
+          : kind == 2 && c % 50 == 0 ? kInf
+                                     : static_cast<float>(std::uniform_int_distribution<int>(-6, 6)(rng)) * 0.37f;
     }
     SamplingParams p;
     p.temperature = pick(0.0f, 0.3f, 1.0f, 1.0f, 1.7f);
@@ -188,8 +190,12 @@ TEST(Sampler, LargeVocabularyFiltersMatchReference) {
   }
   logits[100] = logits[200] = 8.0f;  // a tie at the top
   SamplerScratch scratch;
-  for (const auto& [k, top_p, min_p] : std::vector<std::tuple<int32_t, float, float>>{
-           {0, 0.9f, 0.0f}, {0, 0.999f, 0.0f}, {50, 1.0f, 0.0f}, {2000, 0.8f, 0.0f}, {0, 1.0f, 0.01f}, {1, 1.0f, 0.0f}}) {
+  for (const auto& [k, top_p, min_p] : std::vector<std::tuple<int32_t, float, float>>{{0, 0.9f, 0.0f},
+                                                                                      {0, 0.999f, 0.0f},
+                                                                                      {50, 1.0f, 0.0f},
+                                                                                      {2000, 0.8f, 0.0f},
+                                                                                      {0, 1.0f, 0.01f},
+                                                                                      {1, 1.0f, 0.0f}}) {
     SamplingParams p;
     p.top_k = k;
     p.top_p = top_p;
@@ -301,7 +307,8 @@ TEST(Sampler, DrawsFollowTheDistribution) {
   ASSERT_EQ(dist.size(), 5u);  // the -inf token has weight 0
   constexpr int kDraws = 20000;
   std::vector<int> counts(logits.size(), 0);
-  for (int64_t pos = 0; pos < kDraws; ++pos) ++counts[static_cast<size_t>(choose_token(logits, p, 7, pos, {}, {}, scratch))];
+  for (int64_t pos = 0; pos < kDraws; ++pos)
+    ++counts[static_cast<size_t>(choose_token(logits, p, 7, pos, {}, {}, scratch))];
   EXPECT_EQ(counts[5], 0);
   for (const TokenProb& tp : dist) {
     const double freq = counts[static_cast<size_t>(tp.token)] / static_cast<double>(kDraws);

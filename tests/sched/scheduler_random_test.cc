@@ -53,9 +53,10 @@ class Harness {
     c.max_num_seqs = static_cast<int32_t>(uniform(1, 8));
     c.max_num_batched_tokens = static_cast<int32_t>(uniform(1, 48));
     std::ostringstream d;
-    d << "block_size=" << c.pool.block_size << " num_blocks=" << c.pool.num_blocks << " max_model_len=" << c.max_model_len
-      << " caching=" << c.pool.enable_prefix_caching << " hash_mode=" << hash_mode << " shuffle=" << c.pool.shuffle_seed
-      << " max_num_seqs=" << c.max_num_seqs << " budget=" << c.max_num_batched_tokens;
+    d << "block_size=" << c.pool.block_size << " num_blocks=" << c.pool.num_blocks
+      << " max_model_len=" << c.max_model_len << " caching=" << c.pool.enable_prefix_caching
+      << " hash_mode=" << hash_mode << " shuffle=" << c.pool.shuffle_seed << " max_num_seqs=" << c.max_num_seqs
+      << " budget=" << c.max_num_batched_tokens;
     description_ = d.str();
     Result<Scheduler> s = Scheduler::create(c);
     VOSTI_CHECK(s.ok(), s.status().to_string());
@@ -72,7 +73,8 @@ class Harness {
   // One engine step with random arrivals and aborts around it; "" or what broke.
   std::string step(bool allow_arrivals) {
     if (allow_arrivals && uniform(0, 2) == 0) {
-      for (int64_t k = uniform(1, 2); k > 0 && static_cast<int64_t>(mirror_.size()) < 3L * config().max_num_seqs + 2; --k) {
+      for (int64_t k = uniform(1, 2); k > 0 && static_cast<int64_t>(mirror_.size()) < 3L * config().max_num_seqs + 2;
+           --k) {
         if (std::string e = add_random(); !e.empty()) return e;
       }
     }
@@ -97,7 +99,9 @@ class Harness {
  private:
   const SchedulerConfig& config() const { return sched_->config(); }
   int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
-  int32_t pick(std::initializer_list<int32_t> v) { return *(v.begin() + uniform(0, static_cast<int64_t>(v.size()) - 1)); }
+  int32_t pick(std::initializer_list<int32_t> v) {
+    return *(v.begin() + uniform(0, static_cast<int64_t>(v.size()) - 1));
+  }
 
   std::string check(const char* after) const {
     const Status s = sched_->check_invariants();
@@ -149,10 +153,12 @@ class Harness {
         return "bad token range for request " + std::to_string(s.id);
       }
       if (!std::equal(s.token_ids.begin(), s.token_ids.end(), m.tokens.begin() + s.num_computed_tokens,
-                      m.tokens.begin() + end) || static_cast<int32_t>(s.token_ids.size()) != s.num_new_tokens) {
+                      m.tokens.begin() + end) ||
+          static_cast<int32_t>(s.token_ids.size()) != s.num_new_tokens) {
         return "plan tokens differ from the request's tokens";
       }
-      if (static_cast<int32_t>(s.block_table.size()) != (end + bs - 1) / bs || s.block_table != r->block_table.blocks()) {
+      if (static_cast<int32_t>(s.block_table.size()) != (end + bs - 1) / bs ||
+          s.block_table != r->block_table.blocks()) {
         return "plan block table does not cover the step";
       }
       if (s.completes_known_tokens != (end == static_cast<int32_t>(m.tokens.size()))) return "completes flag wrong";
@@ -162,7 +168,8 @@ class Harness {
     for (RequestId id : plan.preempted) {
       if (std::find(seen.begin(), seen.end(), id) != seen.end()) return "a preempted request is scheduled";
       const RequestState* r = sched_->find(id);
-      if (r == nullptr || r->status != RequestStatus::kPreempted || r->num_computed_tokens != 0) return "preemption incomplete";
+      if (r == nullptr || r->status != RequestStatus::kPreempted || r->num_computed_tokens != 0)
+        return "preemption incomplete";
     }
     return "";
   }
@@ -176,7 +183,8 @@ class Harness {
         const int32_t upto = std::min((i + 1) * bs, s.num_computed_tokens);
         const std::vector<int32_t>& held = shadow_[static_cast<size_t>(s.block_table[static_cast<size_t>(i)])];
         if (held.size() != static_cast<size_t>(upto) || !std::equal(held.begin(), held.end(), tokens.begin())) {
-          return "request " + std::to_string(s.id) + " reads block " + std::to_string(i) + " holding another prefix's KV";
+          return "request " + std::to_string(s.id) + " reads block " + std::to_string(i) +
+                 " holding another prefix's KV";
         }
       }
     }
@@ -203,7 +211,8 @@ class Harness {
         const int32_t token = static_cast<int32_t>(uniform(0, 3));
         m.tokens.push_back(token);
         const bool at_limit = sched_->append_token(s.id, token);
-        if (at_limit != (static_cast<int32_t>(m.tokens.size()) >= config().max_model_len)) return "append_token limit wrong";
+        if (at_limit != (static_cast<int32_t>(m.tokens.size()) >= config().max_model_len))
+          return "append_token limit wrong";
         if (sched_->find(s.id)->tokens != m.tokens) return "scheduler tokens differ from the mirror";
         done = at_limit;
         if (std::string e = check("append_token"); !e.empty()) return e;

@@ -112,10 +112,10 @@ TEST(OpenAiRequestTest, ChatFields) {
             "top_logprobs");
   EXPECT_EQ(bad(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})", Endpoint::kChatCompletions).param,
             "max_tokens");
-  EXPECT_EQ(bad(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
-                Endpoint::kChatCompletions)
-                .param,
-            "tools");
+  EXPECT_EQ(
+      bad(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", Endpoint::kChatCompletions)
+          .param,
+      "tools");
 }
 
 TEST(OpenAiRequestTest, TokenizeAndDetokenize) {

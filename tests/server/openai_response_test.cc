@@ -48,7 +48,7 @@ TEST(OpenAiResponseTest, CompletionBodyWithExtensions) {
   EXPECT_EQ(ch["token_ids"], json({5, 9}));
   EXPECT_EQ(ch["prompt_token_ids"], json({1, 2}));
   EXPECT_EQ(ch["logits_digests"][0], "00000000000000010123456789abcdef");  // high64 first
-  EXPECT_EQ(ch["logprobs"]["tokens"][1], "\xEF\xBF\xBD\xEF\xBF\xBD");  // half a UTF-8 character: U+FFFD per byte
+  EXPECT_EQ(ch["logprobs"]["tokens"][1], "\xEF\xBF\xBD\xEF\xBF\xBD");      // half a UTF-8 character: U+FFFD per byte
   EXPECT_EQ(ch["logprobs"]["text_offset"], json({0, 2}));
   EXPECT_EQ(static_cast<float>(ch["logprobs"]["token_logprobs"][1].get<double>()), -1e-7f);
   EXPECT_NE(body.find("\"t6\":-2.5"), std::string::npos);

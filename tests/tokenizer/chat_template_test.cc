@@ -39,12 +39,14 @@ TEST(ChatTemplate, MatchesTransformersOnEveryFixtureCase) {
     auto out = tmpl->render(c.at("messages"), opt);
     if (c.contains("error")) {
       ++errors_expected;
-      EXPECT_FALSE(out.ok()) << name << " should fail like jinja2 (" << c.at("error") << ") for " << c.at("messages").dump();
+      EXPECT_FALSE(out.ok()) << name << " should fail like jinja2 (" << c.at("error") << ") for "
+                             << c.at("messages").dump();
       continue;
     }
     ASSERT_TRUE(out.ok()) << name << " " << c.at("messages").dump() << ": " << out.status().to_string();
-    EXPECT_EQ(*out, c.at("expected").get<std::string>()) << name << " extra=" << c.at("extra").dump()
-                                                         << " gen=" << opt.add_generation_prompt << " messages=" << c.at("messages").dump();
+    EXPECT_EQ(*out, c.at("expected").get<std::string>())
+        << name << " extra=" << c.at("extra").dump() << " gen=" << opt.add_generation_prompt
+        << " messages=" << c.at("messages").dump();
     matched += *out == c.at("expected").get<std::string>();
   }
   EXPECT_EQ(matched + errors_expected, static_cast<int>(cases.size()));
@@ -60,26 +62,32 @@ std::string render_expr(const std::string& source, const json& vars = json::obje
 }
 
 TEST(ChatTemplate, ExpressionSemanticsFollowJinja2) {
-  const json vars = {{"items", {"x", "y", "z"}}, {"s", "abcdef"}, {"n", 7}, {"d", {{"b", 2}, {"a", 1}}}, {"nothing", nullptr}};
+  const json vars = {
+      {"items", {"x", "y", "z"}}, {"s", "abcdef"}, {"n", 7}, {"d", {{"b", 2}, {"a", 1}}}, {"nothing", nullptr}};
   EXPECT_EQ(render_expr("{{ s[1:] }}|{{ s[:-1] }}|{{ s[::-1] }}|{{ s[4:2] }}", vars), "bcdef|abcde|fedcba|");
   EXPECT_EQ(render_expr("{{ items[-1] }}{{ items|length }}{{ items[1:]|join(',') }}", vars), "z3y,z");
   EXPECT_EQ(render_expr("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 1.0 }} {{ 1e20 }}"),
             "3 -4 2 3.5 1024 1.0 1e+20");
-  EXPECT_EQ(render_expr("{{ nope is defined }}{{ nothing is none }}{{ n is number }}{{ d is mapping }}", vars), "FalseTrueTrueTrue");
+  EXPECT_EQ(render_expr("{{ nope is defined }}{{ nothing is none }}{{ n is number }}{{ d is mapping }}", vars),
+            "FalseTrueTrueTrue");
   EXPECT_EQ(render_expr("{{ nope or 'fb' }}|{{ '' and 'never' }}|{{ n if n > 3 else 0 }}", vars), "fb||7");
-  EXPECT_EQ(render_expr("{{ d|tojson }}|{{ d|tojson(indent=2) }}", vars), "{\"b\": 2, \"a\": 1}|{\n  \"b\": 2,\n  \"a\": 1\n}");
+  EXPECT_EQ(render_expr("{{ d|tojson }}|{{ d|tojson(indent=2) }}", vars),
+            "{\"b\": 2, \"a\": 1}|{\n  \"b\": 2,\n  \"a\": 1\n}");
   EXPECT_EQ(render_expr("{{ items }}{{ nothing }}{{ true }}{{ d }}", vars), "['x', 'y', 'z']NoneTrue{'b': 2, 'a': 1}");
   EXPECT_EQ(render_expr("{{ '  a b  '.strip() }}|{{ 'a,b,,c'.split(',') }}|{{ ' x  y '.split() }}|{{ 'abc'.upper() }}"),
             "a b|['a', 'b', '', 'c']|['x', 'y']|ABC");
-  EXPECT_EQ(render_expr("{{ 'é' | length }}{{ 'x' ~ 1 ~ none }}{{ 'ab' in 'cabd' }}{{ 'q' not in items }}", vars), "1x1NoneTrueTrue");
-  EXPECT_EQ(render_expr("{% for k, v in d|items %}{{ k }}={{ v }}{% if not loop.last %},{% endif %}{% endfor %}", vars), "b=2,a=1");
+  EXPECT_EQ(render_expr("{{ 'é' | length }}{{ 'x' ~ 1 ~ none }}{{ 'ab' in 'cabd' }}{{ 'q' not in items }}", vars),
+            "1x1NoneTrueTrue");
+  EXPECT_EQ(render_expr("{% for k, v in d|items %}{{ k }}={{ v }}{% if not loop.last %},{% endif %}{% endfor %}", vars),
+            "b=2,a=1");
   EXPECT_EQ(render_expr("{% set ns = namespace(c=0) %}{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}"
                         "{% set ns.c = ns.c + i %}{% endfor %}{{ ns.c }}"),
             "3");
   EXPECT_EQ(render_expr("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
   EXPECT_EQ(render_expr("{% for x in items if x != 'y' %}{{ loop.index }}{{ x }}{% endfor %}", vars), "1x2z");
   EXPECT_EQ(render_expr("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
-  EXPECT_EQ(render_expr("{{ items|select('equalto', 'y')|list }}{{ items|reject('equalto', 'y')|join }}", vars), "['y']xz");
+  EXPECT_EQ(render_expr("{{ items|select('equalto', 'y')|list }}{{ items|reject('equalto', 'y')|join }}", vars),
+            "['y']xz");
   EXPECT_EQ(render_expr("{% set t %}in{{ 1 }}{% endset %}{{ t }}"), "in1");
 }
 
@@ -93,7 +101,8 @@ TEST(ChatTemplate, WhitespaceControlMatchesHfEnvironment) {
 }
 
 TEST(ChatTemplate, ErrorsNameTheProblem) {
-  EXPECT_NE(render_expr("{% macro m() %}x{% endmacro %}").find("'{% macro %}' statement is not supported"), std::string::npos);
+  EXPECT_NE(render_expr("{% macro m() %}x{% endmacro %}").find("'{% macro %}' statement is not supported"),
+            std::string::npos);
   EXPECT_NE(render_expr("line1\n{{ x + }}").find("line 2"), std::string::npos);
   EXPECT_NE(render_expr("{% if x %}never closed").find("syntax error"), std::string::npos);
   EXPECT_NE(render_expr("{{ 'unterminated }}").find("unterminated string"), std::string::npos);

@@ -30,7 +30,8 @@ json load_json(const std::string& path) {
 
 std::string from_hex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -88,21 +89,24 @@ void check_against_fixture(const Tokenizer& tok, const std::string& name) {
     auto got = tok.encode(inputs[i], /*add_special_tokens=*/false);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     if (*got != want && ++encode_mismatch <= 5) {
-      ADD_FAILURE() << name << " encode #" << i << " " << json(inputs[i]).dump() << "\n want " << show(want) << "\n got  "
-                    << show(*got);
+      ADD_FAILURE() << name << " encode #" << i << " " << json(inputs[i]).dump() << "\n want " << show(want)
+                    << "\n got  " << show(*got);
     }
     auto text = tok.decode(want, false);
     ASSERT_TRUE(text.ok()) << text.status().to_string();
     if (*text != expected.at("decode").at(i).get<std::string>() && ++decode_mismatch <= 5) {
-      ADD_FAILURE() << name << " decode #" << i << " want " << expected.at("decode").at(i).dump() << " got " << json(*text).dump();
+      ADD_FAILURE() << name << " decode #" << i << " want " << expected.at("decode").at(i).dump() << " got "
+                    << json(*text).dump();
     }
     const auto& skip = expected.at("decode_skip_special");
     const std::string key = std::to_string(i);
     auto skipped = tok.decode(want, true);
     ASSERT_TRUE(skipped.ok());
-    const std::string want_skip = skip.contains(key) ? skip.at(key).get<std::string>() : expected.at("decode").at(i).get<std::string>();
+    const std::string want_skip =
+        skip.contains(key) ? skip.at(key).get<std::string>() : expected.at("decode").at(i).get<std::string>();
     if (*skipped != want_skip && ++decode_mismatch <= 5) {
-      ADD_FAILURE() << name << " decode(skip_special) #" << i << " want " << json(want_skip).dump() << " got " << json(*skipped).dump();
+      ADD_FAILURE() << name << " decode(skip_special) #" << i << " want " << json(want_skip).dump() << " got "
+                    << json(*skipped).dump();
     }
   }
   EXPECT_EQ(encode_mismatch, 0) << name << ": encode mismatches out of " << inputs.size();
@@ -121,7 +125,8 @@ void check_against_fixture(const Tokenizer& tok, const std::string& name) {
     auto b = tok.decode(ids, true);
     ASSERT_TRUE(a.ok() && b.ok());
     if ((*a != r.at(1).get<std::string>() || *b != r.at(2).get<std::string>()) && ++random_mismatch <= 5) {
-      ADD_FAILURE() << name << " random decode " << r.at(0).dump() << " want " << r.at(1).dump() << " got " << json(*a).dump();
+      ADD_FAILURE() << name << " random decode " << r.at(0).dump() << " want " << r.at(1).dump() << " got "
+                    << json(*a).dump();
     }
   }
   EXPECT_EQ(random_mismatch, 0);

@@ -42,8 +42,10 @@ TEST(Utf8, RepairMatchesPythonReplace) {
   const std::string r(kReplacementChar);
   EXPECT_EQ(repair_utf8("\xed\xa0\x80"), r + r + r);  // a surrogate's encoding: three maximal subparts
   EXPECT_EQ(repair_utf8("\xe2\x82"), r);              // truncated sequence: one
-  EXPECT_EQ(repair_utf8("a\xf0\x9f\x98" "b"), "a" + r + "b");
-  EXPECT_EQ(repair_utf8("\xc0\xaf"), r + r);          // overlong
+  EXPECT_EQ(repair_utf8("a\xf0\x9f\x98"
+                        "b"),
+            "a" + r + "b");
+  EXPECT_EQ(repair_utf8("\xc0\xaf"), r + r);                  // overlong
   EXPECT_EQ(repair_utf8("\xf4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
   EXPECT_EQ(repair_utf8("ok \xc3\xa9"), "ok \xc3\xa9");
   EXPECT_TRUE(is_valid_utf8("\xf0\x9f\x98\x80"));
@@ -56,7 +58,7 @@ TEST(Tokenizer, InvalidUtf8EncodesLikeItsRepairedForm) {
   auto tok = load("bpe_llama3");
   ASSERT_NE(tok, nullptr);
   for (const std::string& bad : {std::string("\xff\xfe"), std::string("a\xed\xa0\x80z"), std::string("\x80", 1),
-                                std::string("nul\0byte", 8), std::string("\x1b[31m\x07")}) {
+                                 std::string("nul\0byte", 8), std::string("\x1b[31m\x07")}) {
     auto ids = tok->encode(bad, false);
     ASSERT_TRUE(ids.ok());
     auto want = tok->encode(repair_utf8(bad), false);
@@ -106,7 +108,8 @@ void check_streaming(const Tokenizer& tok, bool skip_special) {
     for (int32_t id : *ids) {
       const std::string piece = stream.push(id);
       EXPECT_TRUE(is_valid_utf8(piece));
-      EXPECT_EQ(piece.find(kReplacementChar) == std::string::npos || text.find(kReplacementChar) != std::string::npos, true)
+      EXPECT_EQ(piece.find(kReplacementChar) == std::string::npos || text.find(kReplacementChar) != std::string::npos,
+                true)
           << "streamed a replacement character for " << text;
       joined += piece;
     }
@@ -152,7 +155,8 @@ TEST(TokenizerLoad, ErrorsNameTheProblem) {
   auto wordpiece = Tokenizer::from_hf_json(R"({"model": {"type": "WordPiece", "vocab": {}}})", "", "test");
   ASSERT_FALSE(wordpiece.ok());
   EXPECT_EQ(wordpiece.status().code(), StatusCode::kUnimplemented);
-  auto bad_merge = Tokenizer::from_hf_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "", "test");
+  auto bad_merge =
+      Tokenizer::from_hf_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "", "test");
   ASSERT_FALSE(bad_merge.ok());
   EXPECT_NE(bad_merge.status().message().find("not in the vocabulary"), std::string::npos);
   auto bad_pre = Tokenizer::from_hf_json(
@@ -213,11 +217,12 @@ TEST(SplitPatterns, NativeMatchersAgreeWithOniguruma) {
     return true;
   };
   std::vector<std::string> texts = corpus_texts(100000);
-  const char32_t alphabet[] = {' ', ' ', ' ', '\n', '\t', '\r', 0x0B, 0x0C, 0x85, 0xA0, 0x1680, 0x2003, 0x2028, 0x3000,
-                               0x200B, 0x1C, 0x00, 'a', 'Z', 's', 't', 'r', 'e', 'v', 'l', 'm', 'd', '\'', '\'', '1', '9',
-                               0x0663, 0x2167, 0xBD, 0x00E9, 0x0301, 0x4E2D, 0x1F600, '.', '!', '_', '-', 0x05D0, 0x01C5,
-                               0x02B0, 0xFFFD, 0x10FFFF - 2, 'S', 'T', 'R', 'E', 'V', 'L', 'M', 'D', 0x17F, 0x212A,
-                               0xFB06, '\n', '\r', '(', 0x3002};
+  const char32_t alphabet[] = {' ',    ' ',    ' ',          '\n',   '\t',    '\r', 0x0B,  0x0C, 0x85, 0xA0,   0x1680,
+                               0x2003, 0x2028, 0x3000,       0x200B, 0x1C,    0x00, 'a',   'Z',  's',  't',    'r',
+                               'e',    'v',    'l',          'm',    'd',     '\'', '\'',  '1',  '9',  0x0663, 0x2167,
+                               0xBD,   0x00E9, 0x0301,       0x4E2D, 0x1F600, '.',  '!',   '_',  '-',  0x05D0, 0x01C5,
+                               0x02B0, 0xFFFD, 0x10FFFF - 2, 'S',    'T',     'R',  'E',   'V',  'L',  'M',    'D',
+                               0x17F,  0x212A, 0xFB06,       '\n',   '\r',    '(',  0x3002};
   std::mt19937 rng(1234);
   for (int n = 0; n < 40000; ++n) {
     std::string s;

@@ -55,7 +55,8 @@ uint64_t mix(uint64_t x) {
 // Sample_D of the model: a pure function of (logits, seed, output index, history length).
 model::Token sample(const model::Value& lg, uint64_t seed, int32_t i, const std::vector<model::Token>& history) {
   if (!lg.valid) return -1;  // never a real token: the invariant check reports the bad logits
-  return static_cast<model::Token>(mix(seed ^ mix(static_cast<uint64_t>(lg.prefix)) ^ mix(static_cast<uint64_t>(i) + history.size())) % 4);
+  return static_cast<model::Token>(
+      mix(seed ^ mix(static_cast<uint64_t>(lg.prefix)) ^ mix(static_cast<uint64_t>(i) + history.size())) % 4);
 }
 
 class Lockstep {
@@ -74,9 +75,9 @@ class Lockstep {
     c.max_num_seqs = static_cast<int32_t>(uniform(1, 8));
     c.max_num_batched_tokens = static_cast<int32_t>(uniform(1, 48));
     std::ostringstream d;
-    d << "block_size=" << c.pool.block_size << " num_blocks=" << c.pool.num_blocks << " max_model_len=" << c.max_model_len
-      << " caching=" << c.pool.enable_prefix_caching << " hash_mode=" << hash_mode << " max_num_seqs=" << c.max_num_seqs
-      << " budget=" << c.max_num_batched_tokens;
+    d << "block_size=" << c.pool.block_size << " num_blocks=" << c.pool.num_blocks
+      << " max_model_len=" << c.max_model_len << " caching=" << c.pool.enable_prefix_caching
+      << " hash_mode=" << hash_mode << " max_num_seqs=" << c.max_num_seqs << " budget=" << c.max_num_batched_tokens;
     description_ = d.str();
     Result<Scheduler> s = Scheduler::create(c);
     VOSTI_CHECK(s.ok(), s.status().to_string());
@@ -84,8 +85,10 @@ class Lockstep {
     const BlockPoolConfig pool = c.pool;
     auto hash = [pool](const std::vector<model::Token>& pre) {  // the chain key of a full-block prefix
       BlockKey key = kRootBlockKey;
-      for (size_t i = 0; i + static_cast<size_t>(pool.block_size) <= pre.size(); i += static_cast<size_t>(pool.block_size)) {
-        key = pool.hash_fn(key, std::span<const int32_t>(pre.data() + i, static_cast<size_t>(pool.block_size)), pool.identity_seed);
+      for (size_t i = 0; i + static_cast<size_t>(pool.block_size) <= pre.size();
+           i += static_cast<size_t>(pool.block_size)) {
+        key = pool.hash_fn(key, std::span<const int32_t>(pre.data() + i, static_cast<size_t>(pool.block_size)),
+                           pool.identity_seed);
       }
       return key;
     };
@@ -103,7 +106,8 @@ class Lockstep {
   // One engine step with random arrivals and aborts around it; "" or what broke.
   std::string step(bool allow_arrivals) {
     if (allow_arrivals && uniform(0, 2) == 0) {
-      for (int64_t k = uniform(1, 2); k > 0 && static_cast<int64_t>(live_.size()) < 3L * sched_->config().max_num_seqs + 2; --k) {
+      for (int64_t k = uniform(1, 2);
+           k > 0 && static_cast<int64_t>(live_.size()) < 3L * sched_->config().max_num_seqs + 2; --k) {
         if (std::string e = add_random(); !e.empty()) return e;
       }
     }
@@ -127,7 +131,9 @@ class Lockstep {
 
  private:
   int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
-  int32_t pick(std::initializer_list<int32_t> v) { return *(v.begin() + uniform(0, static_cast<int64_t>(v.size()) - 1)); }
+  int32_t pick(std::initializer_list<int32_t> v) {
+    return *(v.begin() + uniform(0, static_cast<int64_t>(v.size()) - 1));
+  }
   int32_t bs() const { return sched_->config().pool.block_size; }
 
   std::string add_random() {
@@ -167,7 +173,8 @@ class Lockstep {
       }
       const size_t num_hits = s.newly_admitted ? static_cast<size_t>(s.num_cached_tokens / bs()) : 0;
       for (size_t i = before.size(); i < s.block_table.size(); ++i) {
-        const std::string e = i < num_hits ? model_->step_hit(s.id, s.block_table[i]) : model_->step_allocate(s.id, s.block_table[i]);
+        const std::string e =
+            i < num_hits ? model_->step_hit(s.id, s.block_table[i]) : model_->step_allocate(s.id, s.block_table[i]);
         if (!e.empty()) return e;
       }
     }
@@ -184,7 +191,8 @@ class Lockstep {
         const auto& table = sched_->find(id)->block_table.blocks();
         auto it = std::find(table.begin(), table.end(), b);
         if (it == table.end()) continue;
-        if (std::string e = model_->step_register(id, static_cast<int32_t>(it - table.begin()), b); !e.empty()) return e;
+        if (std::string e = model_->step_register(id, static_cast<int32_t>(it - table.begin()), b); !e.empty())
+          return e;
         found = true;
         break;
       }
@@ -197,7 +205,8 @@ class Lockstep {
   // in position order) with random padding rows.
   std::vector<Row> random_batch(const StepPlan& plan) {
     std::vector<size_t> owners;
-    for (size_t i = 0; i < plan.requests.size(); ++i) owners.insert(owners.end(), static_cast<size_t>(plan.requests[i].num_new_tokens), i);
+    for (size_t i = 0; i < plan.requests.size(); ++i)
+      owners.insert(owners.end(), static_cast<size_t>(plan.requests[i].num_new_tokens), i);
     std::shuffle(owners.begin(), owners.end(), rng_);
     std::vector<int32_t> next(plan.requests.size(), 0);
     std::vector<Row> batch;
@@ -241,9 +250,11 @@ class Lockstep {
   // bug shows as what the model sees).
   std::string check(const char* after) const {
     const std::string at = std::string("after ") + after + ": ";
-    if (static_cast<size_t>(sched_->num_running() + sched_->num_waiting()) != live_.size()) return at + "live request count";
+    if (static_cast<size_t>(sched_->num_running() + sched_->num_waiting()) != live_.size())
+      return at + "live request count";
     for (const auto& [id, m] : model_->state().requests) {
-      if (m.finished == live_.contains(id)) return at + "request " + std::to_string(id) + " live in one and not the other";
+      if (m.finished == live_.contains(id))
+        return at + "request " + std::to_string(id) + " live in one and not the other";
       if (m.finished) continue;
       const RequestState* r = sched_->find(id);
       if (r == nullptr) return at + "request " + std::to_string(id) + " unknown to the scheduler";
@@ -253,7 +264,8 @@ class Lockstep {
     }
     const BlockPool& pool = sched_->pool();
     for (BlockId b = 0; b < pool.num_blocks(); ++b) {
-      if (pool.ref_count(b) != model_->state().ref_count[static_cast<size_t>(b)]) return at + "ref count of block " + std::to_string(b);
+      if (pool.ref_count(b) != model_->state().ref_count[static_cast<size_t>(b)])
+        return at + "ref count of block " + std::to_string(b);
       if (pool.is_cached(b) != model_->state().cached_prefix[static_cast<size_t>(b)].has_value()) {
         return at + "cached status of block " + std::to_string(b);
       }

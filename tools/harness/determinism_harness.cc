@@ -77,7 +77,8 @@ Result<RunRecord> run_once(std::shared_ptr<const Model> model, const std::vector
       if (static_cast<int32_t>(neighbours.size()) < v.num_aborted_neighbours && step % 3 == 0) {
         RequestSpec spec;
         const int64_t len = 8 + static_cast<int64_t>(rng() % 40);
-        for (int64_t i = 0; i < len; ++i) spec.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+        for (int64_t i = 0; i < len; ++i)
+          spec.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
         spec.max_tokens = 64;
         spec.sampling.temperature = 1.0f;
         spec.sampling.seed = rng();
@@ -135,7 +136,8 @@ std::vector<HarnessRequest> make_harness_requests(const Model& model, bool full,
     return t;
   };
   const std::vector<int32_t> shared = random_tokens(full ? 96 : 40);  // a prefix several prompts share
-  std::vector<std::vector<int32_t>> prompts = {random_tokens(5), random_tokens(full ? 120 : 23), shared, random_tokens(1)};
+  std::vector<std::vector<int32_t>> prompts = {random_tokens(5), random_tokens(full ? 120 : 23), shared,
+                                               random_tokens(1)};
   for (int64_t extra : {7, 19}) {  // shared prefix + distinct tails (prefix-cache hits, partial blocks)
     auto p = shared;
     auto tail = random_tokens(extra);

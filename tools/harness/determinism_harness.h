@@ -29,11 +29,11 @@ struct HarnessRequest {
 
 struct Variation {
   std::string name;
-  EngineConfig config;                    // the deployment-invariant fields must equal the reference's
+  EngineConfig config;  // the deployment-invariant fields must equal the reference's
   enum class Order : uint8_t { kForward, kReverse, kShuffled } order = Order::kForward;
-  int32_t stagger_steps = 0;              // > 0: request i arrives at step i * stagger_steps
-  int32_t num_aborted_neighbours = 0;     // extra requests aborted mid-way (not compared)
-  bool warm_prefix_cache = false;         // run the set twice in one engine; compare the second run
+  int32_t stagger_steps = 0;           // > 0: request i arrives at step i * stagger_steps
+  int32_t num_aborted_neighbours = 0;  // extra requests aborted mid-way (not compared)
+  bool warm_prefix_cache = false;      // run the set twice in one engine; compare the second run
 };
 
 struct VariationResult {

@@ -154,7 +154,8 @@ std::string EngineModel::step_register(RequestIdM x, int32_t j, BlockId b) {
   if (j < 0 || j >= static_cast<int32_t>(r.block_table.size()) || r.block_table[static_cast<size_t>(j)] != b) {
     return "step_register: block " + std::to_string(b) + " is not block " + std::to_string(j) + " of the table";
   }
-  if ((j + 1) * block_size_ > r.num_computed) return "step_register: block is not full and computed (partial block shared)";
+  if ((j + 1) * block_size_ > r.num_computed)
+    return "step_register: block is not full and computed (partial block shared)";
   std::vector<Token> pre = firstn(r.tokens(), static_cast<size_t>((j + 1) * block_size_));
   s_.key_map[hash_(pre)] = b;
   s_.cached_prefix[static_cast<size_t>(b)] = std::move(pre);
@@ -186,7 +187,8 @@ std::string EngineModel::rows_ok(const std::vector<Row>& batch) const {
     const std::vector<Token> T = r.tokens();
     if (row.r_pos != r.num_computed + seen[row.r_req]) return at + "not the next uncomputed position";
     if (row.r_pos >= static_cast<int32_t>(T.size())) return at + "position past the request's tokens";
-    if (row.r_pos >= static_cast<int32_t>(r.block_table.size()) * block_size_) return at + "position past the block table";
+    if (row.r_pos >= static_cast<int32_t>(r.block_table.size()) * block_size_)
+      return at + "position past the block table";
     if (row.r_tok != T[static_cast<size_t>(row.r_pos)]) return at + "wrong token";
     if (row.r_table != r.block_table) return at + "not the request's block table";
     ++seen[row.r_req];
@@ -263,7 +265,8 @@ std::string EngineModel::check_request(RequestIdM x, Request& r) {
   if (r.output_logits.size() != r.outputs.size()) return at + "ri_outputs: logits and outputs differ in length";
   for (size_t i = 0; i < r.outputs.size(); ++i) {
     const Value expected{true, ids[r.prompt.size() + i - 1]};  // F_D(prompt ++ outputs[0..i))
-    if (r.output_logits[i] != expected) return at + "ri_outputs: logits at output " + std::to_string(i) + " are not F_D";
+    if (r.output_logits[i] != expected)
+      return at + "ri_outputs: logits at output " + std::to_string(i) + " are not F_D";
     const std::vector<Token> history = firstn(T, r.prompt.size() + i);
     if (r.outputs[i] != sample_(expected, r.sampler, static_cast<int32_t>(i), history)) {
       return at + "ri_outputs: token at output " + std::to_string(i) + " is not Sample_D";

@@ -36,7 +36,7 @@ using RequestIdM = uint64_t;
 class PrefixTrie {
  public:
   PrefixTrie();
-  int32_t child(int32_t id, Token t);                   // interns on first use
+  int32_t child(int32_t id, Token t);                      // interns on first use
   int32_t of(const std::vector<Token>& tokens, size_t n);  // id of tokens[0..n)
   int32_t parent(int32_t id) const { return nodes_[static_cast<size_t>(id)].parent; }
   int32_t length(int32_t id) const { return nodes_[static_cast<size_t>(id)].length; }
@@ -84,7 +84,7 @@ struct State {
   std::map<RequestIdM, Request> requests;
   std::vector<RequestIdM> request_ids;
   std::map<std::pair<BlockId, int32_t>, Value> kv_mem;
-  std::vector<int32_t> ref_count;                            // [num_blocks]
+  std::vector<int32_t> ref_count;                                // [num_blocks]
   std::vector<std::optional<std::vector<Token>>> cached_prefix;  // [num_blocks]
   std::unordered_map<BlockKey, BlockId, BlockKeyHasher> key_map;
 };

@@ -2,13 +2,12 @@
 //
 // Threads split only independent outputs: matmul output columns (chunks of
 // kMatmulColChunk), rms_norm/rope rows, silu_mul elements, attention (token, heads
-// sharing one kv head): whole (token, head) pairs, never a part of one. Each output element's reduction order is documented at its kernel
-// (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m, the row
-// index, the thread count or other rows. Element-wise ops (rope, silu_mul,
-// kv_write, the rms_norm scaling) use scalar_math.h and are bit-identical to the
-// reference backend; matmul, the rms_norm sum of squares and attention use a
-// different (lane-8 / tiled) order than the oracle and match it within rounding.
-// Thread safety: one caller at a time (the pool runs one parallel_for at a time).
+// sharing one kv head): whole (token, head) pairs, never a part of one. Each output element's reduction order is
+// documented at its kernel (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m, the row index, the
+// thread count or other rows. Element-wise ops (rope, silu_mul, kv_write, the rms_norm scaling) use scalar_math.h and
+// are bit-identical to the reference backend; matmul, the rms_norm sum of squares and attention use a different (lane-8
+// / tiled) order than the oracle and match it within rounding. Thread safety: one caller at a time (the pool runs one
+// parallel_for at a time).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,8 +36,7 @@ class CpuBackend final : public KernelBackend {
     return bug_ == PlantedBug::kNone ? "cpu" : "cpu-planted-bug-split-k-by-row-count";
   }
 
-  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
-              float* y) override {
+  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) override {
     VOSTI_CHECK(m >= 0 && k > 0 && n > 0, "matmul: bad shape");
     if (m == 0) return;
     const int64_t num_chunks = (n + kMatmulColChunk - 1) / kMatmulColChunk;
@@ -106,8 +104,8 @@ class CpuBackend final : public KernelBackend {
     }
   }
 
-  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv,
-                 float scale, float* out) override {
+  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
+                 float* out) override {
     VOSTI_CHECK(kv.num_kv_heads > 0 && num_heads % kv.num_kv_heads == 0, "attention: heads not a multiple of kv heads");
     const int d = kv.head_dim;
     const int group = num_heads / kv.num_kv_heads;

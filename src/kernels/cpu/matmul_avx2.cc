@@ -76,8 +76,8 @@ void matmul_columns_avx2(const float* x, int64_t m, int64_t k, const float* w, i
   // While a chunk is computed, the next chunk's weights (rows contiguous in w) are
   // prefetched into L2, spread evenly over the chunk's micro-kernel calls, so only the
   // first chunk waits on memory. Prefetches touch no arithmetic.
-  const int64_t calls_per_chunk = (m + kMatmulRowBlock - 1) / kMatmulRowBlock *
-                                  ((kMatmulColChunk + kMatmulColBlock - 1) / kMatmulColBlock);
+  const int64_t calls_per_chunk =
+      (m + kMatmulRowBlock - 1) / kMatmulRowBlock * ((kMatmulColChunk + kMatmulColBlock - 1) / kMatmulColBlock);
   for (int64_t c0 = col_begin; c0 < col_end; c0 += kMatmulColChunk) {
     const int64_t c1 = std::min(col_end, c0 + kMatmulColChunk);
     const char* pf = reinterpret_cast<const char*>(w + c1 * k);

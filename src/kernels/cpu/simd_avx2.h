@@ -25,8 +25,8 @@ namespace vosti::avx2 {
 inline float hsum8(__m256 v) {
   const __m128 lo = _mm256_castps256_ps128(v);
   const __m128 hi = _mm256_extractf128_ps(v, 1);
-  const __m128 s4 = _mm_add_ps(lo, hi);                      // [a0+a4, a1+a5, a2+a6, a3+a7]
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));   // [(a0+a4)+(a2+a6), (a1+a5)+(a3+a7), ..]
+  const __m128 s4 = _mm_add_ps(lo, hi);                     // [a0+a4, a1+a5, a2+a6, a3+a7]
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));  // [(a0+a4)+(a2+a6), (a1+a5)+(a3+a7), ..]
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
   return _mm_cvtss_f32(s1);
 }
@@ -65,8 +65,8 @@ inline __m256 exp_lane8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(kExpOverflow);
   const __m256 lo = _mm256_set1_ps(kExpUnderflow);
   const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, hi), lo);  // in range (NaN lanes fixed below)
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kExpLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kExpLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpLn2Hi), xc);
   r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpLn2Lo), r);
   __m256 p = _mm256_set1_ps(kExpP[0]);

@@ -23,8 +23,8 @@ inline Status cuda_launch_status(const char* kernel) { return cuda_status(cudaGe
 
 }  // namespace vosti
 
-#define VOSTI_CUDA_RETURN_IF_ERROR(expr)                   \
-  do {                                                     \
+#define VOSTI_CUDA_RETURN_IF_ERROR(expr)                                \
+  do {                                                                  \
     ::vosti::Status vosti_cuda_s = ::vosti::cuda_status((expr), #expr); \
-    if (!vosti_cuda_s.ok()) return vosti_cuda_s;           \
+    if (!vosti_cuda_s.ok()) return vosti_cuda_s;                        \
   } while (0)

@@ -210,8 +210,7 @@ template <int BM, int WM, int WN, int STAGES>
 Status launch(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
   using C = TileConfig<BM, WM, WN, STAGES>;
   auto kernel = gemm_bf16_kernel<BM, WM, WN, STAGES>;
-  VOSTI_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  VOSTI_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
   const dim3 grid(l.num_m_tiles, l.num_n_tiles, l.num_groups);
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p);
   return cuda_launch_status("gemm_bf16_kernel");
@@ -221,9 +220,12 @@ Status launch(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
 
 Status launch_mma_sync(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream) {
   switch (l.block_m) {
-    case 16: return launch<16, 1, 4, 4>(p, l, stream);
-    case 64: return launch<64, 2, 4, 4>(p, l, stream);
-    default: return launch<128, 2, 4, 4>(p, l, stream);
+    case 16:
+      return launch<16, 1, 4, 4>(p, l, stream);
+    case 64:
+      return launch<64, 2, 4, 4>(p, l, stream);
+    default:
+      return launch<128, 2, 4, 4>(p, l, stream);
   }
 }
 
@@ -233,7 +235,8 @@ size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num
   size_t most = 0;
   // Split launches have fewer m-tiles than 3 * num_sms.
   const int64_t last_split_m = std::min<int64_t>(max_m, static_cast<int64_t>(128) * 3 * std::max(num_sms, 1));
-  for (int64_t m = 1; m <= last_split_m; ++m) most = std::max(most, plan_gemm_launch(schedule, m, num_sms).workspace_bytes);
+  for (int64_t m = 1; m <= last_split_m; ++m)
+    most = std::max(most, plan_gemm_launch(schedule, m, num_sms).workspace_bytes);
   return most;
 }
 
@@ -287,10 +290,9 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
   if ((l.block_m != 64 && l.block_m != 128 && (wgmma || l.block_m != 16)) ||
       l.num_m_tiles != (args.m + l.block_m - 1) / l.block_m ||
       l.num_n_tiles != (schedule.n + kGemmBlockN - 1) / kGemmBlockN || l.num_groups < 1 ||
-      l.num_groups > schedule.num_segments || l.split_segments != (l.num_groups > 1) ||
-      l.wgmma_batches_in_flight < 0 || l.wgmma_batches_in_flight > 1 ||
-      (l.split_segments &&
-       static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * sizeof(unsigned) > l.counter_bytes)) {
+      l.num_groups > schedule.num_segments || l.split_segments != (l.num_groups > 1) || l.wgmma_batches_in_flight < 0 ||
+      l.wgmma_batches_in_flight > 1 ||
+      (l.split_segments && static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * sizeof(unsigned) > l.counter_bytes)) {
     return invalid_argument("gemm_bf16: launch not made for this schedule and m (use make_gemm_launch)");
   }
   if (l.split_segments && (workspace.data == nullptr || workspace.bytes < l.workspace_bytes)) {

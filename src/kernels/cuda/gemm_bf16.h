@@ -26,10 +26,10 @@
 namespace vosti {
 
 struct GemmArgs {
-  const uint16_t* x = nullptr;  // [m, k] bf16, device, rows contiguous, 16-byte aligned
-  const uint16_t* w = nullptr;  // [n, k] bf16, device, 16-byte aligned
-  const float* bias = nullptr;  // [n] f32, device, or nullptr
-  void* y = nullptr;            // [m, n] out_dtype, device
+  const uint16_t* x = nullptr;     // [m, k] bf16, device, rows contiguous, 16-byte aligned
+  const uint16_t* w = nullptr;     // [n, k] bf16, device, 16-byte aligned
+  const float* bias = nullptr;     // [n] f32, device, or nullptr
+  void* y = nullptr;               // [m, n] out_dtype, device
   DType out_dtype = DType::kBF16;  // kBF16 or kF32
   int64_t m = 0;
 };
@@ -53,8 +53,7 @@ Result<bool> device_has_wgmma();
 // m >= 2^31, an unsupported out_dtype or a workspace too small for the plan;
 // kFailedPrecondition for a wgmma schedule on a GPU other than sm_90; kInternal for a
 // CUDA launch failure.
-Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace,
-                 cudaStream_t stream);
+Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream);
 
 // The same GEMM with a caller-chosen launch (make_gemm_launch); the output bits are those of
 // gemm_bf16(). Errors as gemm_bf16(), and kInvalidArgument for a launch not made for (schedule, m).

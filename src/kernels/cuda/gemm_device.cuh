@@ -81,7 +81,6 @@ __device__ __forceinline__ void store_pair(const GemmParams& p, int row, int col
   }
 }
 
-
 // Launches of the two instruction families (gemm_bf16.cu, gemm_bf16_wgmma.cu).
 Status launch_mma_sync(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream);
 Status launch_wgmma(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream);

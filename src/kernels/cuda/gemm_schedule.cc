@@ -49,10 +49,9 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k, GemmInstruction instr
   s.num_k_blocks = static_cast<int>(k / kGemmBlockK);
   // Equal segments (a divisor of the k-block count), as many as one small-m wave holds.
   const int64_t n_tiles = (n + kGemmBlockN - 1) / kGemmBlockN;
-  const int64_t target = instruction == GemmInstruction::kWgmmaM64N128K16 ? kTargetSmallMCtasWgmma
-                                                                          : kTargetSmallMCtasMmaSync;
-  const int64_t limit = std::min<int64_t>({target / n_tiles, kMaxSegments,
-                                           s.num_k_blocks / kMinKBlocksPerSegment});
+  const int64_t target =
+      instruction == GemmInstruction::kWgmmaM64N128K16 ? kTargetSmallMCtasWgmma : kTargetSmallMCtasMmaSync;
+  const int64_t limit = std::min<int64_t>({target / n_tiles, kMaxSegments, s.num_k_blocks / kMinKBlocksPerSegment});
   s.num_segments = largest_divisor_at_most(s.num_k_blocks, limit);
   return s;
 }
@@ -60,7 +59,7 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k, GemmInstruction instr
 GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
   const int64_t n_tiles = (n + kGemmBlockN - 1) / kGemmBlockN;
   return has_wgmma && n_tiles >= kMinNTilesForWgmma && k % kGemmBlockK == 0 ? GemmInstruction::kWgmmaM64N128K16
-                                                                               : GemmInstruction::kMmaSyncM16N8K16;
+                                                                            : GemmInstruction::kMmaSyncM16N8K16;
 }
 
 int gemm_ctas_per_sm(GemmInstruction instruction, int block_m) {
@@ -77,8 +76,8 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
   l.split_segments = num_groups > 1;
   // Counters of every split launch fit 3 * num_sms tiles: one region size per device, so
   // a later call never finds a partial where its counter is.
-  l.counter_bytes = (static_cast<size_t>(3) * num_sms * sizeof(uint32_t) + kWorkspaceAlign - 1) / kWorkspaceAlign *
-                    kWorkspaceAlign;
+  l.counter_bytes =
+      (static_cast<size_t>(3) * num_sms * sizeof(uint32_t) + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
   if (l.split_segments) {
     l.workspace_bytes = l.counter_bytes + static_cast<size_t>(schedule.num_segments) * static_cast<size_t>(m) *
                                               static_cast<size_t>(schedule.n) * sizeof(float);
@@ -94,9 +93,8 @@ GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms
   const int64_t slots = static_cast<int64_t>(num_sms) * gemm_ctas_per_sm(schedule.instruction, block_m);
   // Whole groups of equal size (a divisor of S), as many as one wave of resident CTAs holds,
   // while the partials (S planes of m x n f32, written and read) stay cheap next to the weight.
-  const int groups = (tiles >= slots || m > kMaxMForSplit)
-                         ? 1
-                         : largest_divisor_at_most(schedule.num_segments, slots / tiles);
+  const int groups =
+      (tiles >= slots || m > kMaxMForSplit) ? 1 : largest_divisor_at_most(schedule.num_segments, slots / tiles);
   return make_gemm_launch(schedule, m, block_m, groups, num_sms);
 }
 

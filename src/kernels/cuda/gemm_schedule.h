@@ -41,8 +41,8 @@ struct GemmSchedule {
   int64_t n = 0;
   int64_t k = 0;
   GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16;
-  int num_k_blocks = 0;   // k / kGemmBlockK
-  int num_segments = 1;   // S (divides num_k_blocks): k cut into S equal segments, summed in order 0..S-1
+  int num_k_blocks = 0;  // k / kGemmBlockK
+  int num_segments = 1;  // S (divides num_k_blocks): k cut into S equal segments, summed in order 0..S-1
 };
 
 // The instruction for weight shape [n, k] on a GPU with or without wgmma (sm_90a): wgmma where
@@ -67,13 +67,13 @@ inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
 // num_groups > 1: each CTA stores every P_s of its group to the workspace; the tile's
 // last CTA (an integer counter decides which) sums P_0 + P_1 + ... in segment order.
 struct GemmLaunch {
-  int block_m = 16;       // rows per CTA tile: 16, 64 or 128 (mma.sync); 64 or 128 (wgmma)
+  int block_m = 16;  // rows per CTA tile: 16, 64 or 128 (mma.sync); 64 or 128 (wgmma)
   int num_m_tiles = 0;
   int num_n_tiles = 0;
-  int num_groups = 1;     // CTAs per tile along k, 1..num_segments
-  bool split_segments = false;  // num_groups > 1
-  size_t counter_bytes = 0;     // tile counters at the start of the workspace (fixed per device)
-  size_t workspace_bytes = 0;   // counters + f32 partials [num_segments, m, n]; 0 when not split
+  int num_groups = 1;               // CTAs per tile along k, 1..num_segments
+  bool split_segments = false;      // num_groups > 1
+  size_t counter_bytes = 0;         // tile counters at the start of the workspace (fixed per device)
+  size_t workspace_bytes = 0;       // counters + f32 partials [num_segments, m, n]; 0 when not split
   int wgmma_batches_in_flight = 1;  // wgmma only: k-block batches left running while the next is issued (0 or 1)
 };
 

@@ -52,8 +52,8 @@ __global__ void embedding_kernel(const __nv_bfloat16* __restrict__ table, int64_
 
 // One block per row. kAdd: residual += delta first (the sum is the normalised row).
 template <typename OutT, bool kAdd>
-__global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(float* x, const float* delta, int64_t n,
-                                                               const float* weight, float eps, OutT* y) {
+__global__ void __launch_bounds__(kRowThreads)
+    rms_norm_kernel(float* x, const float* delta, int64_t n, const float* weight, float eps, OutT* y) {
   __shared__ float warp_sums[kWarpsPerRowBlock];
   const int64_t r = blockIdx.x;
   float* xr = x + r * n;
@@ -206,7 +206,8 @@ __global__ void bias_add_kernel(float* y, int64_t m, int64_t n, const float* bia
 }
 
 Status check_rows(const char* op, int64_t m, int64_t n, int64_t n_multiple) {
-  if (m < 0 || m > 0x7fffffff) return invalid_argument(std::string(op) + ": row count m=" + std::to_string(m) + " out of range");
+  if (m < 0 || m > 0x7fffffff)
+    return invalid_argument(std::string(op) + ": row count m=" + std::to_string(m) + " out of range");
   if (n <= 0 || n % n_multiple != 0) {
     return invalid_argument(std::string(op) + ": row width " + std::to_string(n) + " must be a positive multiple of " +
                             std::to_string(n_multiple));
@@ -222,8 +223,8 @@ Status check_out_dtype(const char* op, DType t) {
 unsigned grid_for(int64_t threads, int block) { return static_cast<unsigned>((threads + block - 1) / block); }
 
 template <bool kAdd>
-Status launch_rms_norm(const char* op, float* x, const float* delta, int64_t m, int64_t n, const float* weight, float eps,
-                       void* y, DType y_dtype, cudaStream_t stream) {
+Status launch_rms_norm(const char* op, float* x, const float* delta, int64_t m, int64_t n, const float* weight,
+                       float eps, void* y, DType y_dtype, cudaStream_t stream) {
   const Status rows_ok = check_rows(op, m, n, 4);
   if (!rows_ok.ok()) return rows_ok;
   const Status dtype_ok = check_out_dtype(op, y_dtype);
@@ -233,8 +234,8 @@ Status launch_rms_norm(const char* op, float* x, const float* delta, int64_t m, 
   }
   if (m == 0) return Status();
   if (y_dtype == DType::kF32) {
-    rms_norm_kernel<float, kAdd><<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(x, delta, n, weight, eps,
-                                                                                        static_cast<float*>(y));
+    rms_norm_kernel<float, kAdd>
+        <<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(x, delta, n, weight, eps, static_cast<float*>(y));
   } else {
     rms_norm_kernel<__nv_bfloat16, kAdd><<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(
         x, delta, n, weight, eps, static_cast<__nv_bfloat16*>(y));
@@ -244,11 +245,12 @@ Status launch_rms_norm(const char* op, float* x, const float* delta, int64_t m, 
 
 }  // namespace
 
-Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m,
-                        float* out, cudaStream_t stream) {
+Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m, float* out,
+                        cudaStream_t stream) {
   Status s = check_rows("embedding_gather", m, hidden, 8);
   if (!s.ok()) return s;
-  if (table == nullptr || ids == nullptr || out == nullptr) return invalid_argument("embedding_gather: null device pointer");
+  if (table == nullptr || ids == nullptr || out == nullptr)
+    return invalid_argument("embedding_gather: null device pointer");
   if (vocab <= 0) return invalid_argument("embedding_gather: vocab must be positive");
   if (m == 0) return Status();
   embedding_kernel<<<static_cast<unsigned>(m), 128, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(table), vocab,
@@ -294,11 +296,11 @@ Status rope(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && row_stride % 4 == 0;
   if (head_dim % 8 == 0 && head_dim / 2 <= kMaxRopeHalf && aligned) {
     if (layout == RopeLayout::kGptj) {
-      rope_row_kernel<true><<<static_cast<unsigned>(m), 128, 0, stream>>>(x, row_stride, num_heads, head_dim, positions,
-                                                                         inv_freq);
+      rope_row_kernel<true>
+          <<<static_cast<unsigned>(m), 128, 0, stream>>>(x, row_stride, num_heads, head_dim, positions, inv_freq);
     } else {
-      rope_row_kernel<false><<<static_cast<unsigned>(m), 128, 0, stream>>>(x, row_stride, num_heads, head_dim,
-                                                                          positions, inv_freq);
+      rope_row_kernel<false>
+          <<<static_cast<unsigned>(m), 128, 0, stream>>>(x, row_stride, num_heads, head_dim, positions, inv_freq);
     }
     return cuda_launch_status("rope");
   }
@@ -316,8 +318,8 @@ Status silu_mul(const float* gate_up, int64_t m, int64_t n, void* y, DType y_dty
   const int64_t threads = m * (n / 4);
   if (threads == 0) return Status();
   if (y_dtype == DType::kF32) {
-    silu_mul_kernel<float><<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(gate_up, m, n,
-                                                                                                static_cast<float*>(y));
+    silu_mul_kernel<float>
+        <<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<float*>(y));
   } else {
     silu_mul_kernel<__nv_bfloat16><<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(
         gate_up, m, n, static_cast<__nv_bfloat16*>(y));

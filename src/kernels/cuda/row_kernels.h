@@ -34,8 +34,8 @@ namespace vosti {
 inline constexpr int kRowThreads = 256;
 
 // out[m, hidden] (f32) = table[ids[r], :] (bf16) widened. An id outside [0, vocab) gives a row of NaN.
-Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m,
-                        float* out, cudaStream_t stream);
+Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m, float* out,
+                        cudaStream_t stream);
 
 // y[m, n] (y_dtype: f32 or bf16) = x * (1 / sqrt(mean(x^2) + eps)) * weight[n]. REQUIRES: n % 4 == 0.
 Status rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, void* y, DType y_dtype,

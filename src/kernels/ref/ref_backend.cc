@@ -27,8 +27,7 @@ class RefBackend final : public KernelBackend {
  public:
   std::string_view name() const override { return "ref"; }
 
-  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
-              float* y) override {
+  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) override {
     VOSTI_CHECK(m >= 0 && k > 0 && n > 0, "matmul: bad shape");
     // Four columns advance together only so the four independent sums overlap in the
     // pipeline; each one is still the plain sequential sum over k.
@@ -103,8 +102,8 @@ class RefBackend final : public KernelBackend {
     }
   }
 
-  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv,
-                 float scale, float* out) override {
+  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
+                 float* out) override {
     VOSTI_CHECK(kv.num_kv_heads > 0 && num_heads % kv.num_kv_heads == 0, "attention: heads not a multiple of kv heads");
     const int d = kv.head_dim;
     const int group = num_heads / kv.num_kv_heads;

@@ -39,8 +39,8 @@ inline RotatedPair rope_rotate(float x0, float x1, float c, float s) {
 }
 
 // Constants of exp_f32 (Cephes expf: Cody-Waite reduction, degree-5 minimax polynomial).
-inline constexpr float kExpOverflow = 88.72283935546875f;    // above: +inf
-inline constexpr float kExpUnderflow = -87.3365478515625f;   // below: 0 (ln of FLT_MIN)
+inline constexpr float kExpOverflow = 88.72283935546875f;   // above: +inf
+inline constexpr float kExpUnderflow = -87.3365478515625f;  // below: 0 (ln of FLT_MIN)
 inline constexpr float kExpLog2e = 1.44269504088896341f;
 inline constexpr float kExpLn2Hi = 0.693359375f;
 inline constexpr float kExpLn2Lo = -2.12194440e-4f;
