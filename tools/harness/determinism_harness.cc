@@ -150,7 +150,7 @@ std::vector<HarnessRequest> make_harness_requests(const Model& model, bool full,
   for (size_t i = 0; i < prompts.size(); ++i) {
     HarnessRequest r;
     r.spec.prompt = prompts[i];
-    r.spec.max_tokens = static_cast<int32_t>((full ? 48 : 12) + (i % 3) * 4);
+    r.spec.max_tokens = static_cast<int32_t>((full ? 48 : 24) + (i % 3) * 4);
     r.spec.ignore_eos = true;
     if (i % 2 == 1) {
       r.spec.sampling.temperature = 0.9f;
@@ -196,11 +196,14 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
     x.config.max_num_batched_tokens = 61;
     x.warm_prefix_cache = true;
   });
-  add("tiny_cache(evict+preempt)", [&](Variation& x) {
-    x.config.enable_prefix_caching = true;
-    x.config.max_num_batched_tokens = 64;
-    x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;  // the least that fits one request
-  });
+  // The least cache that fits one request: admitted requests outgrow it, so running ones
+  // are preempted (and recomputed, partly from the prefix cache) again and again.
+  for (int32_t budget : {7, 512})
+    add("tiny_cache,budget=" + std::to_string(budget), [&](Variation& x) {
+      x.config.enable_prefix_caching = true;
+      x.config.max_num_batched_tokens = budget;
+      x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;
+    });
   add("shuffled_blocks", [&](Variation& x) {
     x.config.block_shuffle_seed = 0x5eed;
     x.config.max_num_batched_tokens = 61;
