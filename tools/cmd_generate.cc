@@ -33,17 +33,24 @@ struct GenerateOptions {
   bool has_seed = false;
 };
 
-// A one-line progress indicator on stderr while the model loads (terminals only).
+// A progress bar on stderr while the model loads (terminals only), advanced per layer.
 class LoadProgress {
  public:
   explicit LoadProgress(const std::string& what) : active_(isatty(STDERR_FILENO)), what_(what) {
-    if (active_) std::fprintf(stderr, "loading %s ...", what_.c_str());
     t0_ = std::chrono::steady_clock::now();
   }
-  void done() {
+  void update(int64_t done, int64_t total) const {
+    if (!active_ || total <= 0) return;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / total);
+    std::fprintf(stderr, "\rloading %s [%.*s%*s] %lld/%lld layers", what_.c_str(), filled,
+                 "##############################", kWidth - filled, "", static_cast<long long>(done),
+                 static_cast<long long>(total));
+  }
+  void done() const {
     if (!active_) return;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    std::fprintf(stderr, "\rloaded %s in %.2f s\n", what_.c_str(), s);
+    std::fprintf(stderr, "\r\033[Kloaded %s in %.2f s\n", what_.c_str(), s);
   }
 
  private:
@@ -107,7 +114,9 @@ int cmd_generate(int argc, char** argv) {
   }
 
   LoadProgress progress(o.model);
-  auto model = Model::load(o.model);
+  LoadOptions load_options;
+  load_options.on_progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
+  auto model = Model::load(o.model, load_options);
   if (!model.ok()) {
     std::fprintf(stderr, "\nvosti generate: %s\n", model.status().to_string().c_str());
     return 1;

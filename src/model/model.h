@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,7 +84,8 @@ struct ForwardScratch {
 };
 
 struct LoadOptions {
-  bool verbose = false;
+  // Called after each layer's weights are ready: (layers done, total layers). May be empty.
+  std::function<void(int64_t, int64_t)> on_progress;
 };
 
 class Model {

@@ -155,7 +155,7 @@ class WeightBuilder {
 };
 
 Result<ModelWeights> build_weights(WeightBuilder& b, const NameScheme& names, const ModelConfig& c,
-                                   const TensorLookup& lookup) {
+                                   const TensorLookup& lookup, const LoadOptions& options) {
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads, I = c.intermediate_size;
   ModelWeights w;
   VOSTI_ASSIGN_OR_RETURN(w.embed, b.get(names.embed, {c.vocab_size, H}));
@@ -185,30 +185,31 @@ Result<ModelWeights> build_weights(WeightBuilder& b, const NameScheme& names, co
     VOSTI_ASSIGN_OR_RETURN(l.w_gate_up, b.stack({{n("gate"), {I, H}}, {n("up"), {I, H}}}, {}));
     VOSTI_ASSIGN_OR_RETURN(l.w_down, b.get(n("down"), {H, I}));
     w.layers.push_back(std::move(l));
+    if (options.on_progress) options.on_progress(i + 1, c.num_layers);
   }
   return w;
 }
 
-Result<std::shared_ptr<const Model>> load_gguf(const std::string& path) {
+Result<std::shared_ptr<const Model>> load_gguf(const std::string& path, const LoadOptions& options) {
   VOSTI_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::open(path));
   VOSTI_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::from_gguf(gguf));
   if (config.name.empty()) config.name = std::filesystem::path(path).stem().string();
   TensorLookup lookup = [&gguf](const std::string& name) { return gguf.tensor(name); };
   // Only Llama GGUFs carry llama.cpp's q/k row permutation.
   WeightBuilder builder(lookup, config, config.arch == Architecture::kLlama);
-  auto weights = build_weights(builder, gguf_names(), config, lookup);
+  auto weights = build_weights(builder, gguf_names(), config, lookup, options);
   if (!weights.ok()) return weights.status().with_context(path);
   return std::shared_ptr<const Model>(
       std::make_shared<Model>(path, config, std::move(weights).value(), builder.num_copied_bytes()));
 }
 
-Result<std::shared_ptr<const Model>> load_safetensors(const std::string& dir) {
+Result<std::shared_ptr<const Model>> load_safetensors(const std::string& dir, const LoadOptions& options) {
   VOSTI_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(dir));
   VOSTI_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::from_hf_config(st.config(), dir + "/config.json"));
   if (config.name.empty()) config.name = std::filesystem::path(dir).filename().string();
   TensorLookup lookup = [&st](const std::string& name) { return st.tensor(name); };
   WeightBuilder builder(lookup, config, false);
-  auto weights = build_weights(builder, hf_names(), config, lookup);
+  auto weights = build_weights(builder, hf_names(), config, lookup, options);
   if (!weights.ok()) return weights.status().with_context(dir);
   return std::shared_ptr<const Model>(
       std::make_shared<Model>(dir, config, std::move(weights).value(), builder.num_copied_bytes()));
@@ -218,10 +219,10 @@ Result<std::shared_ptr<const Model>> load_safetensors(const std::string& dir) {
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return load_safetensors(path);
+  if (std::filesystem::is_directory(path, ec)) return load_safetensors(path, options);
   if (!std::filesystem::exists(path, ec))
     return not_found(path + ": no such model file or directory (give a .gguf file or a directory with config.json)");
-  return load_gguf(path);
+  return load_gguf(path, options);
 }
 
 }  // namespace vosti
