@@ -15,21 +15,10 @@
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "tests/sched/random_scheduler_config.h"
 
 namespace vosti {
 namespace {
-
-// Deliberately weak, colliding hashes (test-only overrides of the chain function).
-BlockKey weak_chain_hash(const BlockKey& parent, std::span<const int32_t> tokens, uint64_t) {
-  uint64_t h = parent.lo * 31;
-  for (int32_t t : tokens) h = h * 3 + static_cast<uint64_t>(t);
-  return BlockKey{h % 7, 0};
-}
-BlockKey parent_blind_hash(const BlockKey&, std::span<const int32_t> tokens, uint64_t) {
-  uint64_t h = 0;
-  for (int32_t t : tokens) h += static_cast<uint64_t>(t);
-  return BlockKey{h % 3, 0};
-}
 
 struct Mirror {
   std::vector<int32_t> tokens;
@@ -40,24 +29,9 @@ struct Mirror {
 class Harness {
  public:
   explicit Harness(uint64_t seed) : rng_(seed) {
-    SchedulerConfig c;
-    c.pool.block_size = pick({1, 2, 3, 4, 8, 16});
-    c.max_model_len = static_cast<int32_t>(uniform(4, 64));
-    const int32_t min_blocks = (c.max_model_len + c.pool.block_size - 1) / c.pool.block_size;
-    c.pool.num_blocks = min_blocks + uniform(0, 2 * min_blocks);
-    c.pool.enable_prefix_caching = uniform(0, 3) != 0;
-    c.pool.shuffle_seed = uniform(0, 1) ? rng_() | 1 : 0;
-    c.pool.identity_seed = rng_();
-    const int64_t hash_mode = uniform(0, 2);
-    c.pool.hash_fn = hash_mode == 0 ? &hash_block : hash_mode == 1 ? &weak_chain_hash : &parent_blind_hash;
-    c.max_num_seqs = static_cast<int32_t>(uniform(1, 8));
-    c.max_num_batched_tokens = static_cast<int32_t>(uniform(1, 48));
-    std::ostringstream d;
-    d << "block_size=" << c.pool.block_size << " num_blocks=" << c.pool.num_blocks
-      << " max_model_len=" << c.max_model_len << " caching=" << c.pool.enable_prefix_caching
-      << " hash_mode=" << hash_mode << " shuffle=" << c.pool.shuffle_seed << " max_num_seqs=" << c.max_num_seqs
-      << " budget=" << c.max_num_batched_tokens;
-    description_ = d.str();
+    test_support::RandomSchedulerConfig random = test_support::random_scheduler_config(rng_);
+    const SchedulerConfig& c = random.config;
+    description_ = random.description;
     Result<Scheduler> s = Scheduler::create(c);
     VOSTI_CHECK(s.ok(), s.status().to_string());
     sched_ = std::make_unique<Scheduler>(std::move(s).value());

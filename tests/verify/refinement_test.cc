@@ -26,6 +26,7 @@
 
 #include "core/check.h"
 #include "sched/scheduler.h"
+#include "tests/sched/random_scheduler_config.h"
 #include "verify/refinement/engine_model.h"
 
 namespace vosti {
@@ -33,17 +34,6 @@ namespace {
 
 using model::EngineModel;
 using model::Row;
-
-BlockKey weak_chain_hash(const BlockKey& parent, std::span<const int32_t> tokens, uint64_t) {
-  uint64_t h = parent.lo * 31;
-  for (int32_t t : tokens) h = h * 3 + static_cast<uint64_t>(t);
-  return BlockKey{h % 7, 0};
-}
-BlockKey parent_blind_hash(const BlockKey&, std::span<const int32_t> tokens, uint64_t) {
-  uint64_t h = 0;
-  for (int32_t t : tokens) h += static_cast<uint64_t>(t);
-  return BlockKey{h % 3, 0};
-}
 
 uint64_t mix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -62,23 +52,9 @@ model::Token sample(const model::Value& lg, uint64_t seed, int32_t i, const std:
 class Lockstep {
  public:
   explicit Lockstep(uint64_t seed) : rng_(seed) {
-    SchedulerConfig c;
-    c.pool.block_size = pick({1, 2, 3, 4, 8, 16});
-    c.max_model_len = static_cast<int32_t>(uniform(4, 64));
-    const int32_t min_blocks = (c.max_model_len + c.pool.block_size - 1) / c.pool.block_size;
-    c.pool.num_blocks = min_blocks + uniform(0, 2 * min_blocks);
-    c.pool.enable_prefix_caching = uniform(0, 3) != 0;
-    c.pool.shuffle_seed = uniform(0, 1) ? rng_() | 1 : 0;
-    c.pool.identity_seed = rng_();
-    const int64_t hash_mode = uniform(0, 2);
-    c.pool.hash_fn = hash_mode == 0 ? &hash_block : hash_mode == 1 ? &weak_chain_hash : &parent_blind_hash;
-    c.max_num_seqs = static_cast<int32_t>(uniform(1, 8));
-    c.max_num_batched_tokens = static_cast<int32_t>(uniform(1, 48));
-    std::ostringstream d;
-    d << "block_size=" << c.pool.block_size << " num_blocks=" << c.pool.num_blocks
-      << " max_model_len=" << c.max_model_len << " caching=" << c.pool.enable_prefix_caching
-      << " hash_mode=" << hash_mode << " max_num_seqs=" << c.max_num_seqs << " budget=" << c.max_num_batched_tokens;
-    description_ = d.str();
+    test_support::RandomSchedulerConfig random = test_support::random_scheduler_config(rng_);
+    const SchedulerConfig& c = random.config;
+    description_ = random.description;
     Result<Scheduler> s = Scheduler::create(c);
     VOSTI_CHECK(s.ok(), s.status().to_string());
     sched_ = std::make_unique<Scheduler>(std::move(s).value());
