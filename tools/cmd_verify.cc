@@ -40,6 +40,7 @@ int cmd_verify(int argc, char** argv) {
     ref.max_model_len = full ? 512 : 128;
     ref.num_blocks = 4 * ref.max_model_len / block_size;
     ref.num_threads = 2;
+    ref.check_invariants = true;
     const auto requests = make_harness_requests(**model, full, seed);
     const auto variations = make_variations(ref, full);
     std::printf("model %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(), requests.size(),

@@ -29,6 +29,12 @@ struct EngineConfig {
   int32_t num_threads = 0;          // 0: hardware concurrency
   std::string backend = "cpu";      // "cpu" or "ref"
   uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
+  // Run Scheduler::check_invariants() after every step (a failure aborts). Debug builds always do.
+#ifdef NDEBUG
+  bool check_invariants = false;
+#else
+  bool check_invariants = true;
+#endif
 };
 
 struct EngineStats {

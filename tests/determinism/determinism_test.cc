@@ -21,6 +21,7 @@ EngineConfig reference_config(const std::string& backend) {
   c.max_model_len = 128;
   c.num_blocks = 64;
   c.num_threads = 2;
+  c.check_invariants = true;  // the cache and scheduler invariants after every step of every run
   return c;
 }
 

@@ -28,6 +28,7 @@ std::unique_ptr<Engine> make_engine(EngineConfig c = {}) {
   if (c.num_blocks == 0) c.num_blocks = 64;
   if (c.max_model_len == 0) c.max_model_len = 256;
   c.num_threads = 2;
+  c.check_invariants = true;
   auto e = Engine::create(tiny_model(), c);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return std::move(e).value();
