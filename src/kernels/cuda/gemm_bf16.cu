@@ -175,7 +175,6 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
 
   // Split launch: every P_s is published; the tile's last CTA (by an integer counter) sums
   // P_0 + P_1 + ... in segment order; which CTA is last does not change that order.
-  const size_t plane = static_cast<size_t>(p.m) * p.n;
   __threadfence();
   __syncthreads();
   __shared__ int s_is_last;
@@ -193,13 +192,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
         const int row = m0 + warp_m * C::kWarpM + mi * 16 + g + h * 8;
         const int col = n0 + warp_n * C::kWarpN + ni * 8 + q;
         if (row < p.m && col < p.n) {
-          const float* src = p.partials + static_cast<size_t>(row) * p.n + col;
-          float2 t = __ldcg(reinterpret_cast<const float2*>(src));
-          for (int s = 1; s < p.num_segments; ++s) {
-            const float2 v = __ldcg(reinterpret_cast<const float2*>(src + s * plane));
-            t.x = t.x + v.x;
-            t.y = t.y + v.y;
-          }
+          const float2 t = sum_segments_in_order(p, row, col);
           store_pair(p, row, col, t.x, t.y);
         }
       }

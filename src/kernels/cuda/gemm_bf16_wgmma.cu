@@ -174,13 +174,7 @@ __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmPara
   __threadfence();
   for_each_pair(row0, n0, [&](int row, int col, int) {
     if (row < p.m && col < p.n) {
-      const float* src = p.partials + static_cast<size_t>(row) * p.n + col;
-      float2 t = __ldcg(reinterpret_cast<const float2*>(src));
-      for (int s = 1; s < p.num_segments; ++s) {
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(src + s * plane));
-        t.x = t.x + v.x;
-        t.y = t.y + v.y;
-      }
+      const float2 t = sum_segments_in_order(p, row, col);
       store_pair(p, row, col, t.x, t.y);
     }
   });

@@ -81,6 +81,20 @@ __device__ __forceinline__ void store_pair(const GemmParams& p, int row, int col
   }
 }
 
+// The combine of a split launch, the one place its order is fixed: the pair at (row, col)
+// of P_0 + P_1 + ... + P_{S-1}, summed left to right from the workspace planes.
+__device__ __forceinline__ float2 sum_segments_in_order(const GemmParams& p, int row, int col) {
+  const size_t plane = static_cast<size_t>(p.m) * p.n;
+  const float* src = p.partials + static_cast<size_t>(row) * p.n + col;
+  float2 t = __ldcg(reinterpret_cast<const float2*>(src));
+  for (int s = 1; s < p.num_segments; ++s) {
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(src + s * plane));
+    t.x = t.x + v.x;
+    t.y = t.y + v.y;
+  }
+  return t;
+}
+
 // Launches of the two instruction families (gemm_bf16.cu, gemm_bf16_wgmma.cu).
 Status launch_mma_sync(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream);
 Status launch_wgmma(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream);
