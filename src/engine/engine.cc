@@ -172,13 +172,11 @@ void EngineImpl::admit_and_abort() {
     std::lock_guard<std::mutex> lock(mu_);
     live_.emplace(id, std::move(r));
   }
+  // Admission ran first, so an abort of a request added in the same interval finds it;
+  // an id that is not live (finished, unknown) is ignored.
   for (RequestId id : aborts) {
     auto it = live_.find(id);
-    if (it == live_.end()) {
-      // Still pending (raced with add_request's queue)? Aborts are drained after admission, so no.
-      continue;
-    }
-    finish(*it->second, FinishReason::kAbort);
+    if (it != live_.end()) finish(*it->second, FinishReason::kAbort);
   }
 }
 
