@@ -1,0 +1,198 @@
+// Paged attention and the KV cache write; the reduction order is documented in attention.h.
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_status.h"
+
+namespace vosti {
+namespace {
+
+constexpr int kAttentionWarpsPerBlock = 4;  // heads of one query per block, one warp each
+constexpr int kMaxOutPerLane = kMaxCudaHeadDim / 32;
+constexpr int kKvWriteThreads = 128;
+constexpr unsigned kFullMask = 0xffffffffu;
+static_assert(kKvTile == 32, "attention maps one KV tile onto the 32 lanes of a warp");
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;  // identical bits in every lane: each step adds the same two values, commuted
+}
+
+__device__ __forceinline__ void store_out(float* out, int d, float v) { out[d] = v; }
+__device__ __forceinline__ void store_out(__nv_bfloat16* out, int d, float v) { out[d] = __float2bfloat16_rn(v); }
+
+// One block per token row: copies its K and V rows into their slot.
+__global__ void kv_write_kernel(const float* __restrict__ k_new, const float* __restrict__ v_new, int64_t row_stride,
+                                const int64_t* __restrict__ slots, PagedKvView kv) {
+  const int64_t r = blockIdx.x;
+  const int64_t slot = slots[r];
+  if (slot < 0 || slot >= kv.num_blocks * kv.block_size) return;
+  const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;  // floats per slot
+  const float* ks = k_new + r * row_stride;
+  const float* vs = v_new + r * row_stride;
+  float* kd = kv.k + slot * row;
+  float* vd = kv.v + slot * row;
+  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+    kd[i] = ks[i];
+    vd[i] = vs[i];
+  }
+}
+
+// blockIdx.x: the query row; warp w of blockIdx.y: head blockIdx.y * kAttentionWarpsPerBlock + w.
+// The row index selects the query's inputs and output and nothing else.
+template <typename OutT>
+__global__ void __launch_bounds__(kAttentionWarpsPerBlock * 32)
+    attention_kernel(const float* __restrict__ q, int64_t q_row_stride, int num_heads,
+                     const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
+                     int64_t block_table_stride, float scale, OutT* __restrict__ out, int64_t out_row_stride,
+                     PagedKvView kv) {
+  __shared__ __align__(16) float q_smem[kAttentionWarpsPerBlock][kMaxCudaHeadDim];
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x;
+  const int h = static_cast<int>(blockIdx.y) * kAttentionWarpsPerBlock + warp;
+  if (h >= num_heads) return;  // a whole warp; only warp-level synchronisation below
+  const int hd = kv.head_dim;
+  const int kv_head = h / (num_heads / kv.num_kv_heads);
+  float* qs = q_smem[warp];  // [hd]
+  const float* qh = q + r * q_row_stride + static_cast<int64_t>(h) * hd;
+  for (int d = lane; d < hd; d += 32) qs[d] = qh[d];
+  __syncwarp();
+
+  OutT* oh = out + r * out_row_stride + static_cast<int64_t>(h) * hd;  // [hd]
+  const int32_t p = positions[r];
+  if (p < 0) {
+    for (int d = lane; d < hd; d += 32) store_out(oh, d, __int_as_float(0x7fc00000));
+    return;
+  }
+  const int32_t* table = block_tables + r * block_table_stride;
+  const int64_t slot_floats = static_cast<int64_t>(kv.num_kv_heads) * hd;
+  const int quads = hd / 4;
+
+  float o[kMaxOutPerLane];  // O[d] for d = lane + 32 * i
+#pragma unroll
+  for (int i = 0; i < kMaxOutPerLane; ++i) o[i] = 0.f;
+  float run_max = -INFINITY;  // M
+  float run_sum = 0.f;        // L
+  const int num_tiles = p / kKvTile + 1;
+  for (int t = 0; t < num_tiles; ++t) {
+    const int j = t * kKvTile + lane;
+    const bool valid = j <= p;
+    float s = -INFINITY;
+    long long kv_offset = 0;  // float offset of (slot of j, kv_head) in kv.k / kv.v
+    if (valid) {
+      const int64_t block = table[j / kv.block_size];
+      kv_offset = (block * kv.block_size + j % kv.block_size) * slot_floats + static_cast<int64_t>(kv_head) * hd;
+      const float4* k4 = reinterpret_cast<const float4*>(kv.k + kv_offset);
+      const float4* q4 = reinterpret_cast<const float4*>(qs);
+      float dot = 0.f;
+      for (int c = 0; c < quads; ++c) {
+        const float4 kk = k4[c];
+        const float4 qq = q4[c];
+        dot = __fmaf_rn(qq.x, kk.x, dot);
+        dot = __fmaf_rn(qq.y, kk.y, dot);
+        dot = __fmaf_rn(qq.z, kk.z, dot);
+        dot = __fmaf_rn(qq.w, kk.w, dot);
+      }
+      s = __fmul_rn(dot, scale);
+    }
+    const float new_max = fmaxf(run_max, warp_max(s));  // finite: position t * 32 <= p is valid
+    const float pj = valid ? expf(__fsub_rn(s, new_max)) : 0.f;
+    const float tile_sum = warp_sum(pj);
+    const float alpha = expf(__fsub_rn(run_max, new_max));  // expf(-inf) = 0 for tile 0
+    run_sum = __fadd_rn(__fmul_rn(run_sum, alpha), tile_sum);
+#pragma unroll
+    for (int i = 0; i < kMaxOutPerLane; ++i) o[i] = __fmul_rn(o[i], alpha);
+    const int tile_len = min(kKvTile, p - t * kKvTile + 1);
+    for (int jj = 0; jj < tile_len; ++jj) {
+      const float w = __shfl_sync(kFullMask, pj, jj);
+      const float* vj = kv.v + __shfl_sync(kFullMask, kv_offset, jj);
+#pragma unroll
+      for (int i = 0; i < kMaxOutPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < hd) o[i] = __fmaf_rn(w, vj[d], o[i]);
+      }
+    }
+    run_max = new_max;
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxOutPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < hd) store_out(oh, d, __fdiv_rn(o[i], run_sum));
+  }
+}
+
+Status check_kv(const char* op, const PagedKvView& kv) {
+  if (kv.k == nullptr || kv.v == nullptr) return invalid_argument(std::string(op) + ": null KV cache pointer");
+  if (kv.num_blocks <= 0 || kv.block_size <= 0 || kv.num_kv_heads <= 0) {
+    return invalid_argument(std::string(op) + ": KV cache needs positive num_blocks, block_size and num_kv_heads");
+  }
+  if (kv.head_dim <= 0 || kv.head_dim % 4 != 0 || kv.head_dim > kMaxCudaHeadDim) {
+    return invalid_argument(std::string(op) + ": head_dim " + std::to_string(kv.head_dim) +
+                            " must be a positive multiple of 4 and at most " + std::to_string(kMaxCudaHeadDim));
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int64_t m, const int64_t* slots,
+                PagedKvView kv, cudaStream_t stream) {
+  VOSTI_RETURN_IF_ERROR(check_kv("kv_write", kv));
+  if (m < 0 || m > 0x7fffffff) return invalid_argument("kv_write: row count m=" + std::to_string(m) + " out of range");
+  if (k_new == nullptr || v_new == nullptr || slots == nullptr)
+    return invalid_argument("kv_write: null device pointer");
+  if (row_stride < static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim) {
+    return invalid_argument("kv_write: row_stride " + std::to_string(row_stride) + " < num_kv_heads * head_dim");
+  }
+  if (m == 0) return Status();
+  kv_write_kernel<<<static_cast<unsigned>(m), kKvWriteThreads, 0, stream>>>(k_new, v_new, row_stride, slots, kv);
+  return cuda_launch_status("kv_write");
+}
+
+Status attention(const AttentionArgs& a, PagedKvView kv, cudaStream_t stream) {
+  VOSTI_RETURN_IF_ERROR(check_kv("attention", kv));
+  if (a.m < 0 || a.m > 0x7fffffff) {
+    return invalid_argument("attention: row count m=" + std::to_string(a.m) + " out of range");
+  }
+  if (a.q == nullptr || a.positions == nullptr || a.block_tables == nullptr || a.out == nullptr) {
+    return invalid_argument("attention: null device pointer");
+  }
+  if (a.num_heads <= 0 || a.num_heads % kv.num_kv_heads != 0) {
+    return invalid_argument("attention: num_heads " + std::to_string(a.num_heads) +
+                            " is not a positive multiple of num_kv_heads " + std::to_string(kv.num_kv_heads));
+  }
+  const int64_t width = static_cast<int64_t>(a.num_heads) * kv.head_dim;
+  if (a.q_row_stride < width || a.out_row_stride < width || a.block_table_stride < 0) {
+    return invalid_argument("attention: q and out row strides must be >= num_heads * head_dim (" +
+                            std::to_string(width) + "), block_table_stride >= 0");
+  }
+  if (a.out_dtype != DType::kF32 && a.out_dtype != DType::kBF16) {
+    return invalid_argument("attention: output dtype must be f32 or bf16");
+  }
+  if (a.m == 0) return Status();
+  const dim3 grid(static_cast<unsigned>(a.m),
+                  static_cast<unsigned>((a.num_heads + kAttentionWarpsPerBlock - 1) / kAttentionWarpsPerBlock));
+  const unsigned threads = kAttentionWarpsPerBlock * 32;
+  if (a.out_dtype == DType::kF32) {
+    attention_kernel<float><<<grid, threads, 0, stream>>>(a.q, a.q_row_stride, a.num_heads, a.positions, a.block_tables,
+                                                          a.block_table_stride, a.scale, static_cast<float*>(a.out),
+                                                          a.out_row_stride, kv);
+  } else {
+    attention_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(
+        a.q, a.q_row_stride, a.num_heads, a.positions, a.block_tables, a.block_table_stride, a.scale,
+        static_cast<__nv_bfloat16*>(a.out), a.out_row_stride, kv);
+  }
+  return cuda_launch_status("attention");
+}
+
+}  // namespace vosti

@@ -1,0 +1,78 @@
+// The CUDA deployment's numeric policy (model/cuda/cuda_model.h) emulated on the CPU, as a
+// reference for the GPU forward that differs from it only by f32 reduction order:
+// bf16_weight_model() rounds the projection matrices and the embedding to bf16 (kept as
+// f32 values), and Bf16InputBackend rounds every matmul input row to bf16, which is where
+// the GPU stores bf16 activations (normed rows, attention output, SwiGLU output).
+// Thread safety: none needed (tests are single-threaded).
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/kernel_backend.h"
+#include "model/model.h"
+
+namespace vosti::cuda_test {
+
+inline float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+
+// An owned copy of t with every element rounded to bf16.
+inline FloatTensor rounded_bf16(const FloatTensor& t) {
+  auto data = std::make_shared<std::vector<float>>(static_cast<size_t>(t.num_elements()));
+  for (size_t i = 0; i < data->size(); ++i) (*data)[i] = round_bf16(t.data[i]);
+  FloatTensor out;
+  out.shape = t.shape;
+  out.data = data->data();
+  out.owner = data;
+  return out;
+}
+
+// `model` with the CUDA policy's bf16 weights: matrices and embedding rounded, norms and biases f32.
+inline std::shared_ptr<const Model> bf16_weight_model(const Model& model) {
+  ModelWeights w = model.weights();
+  const bool tied = w.lm_head.data == w.embed.data;
+  w.embed = rounded_bf16(w.embed);
+  w.lm_head = tied ? w.embed : rounded_bf16(w.lm_head);
+  for (LayerWeights& l : w.layers) {
+    l.wqkv = rounded_bf16(l.wqkv);
+    l.wo = rounded_bf16(l.wo);
+    l.w_gate_up = rounded_bf16(l.w_gate_up);
+    l.w_down = rounded_bf16(l.w_down);
+  }
+  return std::make_shared<Model>(model.path(), model.config(), std::move(w), 0);
+}
+
+// Rounds each matmul's input x to bf16, then runs `inner`; every other op is inner's.
+class Bf16InputBackend final : public KernelBackend {
+ public:
+  explicit Bf16InputBackend(std::unique_ptr<KernelBackend> inner) : inner_(std::move(inner)) {}
+  std::string_view name() const override { return "bf16-inputs"; }
+  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) override {
+    rounded_.resize(static_cast<size_t>(m * k));  // [m, k]
+    for (size_t i = 0; i < rounded_.size(); ++i) rounded_[i] = round_bf16(x[i]);
+    inner_->matmul(rounded_.data(), m, k, w, n, bias, y);
+  }
+  void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) override {
+    inner_->rms_norm(x, m, n, weight, eps, y);
+  }
+  void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+            RopeLayout layout) override {
+    inner_->rope(x, m, num_heads, head_dim, positions, inv_freq, layout);
+  }
+  void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
+  void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) override {
+    inner_->kv_write(k_new, v_new, m, slots, kv);
+  }
+  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
+                 float* out) override {
+    inner_->attention(q, m, num_heads, queries, kv, scale, out);
+  }
+
+ private:
+  std::unique_ptr<KernelBackend> inner_;
+  std::vector<float> rounded_;
+};
+
+}  // namespace vosti::cuda_test
