@@ -4,8 +4,14 @@
 // measured device-to-device copy bandwidth.
 // Method (the device tool's METHOD.md): CUDA events around each launch, L2 flushed by a
 // 256 MiB memset before every timed launch, warm-up first, median of many repetitions;
-// random inputs, never zeros. Prints a table; writes JSON with every number.
-//   gemm_cuda_bench [--json out.json] [--quick]
+// random inputs, never zeros. Prints a table per call, a ratio table per instruction family
+// last; writes JSON with every number.
+//   gemm_cuda_bench [--json out.json] [--quick] [--sweep] [--instruction mma.sync|wgmma|wgmma_tma]...
+//                   [--no-rows]
+// --sweep times every launch plan of each (shape, m) (for wgmma_tma: every CUTLASS
+// instantiation, for every m) and prints which wins, so plan thresholds come from measurements.
+// --instruction limits the run to the named families (repeatable; default: every family the
+// device runs); --no-rows leaves out the row-wise kernels.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -129,6 +135,51 @@ double bf16_rel_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>
   return std::sqrt(num / den);
 }
 
+const char* instruction_name(vosti::GemmInstruction i) {
+  switch (i) {
+    case vosti::GemmInstruction::kWgmmaM64N128K16:
+      return "wgmma";
+    case vosti::GemmInstruction::kWgmmaTmaWarpSpecialized:
+      return "wgmma_tma";
+    default:
+      return "mma.sync";
+  }
+}
+
+// One line of the closing tables.
+struct Summary {
+  std::string instruction, shape;
+  int m;
+  double ours_us, cublas_us;
+  std::string plan;
+};
+std::vector<Summary> g_summary;
+std::vector<Summary> g_sweep_best;
+
+// Times every CUTLASS instantiation of the wgmma_tma family for one call: all give the same bits
+// (tests/kernels_cuda), so the fastest is what plan_gemm_launch should pick.
+void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmArgs a, int m, double default_us,
+                     double cublas_us, int reps) {
+  a.m = m;
+  double best = 1e30;
+  vosti::GemmTmaTile best_tile = vosti::kAllGemmTmaTiles[0];
+  std::string list;
+  for (vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) {
+    const vosti::GemmLaunch l = vosti::make_gemm_tma_launch(sched, m, tile);
+    const Timing t = time_it([&] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, {nullptr, 0}, nullptr)); }, reps);
+    char item[96];
+    std::snprintf(item, sizeof(item), "%s[\"%s\", %.2f]", list.empty() ? "" : ", ", vosti::gemm_tma_tile_name(tile),
+                  t.median_us);
+    list += item;
+    if (t.median_us < best) best = t.median_us, best_tile = tile;
+  }
+  std::printf("    tiles (name, us): %s | best %s %.2f us = %.2fx default, %.2fx cublas\n", list.c_str(),
+              vosti::gemm_tma_tile_name(best_tile), best, best / default_us, best / cublas_us);
+  g_sweep_best.push_back({"wgmma_tma", s.name, m, best, cublas_us, vosti::gemm_tma_tile_name(best_tile)});
+  json_add("{\"kind\": \"gemm_tma_tiles\", \"shape\": \"" + std::string(s.name) + "\", \"M\": " + std::to_string(m) +
+           ", \"tiles_us\": [" + list + "], \"best\": \"" + vosti::gemm_tma_tile_name(best_tile) + "\"}");
+}
+
 // Times every launch plan (m-tile height x group count dividing S) of one call: all give the
 // same bits (tests/kernels_cuda), so the fastest is what plan_gemm_launch should pick.
 void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmArgs a, int m, vosti::GemmWorkspace ws,
@@ -158,7 +209,7 @@ void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmAr
   std::printf(
       "    plans (bm, groups, in flight, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
       list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
-  const char* iname = sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
+  const char* iname = instruction_name(sched.instruction);
   std::string obj = "{\"kind\": \"gemm_plans\", \"instruction\": \"" + std::string(iname) + "\", \"shape\": \"" +
                     std::string(s.name) + "\", \"M\": " + std::to_string(m) + ", \"plans_bm_groups_inflight_us\": [" +
                     list + "]}";
@@ -166,8 +217,9 @@ void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmAr
 }
 
 void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction instruction, const std::vector<int>& ms,
-                int num_sms, int reps) {
-  const char* iname = instruction == vosti::GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
+                int num_sms, int reps, bool sweep) {
+  const char* iname = instruction_name(instruction);
+  const bool tma = instruction == vosti::GemmInstruction::kWgmmaTmaWarpSpecialized;
   const int max_m = *std::max_element(ms.begin(), ms.end());
   auto* w = dalloc<__nv_bfloat16>(size_t(s.n) * s.k);
   auto* x = dalloc<__nv_bfloat16>(size_t(max_m) * s.k);
@@ -180,8 +232,8 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
   const vosti::GemmSchedule sched = vosti::select_schedule(s.n, s.k, instruction).value();
   const int sweep_max_m = 1024;  // every plan is timed up to this m
   const size_t ws_bytes =
-      std::max(vosti::gemm_workspace_bytes(sched, max_m, num_sms),
-               vosti::make_gemm_launch(sched, sweep_max_m, 64, sched.num_segments, num_sms).workspace_bytes);
+      std::max({size_t{256}, vosti::gemm_workspace_bytes(sched, max_m, num_sms),
+                vosti::make_gemm_launch(sched, sweep_max_m, 64, sched.num_segments, num_sms).workspace_bytes});
   void* ws = dalloc<unsigned char>(ws_bytes);
   CK(cudaMemset(ws, 0, ws_bytes));
   const float alpha = 1.f, beta = 0.f;
@@ -217,11 +269,13 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     const double flops = 2.0 * m * double(s.n) * s.k;
     const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
     std::printf(
-        "%-8s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
-        " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d\n",
+        "%-9s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
+        " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d%s%s\n",
         iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
         tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff, ours_inv, cublas_inv, l.block_m,
-        l.num_groups, sched.num_segments);
+        l.num_groups, sched.num_segments, tma ? " | " : "", tma ? vosti::gemm_tma_tile_name(l.tma_tile) : "");
+    g_summary.push_back({iname, s.name, m, to.median_us, tc.median_us,
+                         tma ? vosti::gemm_tma_tile_name(l.tma_tile) : std::to_string(l.block_m)});
     char buf[1024];
     std::snprintf(buf, sizeof(buf),
                   "{\"kind\": \"gemm\", \"instruction\": \"%s\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, "
@@ -238,7 +292,10 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
                   sched.num_segments);
     json_add(buf);
     a.y = y;  // the sweep writes m rows
-    if (m <= sweep_max_m) sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
+    if (sweep && tma) sweep_tma_tiles(s, sched, a, m, to.median_us, tc.median_us, std::max(10, reps / 2));
+    if (sweep && !tma && m <= sweep_max_m) {
+      sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
+    }
   }
   CK(cudaFree(w));
   CK(cudaFree(x));
@@ -246,6 +303,39 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
   CK(cudaFree(yc));
   CK(cudaFree(y1));
   CK(cudaFree(ws));
+}
+
+// The ratio (ours / cuBLAS, same run) per shape and m for each family, and the sweep's winners.
+void print_summary(const std::vector<int>& ms) {
+  std::vector<std::string> families;
+  for (const Summary& r : g_summary)
+    if (std::find(families.begin(), families.end(), r.instruction) == families.end()) families.push_back(r.instruction);
+  const char* shapes[] = {"qkv", "o", "gate_up", "down"};
+  auto table = [&](const std::vector<Summary>& rows, const std::string& family, const char* title) {
+    std::printf("\n%s %s: ours/cublas (ours us)\n%-8s", title, family.c_str(), "shape");
+    for (int m : ms) std::printf(" %14d", m);
+    std::printf("\n");
+    for (const char* sh : shapes) {
+      std::printf("%-8s", sh);
+      for (int m : ms) {
+        const Summary* hit = nullptr;
+        for (const Summary& r : rows)
+          if (r.instruction == family && r.shape == sh && r.m == m) hit = &r;
+        if (hit) {
+          std::printf("  %5.2f (%6.1f)", hit->ours_us / hit->cublas_us, hit->ours_us);
+        } else {
+          std::printf(" %14s", "-");
+        }
+      }
+      std::printf("\n");
+    }
+  };
+  for (const std::string& f : families) table(g_summary, f, "ratio");
+  if (!g_sweep_best.empty()) {
+    table(g_sweep_best, "wgmma_tma", "best instantiation");
+    std::printf("winners:\n");
+    for (const Summary& r : g_sweep_best) std::printf("  %-8s M=%-5d %s\n", r.shape.c_str(), r.m, r.plan.c_str());
+  }
 }
 
 void report_row(const char* name, double bytes, const Timing& t, double copy_tbps) {
@@ -315,10 +405,14 @@ void bench_rows(double copy_tbps, int reps) {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool quick = false;
+  bool quick = false, sweep = false, rows = true;
+  std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--sweep")) sweep = true;
+    if (!std::strcmp(argv[i], "--no-rows")) rows = false;
+    if (!std::strcmp(argv[i], "--instruction") && i + 1 < argc) only.push_back(argv[++i]);
   }
   int dev_count = 0;
   if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
@@ -352,11 +446,16 @@ int main(int argc, char** argv) {
       {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
   const std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
   std::vector<vosti::GemmInstruction> instructions = {vosti::GemmInstruction::kMmaSyncM16N8K16};
-  if (prop.major == 9 && prop.minor == 0) instructions.push_back(vosti::GemmInstruction::kWgmmaM64N128K16);
-  for (vosti::GemmInstruction instruction : instructions) {
-    for (const Shape& s : shapes) bench_gemm(handle, s, instruction, ms, prop.multiProcessorCount, reps);
+  if (prop.major == 9 && prop.minor == 0) {
+    instructions.push_back(vosti::GemmInstruction::kWgmmaM64N128K16);
+    instructions.push_back(vosti::GemmInstruction::kWgmmaTmaWarpSpecialized);
   }
-  bench_rows(copy_tbps, reps);
+  for (vosti::GemmInstruction instruction : instructions) {
+    if (!only.empty() && std::find(only.begin(), only.end(), instruction_name(instruction)) == only.end()) continue;
+    for (const Shape& s : shapes) bench_gemm(handle, s, instruction, ms, prop.multiProcessorCount, reps, sweep);
+  }
+  if (rows) bench_rows(copy_tbps, reps);
+  print_summary(ms);
   CKB(cublasDestroy(handle));
 
   if (!json_path.empty()) {

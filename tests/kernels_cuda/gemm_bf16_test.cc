@@ -63,10 +63,30 @@ TEST(GemmSchedule, LlamaShapesSplitKAtSmallM) {
   }
 }
 
-TEST(GemmSchedule, InstructionIsWgmmaOnlyForWideWeightsOnSm90) {
-  EXPECT_EQ(select_instruction(28672, 4096, true), GemmInstruction::kWgmmaM64N128K16);
-  EXPECT_EQ(select_instruction(4096, 4096, true), GemmInstruction::kMmaSyncM16N8K16);
+TEST(GemmSchedule, InstructionIsTheCutlassFamilyOnSm90) {
+  for (int64_t n : {6144, 4096, 28672})
+    EXPECT_EQ(select_instruction(n, 4096, true), GemmInstruction::kWgmmaTmaWarpSpecialized);
+  EXPECT_EQ(select_instruction(4096, 14336, true), GemmInstruction::kWgmmaTmaWarpSpecialized);
   EXPECT_EQ(select_instruction(28672, 4096, false), GemmInstruction::kMmaSyncM16N8K16);
+}
+
+TEST(GemmSchedule, CutlassFamilyHasOneChainAndNoWorkspace) {
+  for (int64_t n : {8, 960, 4096, 28672}) {
+    for (int64_t k : {64, 576, 4096, 14336}) {
+      const GemmSchedule g = select_schedule(n, k, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+      EXPECT_EQ(g.num_segments, 1);
+      EXPECT_EQ(g.num_k_blocks, k / kGemmBlockK);
+      EXPECT_EQ(gemm_workspace_bytes(g, 8192, 132), 0u);
+      for (int64_t m = 1; m <= 9000; m += 7) {
+        const GemmLaunch l = plan_gemm_launch(g, m, 132);
+        ASSERT_EQ(l.tma_tile, gemm_plan_tma_tile(m));
+        ASSERT_EQ(l.num_groups, 1);
+        ASSERT_FALSE(l.split_segments);
+        ASSERT_EQ(l.workspace_bytes, 0u);
+        ASSERT_EQ(l.block_m, gemm_tma_tile_shape(l.tma_tile).m);
+      }
+    }
+  }
 }
 
 TEST(GemmLaunch, WorkspaceCoversEveryRowCount) {
@@ -99,12 +119,22 @@ TEST(GemmLaunch, GroupsFitOneWaveAndCountersStayPut) {
 std::vector<GemmInstruction> device_instructions() {
   std::vector<GemmInstruction> v = {GemmInstruction::kMmaSyncM16N8K16};
   Result<bool> wgmma = device_has_wgmma();
-  if (wgmma.ok() && wgmma.value()) v.push_back(GemmInstruction::kWgmmaM64N128K16);
+  if (wgmma.ok() && wgmma.value()) {
+    v.push_back(GemmInstruction::kWgmmaM64N128K16);
+    v.push_back(GemmInstruction::kWgmmaTmaWarpSpecialized);
+  }
   return v;
 }
 
 const char* instruction_name(GemmInstruction i) {
-  return i == GemmInstruction::kWgmmaM64N128K16 ? "wgmma" : "mma.sync";
+  switch (i) {
+    case GemmInstruction::kWgmmaM64N128K16:
+      return "wgmma";
+    case GemmInstruction::kWgmmaTmaWarpSpecialized:
+      return "wgmma tma warp-specialized (CUTLASS)";
+    default:
+      return "mma.sync";
+  }
 }
 
 // A weight, bias and zeroed workspace on the device, for calls of up to max_m rows.
@@ -312,15 +342,65 @@ TEST(GemmInvariance, WorkspaceReusedAcrossPlans) {  // m values whose plans diff
 }
 
 void check_every_plan(GemmInstruction instruction);
+void check_every_tma_tile(int64_t n, int64_t k, DType out, bool bias, uint64_t seed);
 
-// Every launch plan (every m-tile height x every group count dividing S) gives the default
-// plan's bits for the whole output.
+// Every launch plan (every m-tile height x every group count dividing S; for the CUTLASS
+// family every instantiation) gives the default plan's bits for the whole output.
 TEST(GemmInvariance, EveryLaunchPlanComputesTheSameBits) {
   VOSTI_SKIP_WITHOUT_CUDA();
   for (GemmInstruction instruction : device_instructions()) {
     SCOPED_TRACE(instruction_name(instruction));
-    check_every_plan(instruction);
+    if (instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) {
+      check_every_tma_tile(1024, 4096, DType::kF32, true, 81);
+    } else {
+      check_every_plan(instruction);
+    }
     if (HasFatalFailure()) return;
+  }
+}
+
+// The CUTLASS family's instantiations (tile, cluster, kernel schedule; bf16 and f32 output)
+// against each other, bit for bit on the whole output, at m values on and off every tile
+// height, on shapes whose n is not a multiple of the widest tiles.
+TEST(GemmInvariance, EveryCutlassInstantiationComputesTheSameBits) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  Result<bool> sm90 = device_has_wgmma();
+  if (!sm90.ok() || !sm90.value()) GTEST_SKIP() << "the CUTLASS family needs sm_90";
+  check_every_tma_tile(1024, 4096, DType::kBF16, false, 83);
+  check_every_tma_tile(960, 576, DType::kF32, true, 85);
+  check_every_tma_tile(4096, 14336, DType::kBF16, true, 87);
+}
+
+void check_every_tma_tile(int64_t n, int64_t k, DType out, bool bias, uint64_t seed) {
+  SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + (out == DType::kF32 ? " f32" : " bf16"));
+  const int64_t max_m = 300;
+  GemmHarness g(n, k, max_m, seed, GemmInstruction::kWgmmaTmaWarpSpecialized);
+  DeviceBuffer<uint16_t> x(cuda_test::random_bf16(static_cast<size_t>(max_m * k), seed + 1));
+  const size_t esize = dtype_size(out);
+  DeviceBuffer<uint8_t> want(static_cast<size_t>(max_m * n) * esize), got(static_cast<size_t>(max_m * n) * esize);
+  for (int64_t m : {1, 5, 31, 64, 65, 100, 129, 255, 256, 300}) {
+    const size_t bytes = static_cast<size_t>(m * n) * esize;
+    std::vector<uint8_t> first;
+    GemmTmaTile first_tile = kAllGemmTmaTiles[0];
+    for (GemmTmaTile tile : kAllGemmTmaTiles) {
+      const GemmLaunch l = make_gemm_tma_launch(g.schedule(), m, tile);
+      got.poison();
+      const Status s = g.run(x.get(), m, got.get(), out, bias, &l);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      const std::vector<uint8_t> y = got.download(0, bytes);
+      if (first.empty()) {
+        first = y;
+        first_tile = tile;
+        continue;
+      }
+      ASSERT_TRUE(cuda_test::same_bits(y.data(), first.data(), bytes))
+          << "m=" << m << ": " << gemm_tma_tile_name(tile) << " differs from " << gemm_tma_tile_name(first_tile);
+    }
+    // The default plan is one of them.
+    want.poison();
+    ASSERT_TRUE(g.run(x.get(), m, want.get(), out, bias).ok());
+    const std::vector<uint8_t> y = want.download(0, bytes);
+    ASSERT_TRUE(cuda_test::same_bits(y.data(), first.data(), bytes)) << "m=" << m << ": default plan differs";
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/gemm_bf16_sm90_tma.h"
 #include "kernels/cuda/gemm_device.cuh"
 
 namespace vosti {
@@ -264,6 +265,39 @@ Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspa
                                workspace, stream);
 }
 
+namespace {
+// The kWgmmaTmaWarpSpecialized family: one segment, no workspace, sm_90a only.
+Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l, cudaStream_t stream) {
+  if (schedule.num_segments != 1 || schedule.n % 8 != 0) {
+    return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
+  }
+  const GemmLaunch want = make_gemm_tma_launch(schedule, args.m, l.tma_tile);
+  if (l.block_m != want.block_m || l.num_m_tiles != want.num_m_tiles || l.num_n_tiles != want.num_n_tiles ||
+      l.num_groups != 1 || l.split_segments) {
+    return invalid_argument("gemm_bf16: launch not made for this schedule and m (use make_gemm_tma_launch)");
+  }
+  Result<bool> sm90 = device_has_wgmma();
+  if (!sm90.ok()) return sm90.status();
+  if (!sm90.value()) {
+    return failed_precondition("gemm_bf16: the kWgmmaTmaWarpSpecialized schedule runs on sm_90 (H100/H200) only");
+  }
+  gemm_detail::TmaGemmCall c;
+  c.x = args.x;
+  c.w = args.w;
+  c.bias = args.bias;
+  c.y = args.y;
+  c.m = static_cast<int>(args.m);
+  c.n = static_cast<int>(schedule.n);
+  c.k = static_cast<int>(schedule.k);
+  Result<int> sms = current_device_sm_count();
+  if (!sms.ok()) return sms.status();
+  c.num_sms = sms.value();
+  const Status got_device = cuda_status(cudaGetDevice(&c.device), "cudaGetDevice");
+  if (!got_device.ok()) return got_device;
+  return gemm_detail::launch_wgmma_tma(c, l.tma_tile, args.out_dtype == DType::kF32, stream);
+}
+}  // namespace
+
 Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l,
                              GemmWorkspace workspace, cudaStream_t stream) {
   if (args.x == nullptr || args.w == nullptr || args.y == nullptr) {
@@ -278,6 +312,9 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
   if (schedule.num_k_blocks < 1 || schedule.num_segments < 1 || schedule.num_k_blocks % schedule.num_segments != 0 ||
       schedule.k != static_cast<int64_t>(schedule.num_k_blocks) * kGemmBlockK) {
     return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
+  }
+  if (schedule.instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) {
+    return launch_tma_family(schedule, args, l, stream);
   }
   const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
   if ((l.block_m != 64 && l.block_m != 128 && (wgmma || l.block_m != 16)) ||

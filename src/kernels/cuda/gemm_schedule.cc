@@ -20,9 +20,11 @@ constexpr int64_t kMaxMForM16Tiles = 32;
 constexpr int64_t kMaxMForM64Tiles = 256;
 constexpr int64_t kMaxMForSplit = 128;
 constexpr int64_t kMaxMForWgmmaM64Tiles = 64;
-// wgmma's m64 tiles waste most of a small-m call; they win where the weight alone has enough
-// column tiles for every multiprocessor (one H200 wave of the m64 wgmma configuration).
-constexpr int64_t kMinNTilesForWgmma = 132;
+// kWgmmaTmaWarpSpecialized instantiation thresholds (the largest m each runs), from
+// `gemm_cuda_bench --sweep` on the H200 (dev/cuda/NOTES.md); they move time, never bits.
+constexpr int64_t kMaxMForTmaM64N32 = 64;
+constexpr int64_t kMaxMForTmaM128N32 = 128;
+constexpr int64_t kMaxMForTmaM128N128 = 512;
 
 // The largest divisor d of `value` with d <= limit (>= 1).
 int largest_divisor_at_most(int value, int64_t limit) {
@@ -47,6 +49,7 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k, GemmInstruction instr
   s.k = k;
   s.instruction = instruction;
   s.num_k_blocks = static_cast<int>(k / kGemmBlockK);
+  if (instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) return s;  // one chain over all of k
   // Equal segments (a divisor of the k-block count), as many as one small-m wave holds.
   const int64_t n_tiles = (n + kGemmBlockN - 1) / kGemmBlockN;
   const int64_t target =
@@ -57,12 +60,61 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k, GemmInstruction instr
 }
 
 GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
-  const int64_t n_tiles = (n + kGemmBlockN - 1) / kGemmBlockN;
-  return has_wgmma && n_tiles >= kMinNTilesForWgmma && k % kGemmBlockK == 0 ? GemmInstruction::kWgmmaM64N128K16
-                                                                            : GemmInstruction::kMmaSyncM16N8K16;
+  if (has_wgmma && n % 8 == 0 && k % kGemmBlockK == 0) return GemmInstruction::kWgmmaTmaWarpSpecialized;
+  return GemmInstruction::kMmaSyncM16N8K16;
+}
+
+GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
+  switch (tile) {
+    case GemmTmaTile::kM64N32Pingpong:
+      return {64, 32};
+    case GemmTmaTile::kM128N32Cooperative:
+      return {128, 32};
+    case GemmTmaTile::kM128N128Cooperative2x1:
+      return {128, 128};
+    case GemmTmaTile::kM128N256Cooperative2x1:
+      return {128, 256};
+  }
+  return {0, 0};
+}
+
+const char* gemm_tma_tile_name(GemmTmaTile tile) {
+  switch (tile) {
+    case GemmTmaTile::kM64N32Pingpong:
+      return "64x32 pingpong";
+    case GemmTmaTile::kM128N32Cooperative:
+      return "128x32 cooperative";
+    case GemmTmaTile::kM128N128Cooperative2x1:
+      return "128x128 cooperative 2x1";
+    case GemmTmaTile::kM128N256Cooperative2x1:
+      return "128x256 cooperative 2x1";
+  }
+  return "?";
+}
+
+GemmTmaTile gemm_plan_tma_tile(int64_t m) {
+  if (m <= kMaxMForTmaM64N32) return GemmTmaTile::kM64N32Pingpong;
+  if (m <= kMaxMForTmaM128N32) return GemmTmaTile::kM128N32Cooperative;
+  if (m <= kMaxMForTmaM128N128) return GemmTmaTile::kM128N128Cooperative2x1;
+  return GemmTmaTile::kM128N256Cooperative2x1;
+}
+
+GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTmaTile tile) {
+  const GemmTmaTileShape shape = gemm_tma_tile_shape(tile);
+  GemmLaunch l;
+  l.block_m = shape.m;
+  l.num_m_tiles = static_cast<int>((m + shape.m - 1) / shape.m);
+  l.num_n_tiles = static_cast<int>((schedule.n + shape.n - 1) / shape.n);
+  l.num_groups = 1;
+  l.split_segments = false;
+  l.counter_bytes = 0;
+  l.workspace_bytes = 0;
+  l.tma_tile = tile;
+  return l;
 }
 
 int gemm_ctas_per_sm(GemmInstruction instruction, int block_m) {
+  if (instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) return 1;  // persistent: one CTA per SM
   if (instruction == GemmInstruction::kWgmmaM64N128K16) return block_m == 64 ? 2 : 1;
   return block_m == 16 ? 3 : (block_m == 64 ? 2 : 1);
 }
@@ -86,6 +138,9 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 }
 
 GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms) {
+  if (schedule.instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) {
+    return make_gemm_tma_launch(schedule, m, gemm_plan_tma_tile(m));
+  }
   const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
   const int block_m = wgmma ? (m <= kMaxMForWgmmaM64Tiles ? 64 : 128)
                             : (m <= kMaxMForM16Tiles ? 16 : (m <= kMaxMForM64Tiles ? 64 : 128));

@@ -5,20 +5,25 @@
 // The arithmetic contract, the same for every m (DESIGN.md rules 1-3):
 //   y[r, c] = round_out( S_{num_segments-1} + bias[c] ),  S_0 = P_0,  S_s = S_{s-1} + P_s  (f32 adds)
 //   P_s = f32 accumulation, from a zero accumulator, of one tensor-core k16 step (the schedule's
-//         instruction: mma.sync m16n8k16 or wgmma m64n128k16, bf16 in, f32 accumulate) per
+//         instruction: mma.sync m16n8k16 or wgmma m64nNk16, bf16 in, f32 accumulate) per
 //         16-column chunk of k, over the k-blocks of segment s in increasing k order;
 //   segment s covers k-blocks [s * kb / S, (s + 1) * kb / S), kb = k / kBlockK, S = num_segments.
+// The kWgmmaTmaWarpSpecialized family (CUTLASS 3 kernels, gemm_bf16_sm90_tma.h) always has
+// S = 1: one chain of wgmma k16 steps over all of k in increasing order from a zero f32
+// accumulator, then + bias[c] (0 when there is no bias), then one rounding to the output dtype.
 // The tensor core computes each output element from its own row of x and its own row of w,
 // so other rows, the row's place in its m-tile and the number of rows never reach it.
 //
 // Schedule decisions live here and only here: select_instruction() and select_schedule()
 // are pure functions of (n, k) and the GPU kind; plan_gemm_launch() may read m, but only to
-// pick the m-tile height and how the segments are grouped onto CTAs (partials summed in
-// segment order by the tile's last CTA, or a running total in one CTA in the same order).
-// m and the row index appear in the kernels only in grid sizes and in the predicates that
-// zero-fill rows past m and skip their stores, never in a k-loop bound. Every launch plan
-// evaluates the contract above, which tests/kernels_cuda checks bit for bit (every m in
-// 1..300, samples up to 8192, and every plan against every other).
+// pick where an element is computed: the m-tile height and how the segments are grouped onto
+// CTAs (partials summed in segment order by the tile's last CTA, or a running total in one CTA
+// in the same order), or, for kWgmmaTmaWarpSpecialized, which CUTLASS instantiation (tile,
+// cluster, kernel schedule) runs. m and the row index appear in the kernels only in grid sizes,
+// tile-scheduler bounds and the predicates (or TMA bounds) that zero-fill rows past m and skip
+// their stores, never in a k-loop bound. Every launch plan evaluates the contract above, which
+// tests/kernels_cuda checks bit for bit (every m in 1..300, samples up to 8192, and every plan
+// against every other).
 // Thread safety: value types and pure functions.
 #pragma once
 
@@ -29,10 +34,32 @@
 
 namespace vosti {
 
-// The tensor-core instruction a schedule accumulates with (one per schedule, never per call):
-// mma.sync m16n8k16 runs on sm_80 and later; wgmma m64n128k16 on sm_90a (H100/H200) only.
-// The two may round differently, so a deployment uses one of them for every m.
-enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16 };
+// The tensor-core instruction family a schedule accumulates with (one per schedule, never per
+// call): mma.sync m16n8k16 runs on sm_80 and later; the two wgmma families on sm_90a
+// (H100/H200) only: kWgmmaM64N128K16 is the hand-written cp.async kernel with k segments,
+// kWgmmaTmaWarpSpecialized the CUTLASS 3 TMA warp-specialized kernels (one segment, no split).
+// Families may round differently, so a deployment uses one of them for every m.
+enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmmaTmaWarpSpecialized };
+
+// The CUTLASS instantiations of the kWgmmaTmaWarpSpecialized family: CTA tile M x N x 64,
+// thread-block cluster, kernel schedule (pingpong: two consumer warpgroups on alternate 64-row
+// tiles; cooperative: two consumer warpgroups on the two 64-row halves of one tile), each with
+// CUTLASS's persistent data-parallel tile scheduler. Every one evaluates the same chain per
+// element (gemm_schedule.h above); plan_gemm_launch() picks one from m.
+enum class GemmTmaTile : uint8_t {
+  kM64N32Pingpong,          // small m: many narrow tiles stream the weight
+  kM128N32Cooperative,      // m around 128
+  kM128N128Cooperative2x1,  // mid m; 2 x 1 cluster, weight tile multicast to both CTAs
+  kM128N256Cooperative2x1,  // large m
+};
+inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM128N32Cooperative,
+                                                   GemmTmaTile::kM128N128Cooperative2x1,
+                                                   GemmTmaTile::kM128N256Cooperative2x1};
+struct GemmTmaTileShape {
+  int m, n;
+};
+GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile);
+const char* gemm_tma_tile_name(GemmTmaTile tile);
 
 inline constexpr int kGemmBlockN = 128;  // output columns per CTA tile
 inline constexpr int kGemmBlockK = 64;   // k columns per pipeline stage (one smem tile)
@@ -43,11 +70,12 @@ struct GemmSchedule {
   GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16;
   int num_k_blocks = 0;  // k / kGemmBlockK
   int num_segments = 1;  // S (divides num_k_blocks): k cut into S equal segments, summed in order 0..S-1
+                         // (always 1 for kWgmmaTmaWarpSpecialized)
 };
 
-// The instruction for weight shape [n, k] on a GPU with or without wgmma (sm_90a): wgmma where
-// the weight has enough column tiles to fill the GPU without splitting k, else mma.sync
-// (faster at small m for narrow weights; measured in dev/cuda/NOTES.md). Pure.
+// The instruction for weight shape [n, k] on a GPU with or without wgmma (sm_90a): on sm_90a the
+// CUTLASS family (kWgmmaTmaWarpSpecialized) where it wins at the measured m (dev/cuda/NOTES.md),
+// else mma.sync. Pure.
 GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma);
 
 // The schedule for weight shape [n, k] with `instruction` (the deployment's choice, normally
@@ -66,8 +94,9 @@ inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
 // num_groups == 1: one CTA runs all segments, adding each to a running f32 total.
 // num_groups > 1: each CTA stores every P_s of its group to the workspace; the tile's
 // last CTA (an integer counter decides which) sums P_0 + P_1 + ... in segment order.
+// kWgmmaTmaWarpSpecialized: one group, no workspace; tma_tile names the CUTLASS instantiation.
 struct GemmLaunch {
-  int block_m = 16;  // rows per CTA tile: 16, 64 or 128 (mma.sync); 64 or 128 (wgmma)
+  int block_m = 16;  // rows per CTA tile: 16, 64 or 128 (mma.sync); 64 or 128 (wgmma); the tile's M (TMA)
   int num_m_tiles = 0;
   int num_n_tiles = 0;
   int num_groups = 1;               // CTAs per tile along k, 1..num_segments
@@ -75,6 +104,7 @@ struct GemmLaunch {
   size_t counter_bytes = 0;         // tile counters at the start of the workspace (fixed per device)
   size_t workspace_bytes = 0;       // counters + f32 partials [num_segments, m, n]; 0 when not split
   int wgmma_batches_in_flight = 1;  // wgmma only: k-block batches left running while the next is issued (0 or 1)
+  GemmTmaTile tma_tile = GemmTmaTile::kM64N32Pingpong;  // kWgmmaTmaWarpSpecialized only
 };
 
 // CTAs of each kernel configuration resident per multiprocessor on sm_90 (their registers
@@ -82,12 +112,21 @@ struct GemmLaunch {
 int gemm_ctas_per_sm(GemmInstruction instruction, int block_m);
 
 // The launch for m rows on a device with num_sms multiprocessors: the m-tile height from m,
-// then as many equal k-groups (a divisor of S) as one wave of resident CTAs holds.
+// then as many equal k-groups (a divisor of S) as one wave of resident CTAs holds; for
+// kWgmmaTmaWarpSpecialized, the CUTLASS instantiation from m (gemm_plan_tma_tile()).
 // REQUIRES: m >= 1, num_sms >= 1.
 GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms);
 
 // A launch with a given m-tile height (see GemmLaunch) and group count (1..S); for tests
 // and benchmarks that check every plan computes the same bits.
 GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms);
+
+// The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows (measured
+// thresholds; it moves where elements are computed, never their bits).
+GemmTmaTile gemm_plan_tma_tile(int64_t m);
+
+// A kWgmmaTmaWarpSpecialized launch of a given instantiation, for tests and benchmarks that
+// check every instantiation computes the same bits. REQUIRES: that instruction, m >= 1.
+GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTmaTile tile);
 
 }  // namespace vosti

@@ -1,0 +1,30 @@
+// Dispatch of the kWgmmaTmaWarpSpecialized family to its CUTLASS instantiations (host code;
+// the instantiations live in gemm_bf16_sm90_tma_<tile>.cu, built for sm_90a only).
+#include "kernels/cuda/gemm_bf16_sm90_tma.h"
+
+#include <cstdint>
+
+namespace vosti::gemm_detail {
+
+namespace {
+template <GemmTmaTile Tile>
+Status run_out(const TmaGemmCall& call, bool out_f32, cudaStream_t stream) {
+  return out_f32 ? run_tma_gemm<Tile, float>(call, stream) : run_tma_gemm<Tile, uint16_t>(call, stream);
+}
+}  // namespace
+
+Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32, cudaStream_t stream) {
+  switch (tile) {
+    case GemmTmaTile::kM64N32Pingpong:
+      return run_out<GemmTmaTile::kM64N32Pingpong>(call, out_f32, stream);
+    case GemmTmaTile::kM128N32Cooperative:
+      return run_out<GemmTmaTile::kM128N32Cooperative>(call, out_f32, stream);
+    case GemmTmaTile::kM128N128Cooperative2x1:
+      return run_out<GemmTmaTile::kM128N128Cooperative2x1>(call, out_f32, stream);
+    case GemmTmaTile::kM128N256Cooperative2x1:
+      return run_out<GemmTmaTile::kM128N256Cooperative2x1>(call, out_f32, stream);
+  }
+  return invalid_argument("gemm_bf16: unknown GemmTmaTile");
+}
+
+}  // namespace vosti::gemm_detail

@@ -1,0 +1,147 @@
+// The CUTLASS 3 definition of the kWgmmaTmaWarpSpecialized family's kernels (see
+// gemm_bf16_sm90_tma.h for the reduction order). Included only by the per-tile translation
+// units gemm_bf16_sm90_tma_<tile>.cu, which are built for sm_90a alone (CUTLASS headers from
+// scripts/fetch-cutlass).
+//
+// Operands as CUTLASS sees them: A = x [m, k] row-major (K-major), B = w [n, k] as a k x n
+// column-major matrix (K-major), D = y [m, n] row-major, no C. Epilogue (one visitor tree for
+// bias and no bias): D = convert_rn(acc + bias[col]) with bias a row broadcast whose null
+// pointer reads as 0.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/bfloat16.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/gemm_bf16_sm90_tma.h"
+
+namespace vosti::gemm_detail {
+
+// Tile shape, cluster shape and kernel/epilogue schedules of one GemmTmaTile.
+template <GemmTmaTile Tile>
+struct TmaTileTraits;
+
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> {
+  using TileShape = cute::Shape<cute::_64, cute::_32, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N32Cooperative> {
+  using TileShape = cute::Shape<cute::_128, cute::_32, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> {
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> {
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+
+template <GemmTmaTile Tile, typename Out>
+struct TmaGemm {
+  using T = TmaTileTraits<Tile>;
+  using ElementD = std::conditional_t<std::is_same_v<Out, float>, float, cutlass::bfloat16_t>;
+  static constexpr int kAlignAB = 8;  // bf16 elements in 16 bytes
+  static constexpr int kAlignD = 16 / static_cast<int>(sizeof(ElementD));
+  static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+
+  // D = convert(acc + bias[col]); bias == nullptr reads as 0.
+  using Bias = cutlass::epilogue::fusion::Sm90RowBroadcast<0, typename T::TileShape, float, float,
+                                                           cute::Stride<cute::_0, cute::_1, int64_t>>;
+  using Epilogue =
+      cutlass::epilogue::fusion::Sm90EVT<cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, ElementD, float, kRound>,
+                                         cutlass::epilogue::fusion::Sm90AccFetch, Bias>;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename T::TileShape, typename T::ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, kAlignD, ElementD,
+      cutlass::layout::RowMajor, kAlignD, typename T::EpilogueSchedule, Epilogue>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t, cutlass::layout::RowMajor, kAlignAB,
+      cutlass::bfloat16_t, cutlass::layout::ColumnMajor, kAlignAB, float, typename T::TileShape,
+      typename T::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename T::KernelSchedule>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+inline Status cutlass_status(cutlass::Status s, const char* what) {
+  if (s == cutlass::Status::kSuccess) return Status();
+  return internal_error(std::string("gemm_bf16 (CUTLASS sm_90a): ") + what + ": " + cutlass::cutlassGetStatusString(s));
+}
+
+template <GemmTmaTile Tile, typename Out>
+Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
+  using G = TmaGemm<Tile, Out>;
+  using Kernel = typename G::Kernel;
+  typename Kernel::StrideA stride_a{};
+  cute::get<0>(stride_a) = static_cast<int64_t>(c.k);
+  cute::get<2>(stride_a) = static_cast<int64_t>(c.m) * c.k;
+  typename Kernel::StrideB stride_b{};
+  cute::get<0>(stride_b) = static_cast<int64_t>(c.k);
+  cute::get<2>(stride_b) = static_cast<int64_t>(c.n) * c.k;
+  typename Kernel::StrideD stride_d{};
+  cute::get<0>(stride_d) = static_cast<int64_t>(c.n);
+  cute::get<2>(stride_d) = static_cast<int64_t>(c.m) * c.n;
+
+  typename G::Device::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {c.m, c.n, c.k, 1};
+  args.mainloop.ptr_A = static_cast<const cutlass::bfloat16_t*>(c.x);
+  args.mainloop.dA = stride_a;
+  args.mainloop.ptr_B = static_cast<const cutlass::bfloat16_t*>(c.w);
+  args.mainloop.dB = stride_b;
+  // Visitor-tree arguments: children first (acc fetch, bias), then the node (plus).
+  args.epilogue.thread = {{}, {c.bias, 0.0f, {}}, {}};
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.dC = stride_d;
+  args.epilogue.ptr_D = static_cast<typename G::ElementD*>(c.y);
+  args.epilogue.dD = stride_d;
+  args.hw_info.device_id = c.device;
+  args.hw_info.sm_count = c.num_sms;
+
+  typename G::Device gemm;
+  cutlass::Status s = gemm.can_implement(args);
+  if (s != cutlass::Status::kSuccess) return cutlass_status(s, "can_implement");
+  if (G::Device::get_workspace_size(args) != 0) {
+    return internal_error("gemm_bf16 (CUTLASS sm_90a): the persistent data-parallel kernel asked for a workspace");
+  }
+  s = gemm.initialize(args, nullptr, stream);
+  if (s != cutlass::Status::kSuccess) return cutlass_status(s, "initialize");
+  s = gemm.run(stream);
+  if (s != cutlass::Status::kSuccess) return cutlass_status(s, "run");
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return internal_error(std::string("gemm_bf16 (CUTLASS sm_90a): ") + cudaGetErrorString(e));
+  return Status();
+}
+
+}  // namespace vosti::gemm_detail

@@ -1,0 +1,43 @@
+// The kWgmmaTmaWarpSpecialized GEMM family (sm_90a only): CUTLASS 3 / CuTe kernels with TMA
+// loads on an mbarrier ring, a producer warp, consumer warpgroups issuing wgmma, a TMA-store
+// epilogue and CUTLASS's persistent data-parallel tile scheduler (never stream-K, no split-K,
+// no atomics). Internal to src/kernels/cuda: gemm_bf16_with_launch() calls it.
+//
+// Reduction order, per output element y[r, c], the same in every instantiation (GemmTmaTile):
+// from a zero f32 accumulator (the first wgmma of the chain runs with scale-d = 0), one wgmma
+// k16 step per 16 columns of k, k increasing over all of k (64-column k-tiles in order, their
+// four k16 steps in order); then acc + bias[c] in f32 (bias[c] = 0 without a bias: CUTLASS's
+// row broadcast with a zero null default); then one round-to-nearest-even to bf16, or the f32
+// sum stored as is. The tile shape, cluster and kernel schedule only move which CTA and
+// warpgroup computes an element; m reaches the kernels only through the problem shape (TMA
+// bounds that zero-fill rows past m and clip their stores, the scheduler's tile count), never
+// the k loop, whose trip count is k / 64.
+// Thread safety: as gemm_bf16().
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+#include "kernels/cuda/gemm_schedule.h"
+
+namespace vosti::gemm_detail {
+
+struct TmaGemmCall {
+  const void* x = nullptr;      // [m, k] bf16, rows contiguous, 16-byte aligned
+  const void* w = nullptr;      // [n, k] bf16, 16-byte aligned
+  const float* bias = nullptr;  // [n] f32, 16-byte aligned, or nullptr
+  void* y = nullptr;            // [m, n] bf16 or f32
+  int m = 0, n = 0, k = 0;      // n % 8 == 0, k % 64 == 0
+  int num_sms = 0;              // the persistent grid's size bound
+  int device = 0;               // the current CUDA device
+};
+
+// One instantiation (Tile, output element type: uint16_t = bf16, float); defined in
+// gemm_bf16_sm90_tma_<tile>.cu, built for sm_90a only.
+template <GemmTmaTile Tile, typename Out>
+Status run_tma_gemm(const TmaGemmCall& call, cudaStream_t stream);
+
+// Dispatches to the instantiation `tile` for bf16 (out_f32 false) or f32 output.
+Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32, cudaStream_t stream);
+
+}  // namespace vosti::gemm_detail
