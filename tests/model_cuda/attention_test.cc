@@ -1,0 +1,214 @@
+// Tests of the CUDA paged attention and kv_write (src/kernels/cuda/attention.h): accuracy
+// against the scalar oracle (kernels/ref) on shuffled physical blocks with grouped-query
+// heads, and bitwise invariance: a query computed alone equals the same query inside a
+// batch of other sequences' queries, whatever its row, and the bf16 output is the f32
+// output rounded once. GPU only (skips with "no CUDA device").
+// Bound: both sides are f32 with different orders (fma dot vs rounded products, online
+// softmax over 32-position tiles vs two-pass, expf vs the oracle's exp): ~1e-6 relative per
+// (query, head) row; 2e-5 leaves head room and any indexing or masking error gives > 1e-2.
+#include "kernels/cuda/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/cuda_status.h"
+#include "tests/kernels_cuda/cuda_test_util.h"
+
+namespace vosti {
+namespace {
+
+using cuda_test::DeviceBuffer;
+
+struct CacheShape {
+  int head_dim = 64;
+  int num_heads = 4;
+  int num_kv_heads = 2;
+  int block_size = 16;
+  int num_blocks = 24;
+};
+
+// Per query row: its sequence's block table row and its position.
+struct Queries {
+  std::vector<int32_t> tables;     // [m, table_stride]
+  std::vector<int32_t> positions;  // [m]
+  int64_t table_stride = 0;
+  int64_t m() const { return static_cast<int64_t>(positions.size()); }
+};
+
+class AttentionCase : public ::testing::TestWithParam<int> {};
+
+TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  CacheShape s;
+  s.head_dim = GetParam();
+  const int64_t slot_floats = static_cast<int64_t>(s.num_kv_heads) * s.head_dim;
+  const int64_t cache_floats = static_cast<int64_t>(s.num_blocks) * s.block_size * slot_floats;
+  std::vector<float> k_host = cuda_test::random_f32(static_cast<size_t>(cache_floats), 11 + s.head_dim);
+  std::vector<float> v_host = cuda_test::random_f32(static_cast<size_t>(cache_floats), 12 + s.head_dim);
+
+  // Three sequences of lengths 1, 37 and 100 on a shuffled set of physical blocks.
+  std::vector<int32_t> blocks(static_cast<size_t>(s.num_blocks));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::mt19937 rng(5);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  const int lengths[] = {1, 37, 100};
+  Queries qs;
+  qs.table_stride = 8;  // blocks per sequence table (>= ceil(100 / 16))
+  size_t next_block = 0;
+  for (int len : lengths) {
+    std::vector<int32_t> table(static_cast<size_t>(qs.table_stride), -1);
+    for (int b = 0; b < (len + s.block_size - 1) / s.block_size; ++b)
+      table[static_cast<size_t>(b)] = blocks[next_block++];
+    for (int p = 0; p < len; ++p) {
+      qs.tables.insert(qs.tables.end(), table.begin(), table.end());
+      qs.positions.push_back(p);
+    }
+  }
+  const int64_t m = qs.m();
+  const int64_t row = static_cast<int64_t>(s.num_heads) * s.head_dim;
+  std::vector<float> q_host = cuda_test::random_f32(static_cast<size_t>(m * row), 13, 0.5f);
+
+  // Oracle.
+  auto ref = make_ref_backend();
+  PagedKvView host_kv{k_host.data(), v_host.data(), s.num_blocks, s.block_size, s.num_kv_heads, s.head_dim};
+  std::vector<AttentionQuery> ref_queries(static_cast<size_t>(m));
+  for (int64_t r = 0; r < m; ++r) {
+    ref_queries[static_cast<size_t>(r)] = {qs.tables.data() + r * qs.table_stride,
+                                           qs.positions[static_cast<size_t>(r)]};
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  std::vector<float> expected(static_cast<size_t>(m * row));  // [m, row]
+  ref->attention(q_host.data(), m, s.num_heads, ref_queries.data(), host_kv, scale, expected.data());
+
+  DeviceBuffer<float> k_dev(k_host), v_dev(v_host), q_dev(q_host);
+  DeviceBuffer<int32_t> tables(qs.tables), positions(qs.positions);
+  DeviceBuffer<float> out(static_cast<size_t>(m * row));
+  DeviceBuffer<uint16_t> out_bf16(static_cast<size_t>(m * row));
+  PagedKvView kv{k_dev.get(), v_dev.get(), s.num_blocks, s.block_size, s.num_kv_heads, s.head_dim};
+  auto run = [&](int64_t first, int64_t count, void* dst, DType dtype) {
+    AttentionArgs a;
+    a.q = q_dev.get() + first * row;
+    a.q_row_stride = row;
+    a.num_heads = s.num_heads;
+    a.positions = positions.get() + first;
+    a.block_tables = tables.get() + first * qs.table_stride;
+    a.block_table_stride = qs.table_stride;
+    a.scale = scale;
+    a.out = dst;
+    a.out_row_stride = row;
+    a.out_dtype = dtype;
+    a.m = count;
+    ASSERT_TRUE(attention(a, kv, nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  };
+  run(0, m, out.get(), DType::kF32);
+  run(0, m, out_bf16.get(), DType::kBF16);
+  const std::vector<float> batch = out.download();
+  const std::vector<uint16_t> batch_bf16 = out_bf16.download();
+
+  double worst = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int h = 0; h < s.num_heads; ++h) {
+      const int64_t off = r * row + static_cast<int64_t>(h) * s.head_dim;
+      std::vector<double> e(expected.begin() + off, expected.begin() + off + s.head_dim);
+      std::vector<double> o(batch.begin() + off, batch.begin() + off + s.head_dim);
+      const double err = cuda_test::relative_error(e, o);
+      worst = std::max(worst, err);
+      ASSERT_LT(err, 2e-5) << "query " << r << " (position " << qs.positions[static_cast<size_t>(r)] << ") head " << h;
+    }
+  }
+  std::printf("[ attention ] head_dim %d: worst relative error vs the oracle %.3g over %lld queries\n", s.head_dim,
+              worst, static_cast<long long>(m));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ASSERT_EQ(batch_bf16[i], f32_to_bf16(batch[i])) << "bf16 output is not the f32 output rounded, element " << i;
+  }
+
+  // Every query alone (m = 1) and a few sub-batches starting at other rows: identical bits.
+  for (int64_t r = 0; r < m; ++r) {
+    out.poison();
+    run(r, 1, out.get(), DType::kF32);
+    const std::vector<float> alone = out.download(0, static_cast<size_t>(row));
+    ASSERT_TRUE(cuda_test::same_bits(alone.data(), batch.data() + r * row, static_cast<size_t>(row) * sizeof(float)))
+        << "query " << r << " alone differs from the batch";
+  }
+  for (int64_t first : {int64_t{1}, int64_t{40}, int64_t{77}}) {
+    out.poison();
+    run(first, m - first, out.get(), DType::kF32);
+    const std::vector<float> part = out.download(0, static_cast<size_t>((m - first) * row));
+    ASSERT_TRUE(cuda_test::same_bits(part.data(), batch.data() + first * row, part.size() * sizeof(float)))
+        << "batch from row " << first;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionCase, ::testing::Values(16, 64, 128, 256));
+
+TEST(KvWrite, WritesSlotsAndSkipsPaddingAndOutOfPool) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  const int nkv = 2, hd = 8, block_size = 4, num_blocks = 3;
+  const int64_t slot_floats = nkv * hd, stride = 3 * slot_floats;  // rows as in a qkv buffer
+  const int64_t cache = num_blocks * block_size * slot_floats;
+  std::vector<float> rows = cuda_test::random_f32(static_cast<size_t>(4 * stride), 3);
+  const std::vector<int64_t> slots = {5, -1, 11, 12};  // 12 is outside the pool (12 slots)
+  DeviceBuffer<float> src(rows), k(std::vector<float>(static_cast<size_t>(cache), 0.f)),
+      v(std::vector<float>(static_cast<size_t>(cache), 0.f));
+  DeviceBuffer<int64_t> slot_dev(slots);
+  PagedKvView kv{k.get(), v.get(), num_blocks, block_size, nkv, hd};
+  ASSERT_TRUE(kv_write(src.get(), src.get() + slot_floats, stride, 4, slot_dev.get(), kv, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> kh = k.download(), vh = v.download();
+  std::vector<float> k_expect(static_cast<size_t>(cache), 0.f), v_expect(static_cast<size_t>(cache), 0.f);
+  for (int r : {0, 2}) {
+    const int64_t slot = slots[static_cast<size_t>(r)];
+    for (int64_t i = 0; i < slot_floats; ++i) {
+      k_expect[static_cast<size_t>(slot * slot_floats + i)] = rows[static_cast<size_t>(r * stride + i)];
+      v_expect[static_cast<size_t>(slot * slot_floats + i)] = rows[static_cast<size_t>(r * stride + slot_floats + i)];
+    }
+  }
+  EXPECT_EQ(kh, k_expect);
+  EXPECT_EQ(vh, v_expect);
+}
+
+TEST(AttentionErrors, BadShapesAreNamed) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  DeviceBuffer<float> buf(4096), out(64);
+  DeviceBuffer<int32_t> ints(64);  // 0xFF bytes: position -1, which gives NaN rows without reading the cache
+  PagedKvView kv{buf.get(), buf.get(), 4, 4, 2, 16};
+  AttentionArgs a;
+  a.q = buf.get();
+  a.q_row_stride = 64;
+  a.num_heads = 4;
+  a.positions = ints.get();
+  a.block_tables = ints.get();
+  a.out = out.get();
+  a.out_row_stride = 64;
+  a.m = 1;
+  EXPECT_TRUE(attention(a, kv, nullptr).ok());
+  AttentionArgs bad = a;
+  bad.num_heads = 3;
+  EXPECT_EQ(attention(bad, kv, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = a;
+  bad.q_row_stride = 63;
+  EXPECT_EQ(attention(bad, kv, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = a;
+  bad.out_dtype = DType::kF16;
+  EXPECT_EQ(attention(bad, kv, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = a;
+  bad.positions = nullptr;
+  EXPECT_EQ(attention(bad, kv, nullptr).code(), StatusCode::kInvalidArgument);
+  PagedKvView odd = kv;
+  odd.head_dim = 6;
+  const Status s = attention(a, odd, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("head_dim 6"), std::string::npos) << s.to_string();
+  EXPECT_EQ(kv_write(buf.get(), buf.get(), 16, 1, nullptr, kv, nullptr).code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace vosti
