@@ -244,6 +244,9 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     a.y = y;
     a.out_dtype = vosti::DType::kBF16;
     a.m = m;
+    // x and y hold max_m rows: the CUTLASS family may compute up to a whole tile of rows
+    // (GemmArgs::row_capacity), as an engine with activation buffers of max_m rows does.
+    a.row_capacity = max_m;
     auto ours = [&] { CKS(vosti::gemm_bf16(sched, a, {ws, ws_bytes}, nullptr)); };
     auto cublas = [&](int rows, void* out) {
       CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.k, &alpha, w, CUDA_R_16BF, s.k, x, CUDA_R_16BF,
@@ -252,6 +255,12 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     const Timing to = time_it(ours, reps);
     const Timing tc = time_it([&] { cublas(m, yc); }, reps);
     const Timing to2 = time_it(ours, reps);  // the same version twice: the spread of the measurement
+    Timing tight{0, 0, 0};  // the CUTLASS family without spare rows (TMA zero-fills the tile's rows past m)
+    if (tma) {
+      vosti::GemmArgs t = a;
+      t.row_capacity = 0;
+      tight = time_it([&] { CKS(vosti::gemm_bf16(sched, t, {ws, ws_bytes}, nullptr)); }, reps);
+    }
     // Agreement with cuBLAS and row-0 invariance of both.
     std::vector<uint16_t> ho(size_t(m) * s.n), hc(size_t(m) * s.n), row(s.n);
     CK(cudaMemcpy(ho.data(), y, ho.size() * 2, cudaMemcpyDeviceToHost));
@@ -261,6 +270,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     CK(cudaMemcpy(row.data(), y1, size_t(s.n) * 2, cudaMemcpyDeviceToHost));
     const bool cublas_inv = std::memcmp(row.data(), hc.data(), size_t(s.n) * 2) == 0;
     a.m = 1;
+    a.row_capacity = 0;
     a.y = y1;
     CKS(vosti::gemm_bf16(sched, a, {ws, ws_bytes}, nullptr));
     CK(cudaMemcpy(row.data(), y1, size_t(s.n) * 2, cudaMemcpyDeviceToHost));
@@ -270,10 +280,11 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
     std::printf(
         "%-9s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
-        " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d%s%s\n",
+        " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d%s%s%s\n",
         iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
         tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff, ours_inv, cublas_inv, l.block_m,
-        l.num_groups, sched.num_segments, tma ? " | " : "", tma ? vosti::gemm_tma_tile_name(l.tma_tile) : "");
+        l.num_groups, sched.num_segments, tma ? " | " : "", tma ? vosti::gemm_tma_tile_name(l.tma_tile) : "",
+        tma ? (" | no spare rows " + std::to_string(tight.median_us) + " us").c_str() : "");
     g_summary.push_back({iname, s.name, m, to.median_us, tc.median_us,
                          tma ? vosti::gemm_tma_tile_name(l.tma_tile) : std::to_string(l.block_m)});
     char buf[1024];
@@ -284,14 +295,15 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
                   "\"cublas_p10_us\": %.3f, \"cublas_p90_us\": %.3f, \"ratio_ours_over_cublas\": %.4f, "
                   "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
                   "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
-                  "\"block_m\": %d, \"groups\": %d, \"segments\": %d}",
+                  "\"block_m\": %d, \"groups\": %d, \"segments\": %d, \"ours_no_spare_rows_us\": %.3f}",
                   iname, s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us,
                   tc.p10_us, tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3,
                   flops / to.median_us / 1e6, bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff,
                   ours_inv ? "true" : "false", cublas_inv ? "true" : "false", l.block_m, l.num_groups,
-                  sched.num_segments);
+                  sched.num_segments, tight.median_us);
     json_add(buf);
     a.y = y;  // the sweep writes m rows
+    a.row_capacity = max_m;
     if (sweep && tma) sweep_tma_tiles(s, sched, a, m, to.median_us, tc.median_us, std::max(10, reps / 2));
     if (sweep && !tma && m <= sweep_max_m) {
       sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);

@@ -63,6 +63,20 @@ TEST(GemmSchedule, LlamaShapesSplitKAtSmallM) {
   }
 }
 
+TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
+  const auto plan = [](int64_t n, int64_t k, int64_t m) {
+    return plan_gemm_launch(select_schedule(n, k, GemmInstruction::kWgmmaTmaWarpSpecialized).value(), m, 132).tma_tile;
+  };
+  EXPECT_EQ(plan(4096, 4096, 1), GemmTmaTile::kM64N32Pingpong);
+  EXPECT_EQ(plan(4096, 4096, 64), GemmTmaTile::kM64N32Pingpong);
+  EXPECT_EQ(plan(4096, 4096, 65), GemmTmaTile::kM128N32Cooperative);
+  EXPECT_EQ(plan(4096, 4096, 256), GemmTmaTile::kM128N128Cooperative2x1);
+  EXPECT_EQ(plan(4096, 4096, 1024), GemmTmaTile::kM128N256Cooperative2x1);
+  EXPECT_EQ(plan(6144, 4096, 1024), GemmTmaTile::kM128N128Cooperative2x1);  // 192 wide tiles: 1.45 waves
+  EXPECT_EQ(plan(6144, 4096, 4096), GemmTmaTile::kM128N256Cooperative2x1);
+  EXPECT_EQ(plan(28672, 4096, 4096), GemmTmaTile::kM128N256Cooperative2x1);
+}
+
 TEST(GemmSchedule, InstructionIsTheCutlassFamilyOnSm90) {
   for (int64_t n : {6144, 4096, 28672})
     EXPECT_EQ(select_instruction(n, 4096, true), GemmInstruction::kWgmmaTmaWarpSpecialized);
@@ -79,7 +93,7 @@ TEST(GemmSchedule, CutlassFamilyHasOneChainAndNoWorkspace) {
       EXPECT_EQ(gemm_workspace_bytes(g, 8192, 132), 0u);
       for (int64_t m = 1; m <= 9000; m += 7) {
         const GemmLaunch l = plan_gemm_launch(g, m, 132);
-        ASSERT_EQ(l.tma_tile, gemm_plan_tma_tile(m));
+        ASSERT_EQ(l.tma_tile, gemm_plan_tma_tile(g, m, 132));
         ASSERT_EQ(l.num_groups, 1);
         ASSERT_FALSE(l.split_segments);
         ASSERT_EQ(l.workspace_bytes, 0u);
@@ -152,8 +166,10 @@ class GemmHarness {
     EXPECT_EQ(cudaMemset(workspace_.get(), 0, workspace_.size()), cudaSuccess);
   }
   // Runs with the default plan, or with `launch` when given.
-  Status run(const uint16_t* x, int64_t m, void* y, DType out, bool with_bias, const GemmLaunch* launch = nullptr) {
+  Status run(const uint16_t* x, int64_t m, void* y, DType out, bool with_bias, const GemmLaunch* launch = nullptr,
+             int64_t row_capacity = 0) {
     GemmArgs a;
+    a.row_capacity = row_capacity;
     a.x = x;
     a.w = w_.get();
     a.bias = with_bias ? bias_.get() : nullptr;
@@ -256,8 +272,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmAccuracy,
                                            AccuracyCase{300, 1536, 576, DType::kBF16, false}));
 
 // Row invariance over `ms`: probe rows at positions {0, m/2, m-1} of fresh m-row batches.
+// With with_capacity, the batch calls pass row_capacity = the rows x and y hold (the rows past m
+// hold other data, the probe row's copies among them), the row alone does not.
 void check_invariance_with(GemmInstruction instruction, int64_t n, int64_t k, const std::vector<int64_t>& ms, DType out,
-                           bool bias, uint64_t seed) {
+                           bool bias, uint64_t seed, bool with_capacity = false) {
   SCOPED_TRACE(instruction_name(instruction));
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
   GemmHarness g(n, k, max_m, seed, instruction);
@@ -279,7 +297,7 @@ void check_invariance_with(GemmInstruction instruction, int64_t n, int64_t k, co
     for (int64_t p : positions) {
       ASSERT_EQ(cudaMemcpy(x.get() + p * k, dprobe.get(), xrow, cudaMemcpyDeviceToDevice), cudaSuccess);
     }
-    Status s = g.run(x.get(), m, y.get(), out, bias);
+    Status s = g.run(x.get(), m, y.get(), out, bias, nullptr, with_capacity ? max_m : 0);
     ASSERT_TRUE(s.ok()) << s.to_string();
     for (int64_t p : positions) {
       const std::vector<uint8_t> got = y.download(static_cast<size_t>(p) * row_bytes, row_bytes);
@@ -318,6 +336,42 @@ TEST(GemmInvariance, EveryMUpTo300F32Out) {
 TEST(GemmInvariance, EveryMUpTo300Bf16OutOddShape) {
   VOSTI_SKIP_WITHOUT_CUDA();
   check_invariance(960, 576, range_m(1, 300), DType::kBF16, false, 31);
+}
+
+// The CUTLASS family computing rows past m into the caller's spare rows (GemmArgs::row_capacity)
+// leaves rows < m as computed alone, and writes nothing past the tile that holds row m - 1.
+TEST(GemmInvariance, RowCapacityAddsOnlyScratchRows) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  Result<bool> sm90 = device_has_wgmma();
+  if (!sm90.ok() || !sm90.value()) GTEST_SKIP() << "the CUTLASS family needs sm_90";
+  check_invariance_with(GemmInstruction::kWgmmaTmaWarpSpecialized, 1024, 4096, range_m(1, 300), DType::kF32, true, 23,
+                        true);
+  check_invariance_with(GemmInstruction::kWgmmaTmaWarpSpecialized, 960, 576, kSampledM, DType::kBF16, false, 25, true);
+  const int64_t n = 960, k = 576, rows = 300;
+  GemmHarness g(n, k, rows, 27, GemmInstruction::kWgmmaTmaWarpSpecialized);
+  DeviceBuffer<uint16_t> x(static_cast<size_t>(rows * k));  // NaN past m
+  x.upload(cuda_test::random_bf16(static_cast<size_t>(200 * k), 28));
+  DeviceBuffer<float> alone(static_cast<size_t>(rows * n)), padded(static_cast<size_t>(rows * n));
+  for (int64_t m : {1, 63, 64, 65, 129, 200}) {
+    ASSERT_TRUE(g.run(x.get(), m, alone.get(), DType::kF32, true).ok());
+    padded.poison();
+    ASSERT_TRUE(g.run(x.get(), m, padded.get(), DType::kF32, true, nullptr, rows).ok());
+    const std::vector<float> want = alone.download(0, static_cast<size_t>(m * n));
+    const std::vector<float> got = padded.download();
+    ASSERT_TRUE(cuda_test::same_bits(got.data(), want.data(), want.size() * sizeof(float))) << "m=" << m;
+    const int64_t block_m = plan_gemm_launch(g.schedule(), m, 132).block_m;
+    const int64_t end = std::min(rows, (m + block_m - 1) / block_m * block_m);
+    for (size_t i = static_cast<size_t>(end * n); i < got.size(); ++i)
+      ASSERT_TRUE(std::isnan(got[i])) << "m=" << m << ": row " << i / n << " past the last tile written";
+  }
+  GemmArgs a;
+  a.x = x.get();
+  a.w = x.get();
+  a.y = padded.get();
+  a.out_dtype = DType::kF32;
+  a.m = 10;
+  a.row_capacity = 9;
+  EXPECT_EQ(gemm_bf16(g.schedule(), a, GemmWorkspace{nullptr, 0}, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(GemmInvariance, SampledMUpTo8192) {

@@ -286,7 +286,10 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
   c.w = args.w;
   c.bias = args.bias;
   c.y = args.y;
-  c.m = static_cast<int>(args.m);
+  // Rows computed: m rounded up to the tile height where the caller's buffers hold them (see
+  // GemmArgs::row_capacity), so no TMA box reads past the end of x.
+  const int64_t tile_m = gemm_tma_tile_shape(l.tma_tile).m;
+  c.m = static_cast<int>(std::min(std::max(args.row_capacity, args.m), (args.m + tile_m - 1) / tile_m * tile_m));
   c.n = static_cast<int>(schedule.n);
   c.k = static_cast<int>(schedule.k);
   Result<int> sms = current_device_sm_count();
@@ -305,6 +308,10 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
   }
   if (args.m < 1 || args.m > (int64_t{1} << 31) - 1 - 128) {
     return invalid_argument("gemm_bf16: row count m=" + std::to_string(args.m) + " out of range [1, 2^31 - 129]");
+  }
+  if (args.row_capacity != 0 && args.row_capacity < args.m) {
+    return invalid_argument("gemm_bf16: row_capacity=" + std::to_string(args.row_capacity) +
+                            " below m=" + std::to_string(args.m) + " (0, or the rows x and y hold)");
   }
   if (args.out_dtype != DType::kBF16 && args.out_dtype != DType::kF32) {
     return invalid_argument("gemm_bf16: out_dtype must be bf16 or f32");

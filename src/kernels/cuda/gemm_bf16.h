@@ -32,6 +32,12 @@ struct GemmArgs {
   void* y = nullptr;               // [m, n] out_dtype, device
   DType out_dtype = DType::kBF16;  // kBF16 or kF32
   int64_t m = 0;
+  // Rows of x and y that the call may read and write (>= m; 0 means m). Where larger, the
+  // kWgmmaTmaWarpSpecialized family computes rows up to its tile height (at most row_capacity):
+  // rows [m, row_capacity) of y are scratch the call may overwrite, each from the same row of x
+  // (any bits, NaN included); rows < m are unaffected, since a row's arithmetic reads only its own
+  // row. TMA zero-fills rows past the end of x slowly, so small-m calls with a capacity run faster.
+  int64_t row_capacity = 0;
 };
 
 // Device workspace for split launches; counters must be zero before the first call.

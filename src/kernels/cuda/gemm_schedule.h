@@ -121,9 +121,11 @@ GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms
 // and benchmarks that check every plan computes the same bits.
 GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms);
 
-// The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows (measured
-// thresholds; it moves where elements are computed, never their bits).
-GemmTmaTile gemm_plan_tma_tile(int64_t m);
+// The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows: by m
+// (thresholds measured by `gemm_cuda_bench --sweep`), and above m = 512 by how well each large
+// tile fills the waves of num_sms multiprocessors at this n. It moves where elements are
+// computed, never their bits.
+GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms);
 
 // A kWgmmaTmaWarpSpecialized launch of a given instantiation, for tests and benchmarks that
 // check every instantiation computes the same bits. REQUIRES: that instruction, m >= 1.
