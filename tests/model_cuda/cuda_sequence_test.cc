@@ -142,8 +142,11 @@ std::vector<float> emulated_logits(const Model& model, const std::vector<int32_t
   return cpu_logits(*bf16_model, kernels, tokens);
 }
 
+// VOSTI_MODEL, else VOSTI_DEFAULT_MODEL (scripts/test sets it), else scripts/fetch-model's cache path.
 std::string smollm2_path() {
-  if (const char* env = std::getenv("VOSTI_MODEL"); env != nullptr && *env != '\0') return env;
+  for (const char* var : {"VOSTI_MODEL", "VOSTI_DEFAULT_MODEL"}) {
+    if (const char* env = std::getenv(var); env != nullptr && *env != '\0') return env;
+  }
   if (const char* home = std::getenv("HOME"); home != nullptr) {
     return std::string(home) + "/.cache/vosti/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   }
