@@ -61,6 +61,9 @@ Result<std::shared_ptr<const CudaModel>> CudaModel::upload(const Model& model) {
   std::shared_ptr<CudaModel> m(new CudaModel());
   VOSTI_ASSIGN_OR_RETURN(m->num_sms_, current_device_sm_count());
   VOSTI_RETURN_IF_ERROR(m->upload_weights(model, has_wgmma));
+  // A pageable cudaMemcpy may return before its DMA lands; sequences run on their own
+  // non-blocking streams, so the weights must be complete before upload() returns.
+  VOSTI_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return std::shared_ptr<const CudaModel>(std::move(m));
 }
 
