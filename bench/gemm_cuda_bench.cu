@@ -7,11 +7,11 @@
 // random inputs, never zeros. Prints a table per call, a ratio table per instruction family
 // last; writes JSON with every number.
 //   gemm_cuda_bench [--json out.json] [--quick] [--sweep] [--instruction mma.sync|wgmma|wgmma_tma]...
-//                   [--no-rows]
+//                   [--no-rows] [--m 1,8,...]
 // --sweep times every launch plan of each (shape, m) (for wgmma_tma: every CUTLASS
 // instantiation, for every m) and prints which wins, so plan thresholds come from measurements.
 // --instruction limits the run to the named families (repeatable; default: every family the
-// device runs); --no-rows leaves out the row-wise kernels.
+// device runs); --no-rows leaves out the row-wise kernels; --m replaces the list of row counts.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -419,12 +419,18 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false, sweep = false, rows = true;
   std::vector<std::string> only;
+  std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     if (!std::strcmp(argv[i], "--no-rows")) rows = false;
     if (!std::strcmp(argv[i], "--instruction") && i + 1 < argc) only.push_back(argv[++i]);
+    if (!std::strcmp(argv[i], "--m") && i + 1 < argc) {
+      ms.clear();
+      for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ","))
+        ms.push_back(std::atoi(t));
+    }
   }
   int dev_count = 0;
   if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
@@ -456,7 +462,6 @@ int main(int argc, char** argv) {
   CKB(cublasCreate(&handle));
   const std::vector<Shape> shapes = {
       {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
-  const std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
   std::vector<vosti::GemmInstruction> instructions = {vosti::GemmInstruction::kMmaSyncM16N8K16};
   if (prop.major == 9 && prop.minor == 0) {
     instructions.push_back(vosti::GemmInstruction::kWgmmaM64N128K16);

@@ -67,10 +67,14 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   const auto plan = [](int64_t n, int64_t k, int64_t m) {
     return plan_gemm_launch(select_schedule(n, k, GemmInstruction::kWgmmaTmaWarpSpecialized).value(), m, 132).tma_tile;
   };
+  // The winners of the v9 sweep (dev/cuda/NOTES.md) at the Llama-3-8B shapes.
   EXPECT_EQ(plan(4096, 4096, 1), GemmTmaTile::kM64N32Pingpong);
   EXPECT_EQ(plan(4096, 4096, 64), GemmTmaTile::kM64N32Pingpong);
-  EXPECT_EQ(plan(4096, 4096, 65), GemmTmaTile::kM128N32Cooperative);
-  EXPECT_EQ(plan(4096, 4096, 256), GemmTmaTile::kM128N128Cooperative2x1);
+  EXPECT_EQ(plan(4096, 4096, 65), GemmTmaTile::kM128N64Cooperative);
+  EXPECT_EQ(plan(28672, 4096, 128), GemmTmaTile::kM128N64Cooperative);
+  EXPECT_EQ(plan(4096, 14336, 256), GemmTmaTile::kM128N64Cooperative);     // 128 tiles: one wave
+  EXPECT_EQ(plan(6144, 4096, 256), GemmTmaTile::kM128N128Cooperative2x1);  // 96 tiles vs 48
+  EXPECT_EQ(plan(28672, 4096, 256), GemmTmaTile::kM128N256Cooperative2x1);
   EXPECT_EQ(plan(4096, 4096, 1024), GemmTmaTile::kM128N256Cooperative2x1);
   EXPECT_EQ(plan(6144, 4096, 1024), GemmTmaTile::kM128N128Cooperative2x1);  // 192 wide tiles: 1.45 waves
   EXPECT_EQ(plan(6144, 4096, 4096), GemmTmaTile::kM128N256Cooperative2x1);

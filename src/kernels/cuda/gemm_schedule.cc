@@ -23,9 +23,8 @@ constexpr int64_t kMaxMForWgmmaM64Tiles = 64;
 // kWgmmaTmaWarpSpecialized instantiation thresholds (the largest m each runs), from
 // `gemm_cuda_bench --sweep` on the H200 (dev/cuda/NOTES.md); they move time, never bits.
 constexpr int64_t kMaxMForTmaM64N32 = 64;
-constexpr int64_t kMaxMForTmaM128N32 = 128;
-constexpr int64_t kMaxMForTmaM128N128 = 512;
-constexpr double kMinWaveFillForTmaM128N256 = 0.85;
+constexpr int64_t kMaxMForTmaM128N64 = 128;
+constexpr double kWaveFillMarginForTmaM128N128 = 0.05;
 
 // The largest divisor d of `value` with d <= limit (>= 1).
 int largest_divisor_at_most(int value, int64_t limit) {
@@ -69,8 +68,8 @@ GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
   switch (tile) {
     case GemmTmaTile::kM64N32Pingpong:
       return {64, 32};
-    case GemmTmaTile::kM128N32Cooperative:
-      return {128, 32};
+    case GemmTmaTile::kM128N64Cooperative:
+      return {128, 64};
     case GemmTmaTile::kM128N128Cooperative2x1:
       return {128, 128};
     case GemmTmaTile::kM128N256Cooperative2x1:
@@ -83,8 +82,8 @@ const char* gemm_tma_tile_name(GemmTmaTile tile) {
   switch (tile) {
     case GemmTmaTile::kM64N32Pingpong:
       return "64x32 pingpong";
-    case GemmTmaTile::kM128N32Cooperative:
-      return "128x32 cooperative";
+    case GemmTmaTile::kM128N64Cooperative:
+      return "128x64 cooperative";
     case GemmTmaTile::kM128N128Cooperative2x1:
       return "128x128 cooperative 2x1";
     case GemmTmaTile::kM128N256Cooperative2x1:
@@ -94,19 +93,26 @@ const char* gemm_tma_tile_name(GemmTmaTile tile) {
 }
 
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms) {
-  if (m <= kMaxMForTmaM64N32) return GemmTmaTile::kM64N32Pingpong;
-  if (m <= kMaxMForTmaM128N32) return GemmTmaTile::kM128N32Cooperative;
-  if (m <= kMaxMForTmaM128N128) return GemmTmaTile::kM128N128Cooperative2x1;
-  // Large m: 128 x 256 tiles, unless their last wave leaves many multiprocessors idle where
-  // 128 x 128 tiles fill the waves better (qkv at m = 1024: 192 tiles on 132 SMs).
-  auto wave_fill = [&](GemmTmaTile tile) {
+  const auto tiles = [&](GemmTmaTile tile) {
     const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
-    const int64_t tiles = ((m + t.m - 1) / t.m) * ((schedule.n + t.n - 1) / t.n);
-    const int64_t waves = (tiles + num_sms - 1) / num_sms;
-    return static_cast<double>(tiles) / static_cast<double>(waves * num_sms);
+    return ((m + t.m - 1) / t.m) * ((schedule.n + t.n - 1) / t.n);
   };
-  const double wide = wave_fill(GemmTmaTile::kM128N256Cooperative2x1);
-  if (wide < kMinWaveFillForTmaM128N256 && wave_fill(GemmTmaTile::kM128N128Cooperative2x1) > wide) {
+  // Fraction of the CTA slots of all waves that hold a tile (1 = whole waves).
+  const auto wave_fill = [&](GemmTmaTile tile) {
+    const int64_t count = tiles(tile);
+    const int64_t waves = (count + num_sms - 1) / num_sms;
+    return static_cast<double>(count) / static_cast<double>(waves * num_sms);
+  };
+  if (m <= kMaxMForTmaM64N32) return GemmTmaTile::kM64N32Pingpong;
+  // Up to 128 rows the weight stream dominates: 128 x 64 keeps >= 72 KB of it in flight per SM.
+  // Beyond, it wins while its tiles fit one wave (o and down at m = 256).
+  if (m <= kMaxMForTmaM128N64 || tiles(GemmTmaTile::kM128N64Cooperative) <= num_sms) {
+    return GemmTmaTile::kM128N64Cooperative;
+  }
+  // Otherwise the larger tiles (fewer re-reads of x and w, better wgmma shapes): 128 x 256,
+  // unless 128 x 128 fills the waves clearly better (qkv at m = 192-1024: 192 wide tiles on 132 SMs).
+  if (wave_fill(GemmTmaTile::kM128N128Cooperative2x1) >
+      wave_fill(GemmTmaTile::kM128N256Cooperative2x1) + kWaveFillMarginForTmaM128N128) {
     return GemmTmaTile::kM128N128Cooperative2x1;
   }
   return GemmTmaTile::kM128N256Cooperative2x1;

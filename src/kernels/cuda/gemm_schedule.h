@@ -45,14 +45,15 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // thread-block cluster, kernel schedule (pingpong: two consumer warpgroups on alternate 64-row
 // tiles; cooperative: two consumer warpgroups on the two 64-row halves of one tile), each with
 // CUTLASS's persistent data-parallel tile scheduler. Every one evaluates the same chain per
-// element (gemm_schedule.h above); plan_gemm_launch() picks one from m.
+// element (above); plan_gemm_launch() picks one from m (and how the deployment's n fills the
+// waves). Chosen from a sweep of seven (dev/cuda/NOTES.md, v9).
 enum class GemmTmaTile : uint8_t {
-  kM64N32Pingpong,          // small m: many narrow tiles stream the weight
-  kM128N32Cooperative,      // m around 128
-  kM128N128Cooperative2x1,  // mid m; 2 x 1 cluster, weight tile multicast to both CTAs
-  kM128N256Cooperative2x1,  // large m
+  kM64N32Pingpong,          // m <= 64: many narrow tiles stream the weight
+  kM128N64Cooperative,      // m <= 128, and larger m while its tiles fit one wave
+  kM128N128Cooperative2x1,  // larger m: 2 x 1 cluster, weight tile multicast to both CTAs
+  kM128N256Cooperative2x1,  // larger m
 };
-inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM128N32Cooperative,
+inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM128N64Cooperative,
                                                    GemmTmaTile::kM128N128Cooperative2x1,
                                                    GemmTmaTile::kM128N256Cooperative2x1};
 struct GemmTmaTileShape {
@@ -121,10 +122,11 @@ GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms
 // and benchmarks that check every plan computes the same bits.
 GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms);
 
-// The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows: by m
-// (thresholds measured by `gemm_cuda_bench --sweep`), and above m = 512 by how well each large
-// tile fills the waves of num_sms multiprocessors at this n. It moves where elements are
-// computed, never their bits.
+// The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows on num_sms
+// multiprocessors: 64 x 32 up to m = 64; 128 x 64 up to m = 128 and wherever its tiles fit one
+// wave; else 128 x 256, or 128 x 128 where those fill the waves clearly better at this n
+// (rules fitted to `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9). It moves where elements
+// are computed, never their bits.
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms);
 
 // A kWgmmaTmaWarpSpecialized launch of a given instantiation, for tests and benchmarks that
