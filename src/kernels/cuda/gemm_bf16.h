@@ -1,6 +1,9 @@
 // bf16 GEMM on NVIDIA tensor cores: y[m, n] = x[m, k] * w[n, k]^T (+ bias[n]),
 // bf16 inputs, f32 accumulation, bf16 or f32 output: mma.sync on sm_80 and later,
-// wgmma on sm_90a (the schedule's instruction).
+// wgmma on sm_90a (the schedule's instruction); on sm_90a the deployment default is the
+// CUTLASS 3 family kWgmmaTmaWarpSpecialized (gemm_bf16_sm90_tma.h: one k segment, no
+// workspace), which runs small m at full speed only when the caller passes
+// GemmArgs::row_capacity >= 64 (spare rows in x and y).
 //
 // Reduction order: the one fixed by the GemmSchedule (gemm_schedule.h): fixed k
 // segments, each a chain of k16 tensor-core steps of the schedule's instruction in
