@@ -59,7 +59,9 @@ inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {GemmTmaTile::kM64N32Pingpong,
 struct GemmTmaTileShape {
   int m, n;
 };
+// The CTA tile's rows (of y, from x) and columns (of y, from w).
 GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile);
+// A short name for logs and benchmarks, e.g. "128x64 cooperative".
 const char* gemm_tma_tile_name(GemmTmaTile tile);
 
 inline constexpr int kGemmBlockN = 128;  // output columns per CTA tile
