@@ -85,7 +85,7 @@ Status CudaSequence::allocate() {
   return Status();
 }
 
-Status CudaSequence::gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y) {
+Status CudaSequence::gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y, int64_t row_capacity) {
   GemmArgs args;
   args.x = x;
   args.w = w.w.as<uint16_t>();
@@ -93,6 +93,7 @@ Status CudaSequence::gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m,
   args.y = y;
   args.out_dtype = DType::kF32;
   args.m = m;
+  args.row_capacity = row_capacity;
   return gemm_bf16(w.schedule, args, GemmWorkspace{workspace_.as<void>(), workspace_.bytes()}, stream_);
 }
 
@@ -124,7 +125,7 @@ Status CudaSequence::run_layer(int64_t li, int64_t T) {
   } else {  // x += the previous layer's down projection
     VOSTI_RETURN_IF_ERROR(add_rms_norm(x, proj, T, H, L.attn_norm.as<float>(), eps, h, DType::kBF16, stream_));
   }
-  VOSTI_RETURN_IF_ERROR(gemm(L.qkv, h, T, qkv));
+  VOSTI_RETURN_IF_ERROR(gemm(L.qkv, h, T, qkv, max_tokens_));
   if (c.qk_norm) {
     VOSTI_RETURN_IF_ERROR(head_rms_norm(qkv, d.qkv_rows, T, nhi, hdi, L.q_norm.as<float>(), eps, stream_));
     VOSTI_RETURN_IF_ERROR(head_rms_norm(k, d.qkv_rows, T, nkvi, hdi, L.k_norm.as<float>(), eps, stream_));
@@ -146,11 +147,11 @@ Status CudaSequence::run_layer(int64_t li, int64_t T) {
   a.out_dtype = DType::kBF16;
   a.m = T;
   VOSTI_RETURN_IF_ERROR(attention(a, kv, stream_));
-  VOSTI_RETURN_IF_ERROR(gemm(L.o, attn_.as<uint16_t>(), T, proj));
+  VOSTI_RETURN_IF_ERROR(gemm(L.o, attn_.as<uint16_t>(), T, proj, max_tokens_));
   VOSTI_RETURN_IF_ERROR(add_rms_norm(x, proj, T, H, L.ffn_norm.as<float>(), eps, h, DType::kBF16, stream_));
-  VOSTI_RETURN_IF_ERROR(gemm(L.gate_up, h, T, gate_up));
+  VOSTI_RETURN_IF_ERROR(gemm(L.gate_up, h, T, gate_up, max_tokens_));
   VOSTI_RETURN_IF_ERROR(silu_mul(gate_up, T, d.ffn_width, act_.as<void>(), DType::kBF16, stream_));
-  return gemm(L.down, act_.as<uint16_t>(), T, proj);
+  return gemm(L.down, act_.as<uint16_t>(), T, proj, max_tokens_);
 }
 
 // The final norm of the logit rows (the last row, or all T) and lm_head, copied into out.
@@ -171,7 +172,8 @@ Status CudaSequence::logits(int64_t T, bool all_logits, std::vector<float>& out)
   out.assign(static_cast<size_t>(rows * vocab), 0.0f);
   for (int64_t r0 = 0; r0 < rows; r0 += logit_chunk_rows_) {
     const int64_t n = std::min(logit_chunk_rows_, rows - r0);
-    VOSTI_RETURN_IF_ERROR(gemm(model_->lm_head(), h + r0 * H, n, logits_.as<float>()));
+    VOSTI_RETURN_IF_ERROR(
+        gemm(model_->lm_head(), h + r0 * H, n, logits_.as<float>(), std::min(logit_chunk_rows_, max_tokens_ - r0)));
     // Stream-ordered: the next chunk's GEMM overwrites logits_ only after this copy.
     VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(out.data() + r0 * vocab, vocab * sizeof(float), logits_.as<void>(),
                                                  vocab_rows * sizeof(float), vocab * sizeof(float), n,

@@ -54,7 +54,9 @@ class CudaSequence {
   CudaSequence(std::shared_ptr<const CudaModel> model, int64_t max_tokens, int block_size);
   Status allocate();
   Status run_layer(int64_t li, int64_t T);
-  Status gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y);
+  // y[m, n] = x[m, k] w^T (+ bias) in f32. x and y have row_capacity >= m rows allocated; rows
+  // [m, row_capacity) of y are scratch the GEMM may overwrite (GemmArgs::row_capacity).
+  Status gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y, int64_t row_capacity);
   Status logits(int64_t T, bool all_logits, std::vector<float>& out);
 
   std::shared_ptr<const CudaModel> model_;
