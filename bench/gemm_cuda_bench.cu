@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/logits_kernels.h"
 #include "kernels/cuda/row_kernels.h"
 
 namespace {
@@ -404,6 +405,16 @@ void bench_rows(double copy_tbps, int reps) {
           [&] { CKS(vosti::embedding_gather(reinterpret_cast<const uint16_t*>(table), vocab, h, ids, m, b, nullptr)); },
           reps),
       copy_tbps);
+  // Logits post-processing: 500 rows of a Llama-3 vocabulary (128256) in a; bytes = the logits
+  // read once (+ the logprobs written); the kernel's second and third reads of a row hit cache.
+  const int64_t lrows = 500, lvocab = 128256;
+  auto* lstats = dalloc<vosti::LogitsRowStats>(size_t(lrows));
+  report_row("logits stats 128256", double(lrows) * lvocab * 4,
+             time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, nullptr, nullptr)); }, reps),
+             copy_tbps);
+  report_row("logits +log_softmax", double(lrows) * lvocab * 8,
+             time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, b, nullptr)); }, reps), copy_tbps);
+  CK(cudaFree(lstats));
   CK(cudaFree(a));
   CK(cudaFree(b));
   CK(cudaFree(wt));
