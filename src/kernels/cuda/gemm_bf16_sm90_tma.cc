@@ -17,6 +17,10 @@ Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32,
   switch (tile) {
     case GemmTmaTile::kM64N32Pingpong:
       return run_out<GemmTmaTile::kM64N32Pingpong>(call, out_f32, stream);
+    case GemmTmaTile::kM64N48Pingpong:
+      return run_out<GemmTmaTile::kM64N48Pingpong>(call, out_f32, stream);
+    case GemmTmaTile::kM128N32Cooperative:
+      return run_out<GemmTmaTile::kM128N32Cooperative>(call, out_f32, stream);
     case GemmTmaTile::kM128N64Cooperative:
       return run_out<GemmTmaTile::kM128N64Cooperative>(call, out_f32, stream);
     case GemmTmaTile::kM128N128Cooperative2x1:

@@ -40,6 +40,20 @@ struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
 };
 template <>
+struct TmaTileTraits<GemmTmaTile::kM64N48Pingpong> {
+  using TileShape = cute::Shape<cute::_64, cute::_48, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N32Cooperative> {
+  using TileShape = cute::Shape<cute::_128, cute::_32, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+template <>
 struct TmaTileTraits<GemmTmaTile::kM128N64Cooperative> {
   using TileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;

@@ -20,11 +20,11 @@ constexpr int64_t kMaxMForM16Tiles = 32;
 constexpr int64_t kMaxMForM64Tiles = 256;
 constexpr int64_t kMaxMForSplit = 128;
 constexpr int64_t kMaxMForWgmmaM64Tiles = 64;
-// kWgmmaTmaWarpSpecialized instantiation thresholds (the largest m each runs), from
-// `gemm_cuda_bench --sweep` on the H200 (dev/cuda/NOTES.md); they move time, never bits.
-constexpr int64_t kMaxMForTmaM64N32 = 64;
-constexpr int64_t kMaxMForTmaM128N64 = 128;
-constexpr double kWaveFillMarginForTmaM128N128 = 0.05;
+// kWgmmaTmaWarpSpecialized instantiation rule constants, from `gemm_cuda_bench --sweep` on the
+// H200 (dev/cuda/NOTES.md v9-v10); they move time, never bits.
+constexpr int64_t kMaxMForTmaM64Tiles = 64;  // one 64-row m-tile: the weight stream is the cost
+constexpr int64_t kMaxMForTmaM128N32 = 128;  // one 128-row m-tile
+constexpr double kTmaWaveFillMargin = 0.05;  // the alternative tile must fill the waves this much better
 
 // The largest divisor d of `value` with d <= limit (>= 1).
 int largest_divisor_at_most(int value, int64_t limit) {
@@ -68,6 +68,10 @@ GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
   switch (tile) {
     case GemmTmaTile::kM64N32Pingpong:
       return {64, 32};
+    case GemmTmaTile::kM64N48Pingpong:
+      return {64, 48};
+    case GemmTmaTile::kM128N32Cooperative:
+      return {128, 32};
     case GemmTmaTile::kM128N64Cooperative:
       return {128, 64};
     case GemmTmaTile::kM128N128Cooperative2x1:
@@ -82,6 +86,10 @@ const char* gemm_tma_tile_name(GemmTmaTile tile) {
   switch (tile) {
     case GemmTmaTile::kM64N32Pingpong:
       return "64x32 pingpong";
+    case GemmTmaTile::kM64N48Pingpong:
+      return "64x48 pingpong";
+    case GemmTmaTile::kM128N32Cooperative:
+      return "128x32 cooperative";
     case GemmTmaTile::kM128N64Cooperative:
       return "128x64 cooperative";
     case GemmTmaTile::kM128N128Cooperative2x1:
@@ -97,25 +105,31 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
     const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
     return ((m + t.m - 1) / t.m) * ((schedule.n + t.n - 1) / t.n);
   };
-  // Fraction of the CTA slots of all waves that hold a tile (1 = whole waves).
+  const auto fits_one_wave = [&](GemmTmaTile tile) { return tiles(tile) <= num_sms; };
+  // Fraction of the CTA slots of all waves that hold a tile (1 = whole waves; one CTA per SM).
   const auto wave_fill = [&](GemmTmaTile tile) {
     const int64_t count = tiles(tile);
     const int64_t waves = (count + num_sms - 1) / num_sms;
     return static_cast<double>(count) / static_cast<double>(waves * num_sms);
   };
-  if (m <= kMaxMForTmaM64N32) return GemmTmaTile::kM64N32Pingpong;
-  // Up to 128 rows the weight stream dominates: 128 x 64 keeps >= 72 KB of it in flight per SM.
-  // Beyond, it wins while its tiles fit one wave (o and down at m = 256).
-  if (m <= kMaxMForTmaM128N64 || tiles(GemmTmaTile::kM128N64Cooperative) <= num_sms) {
-    return GemmTmaTile::kM128N64Cooperative;
+  // `alternative` where it fills the waves clearly better than `preferred`, else `preferred`.
+  const auto unless_fills_better = [&](GemmTmaTile preferred, GemmTmaTile alternative) {
+    return wave_fill(alternative) > wave_fill(preferred) + kTmaWaveFillMargin ? alternative : preferred;
+  };
+  // One 64-row m-tile: every SM streams its columns of the weight. 64 x 32, unless 32-wide tiles
+  // spill into a partial second wave that 48-wide ones avoid (qkv: 192 tiles vs 128 on 132 SMs).
+  if (m <= kMaxMForTmaM64Tiles) return unless_fills_better(GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM64N48Pingpong);
+  // One 128-row m-tile, still weight-bound: 128 x 32 where its tiles fit one wave (o, down: 128),
+  // so every SM streams one strip; else 128 x 64 (>= 72 KB of weight in flight per SM; qkv, gate_up).
+  if (m <= kMaxMForTmaM128N32) {
+    return fits_one_wave(GemmTmaTile::kM128N32Cooperative) ? GemmTmaTile::kM128N32Cooperative
+                                                           : GemmTmaTile::kM128N64Cooperative;
   }
-  // Otherwise the larger tiles (fewer re-reads of x and w, better wgmma shapes): 128 x 256,
-  // unless 128 x 128 fills the waves clearly better (qkv at m = 192-1024: 192 wide tiles on 132 SMs).
-  if (wave_fill(GemmTmaTile::kM128N128Cooperative2x1) >
-      wave_fill(GemmTmaTile::kM128N256Cooperative2x1) + kWaveFillMarginForTmaM128N128) {
-    return GemmTmaTile::kM128N128Cooperative2x1;
-  }
-  return GemmTmaTile::kM128N256Cooperative2x1;
+  // Beyond, 128 x 64 while its tiles fit one wave (o and down at m = 256); then the larger tiles
+  // (fewer re-reads of x and w, better wgmma shapes): 128 x 256, unless 128 x 128 fills the waves
+  // clearly better (qkv at m = 192-1024: 192 wide tiles on 132 SMs).
+  if (fits_one_wave(GemmTmaTile::kM128N64Cooperative)) return GemmTmaTile::kM128N64Cooperative;
+  return unless_fills_better(GemmTmaTile::kM128N256Cooperative2x1, GemmTmaTile::kM128N128Cooperative2x1);
 }
 
 GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTmaTile tile) {

@@ -46,16 +46,18 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // tiles; cooperative: two consumer warpgroups on the two 64-row halves of one tile), each with
 // CUTLASS's persistent data-parallel tile scheduler. Every one evaluates the same chain per
 // element (above); plan_gemm_launch() picks one from m (and how the deployment's n fills the
-// waves). Chosen from a sweep of seven (dev/cuda/NOTES.md, v9).
+// waves). Six of the seven swept in v9 (dev/cuda/NOTES.md, v9-v10).
 enum class GemmTmaTile : uint8_t {
   kM64N32Pingpong,          // m <= 64: many narrow tiles stream the weight
-  kM128N64Cooperative,      // m <= 128, and larger m while its tiles fit one wave
+  kM64N48Pingpong,          // m <= 64 where 32-wide tiles would spill into a second wave (qkv)
+  kM128N32Cooperative,      // m = 65-128 where its tiles fit one wave (o, down)
+  kM128N64Cooperative,      // m = 65-128 otherwise, and larger m while its tiles fit one wave
   kM128N128Cooperative2x1,  // larger m: 2 x 1 cluster, weight tile multicast to both CTAs
   kM128N256Cooperative2x1,  // larger m
 };
-inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM128N64Cooperative,
-                                                   GemmTmaTile::kM128N128Cooperative2x1,
-                                                   GemmTmaTile::kM128N256Cooperative2x1};
+inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
+    GemmTmaTile::kM64N32Pingpong,     GemmTmaTile::kM64N48Pingpong,         GemmTmaTile::kM128N32Cooperative,
+    GemmTmaTile::kM128N64Cooperative, GemmTmaTile::kM128N128Cooperative2x1, GemmTmaTile::kM128N256Cooperative2x1};
 struct GemmTmaTileShape {
   int m, n;
 };
@@ -125,10 +127,13 @@ GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms
 GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms);
 
 // The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows on num_sms
-// multiprocessors: 64 x 32 up to m = 64; 128 x 64 up to m = 128 and wherever its tiles fit one
-// wave; else 128 x 256, or 128 x 128 where those fill the waves clearly better at this n
-// (rules fitted to `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9). It moves where elements
-// are computed, never their bits.
+// multiprocessors (one persistent CTA each), from m, n and num_sms (rules fitted to
+// `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9-v10):
+//   m <= 64:   64 x 32, or 64 x 48 where its tiles fill the waves > 5 points better;
+//   m <= 128:  128 x 32 where its tiles fit one wave, else 128 x 64;
+//   m > 128:   128 x 64 where its tiles fit one wave, else 128 x 256, or 128 x 128 where its tiles
+//              fill the waves > 5 points better.
+// (wave fill = tiles / (waves * num_sms)). It moves where elements are computed, never their bits.
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms);
 
 // A kWgmmaTmaWarpSpecialized launch of a given instantiation, for tests and benchmarks that
