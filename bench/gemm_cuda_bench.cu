@@ -11,7 +11,8 @@
 // --sweep times every launch plan of each (shape, m) (for wgmma_tma: every CUTLASS
 // instantiation, for every m) and prints which wins, so plan thresholds come from measurements.
 // --instruction limits the run to the named families (repeatable; default: every family the
-// device runs); --no-rows leaves out the row-wise kernels; --m replaces the list of row counts.
+// device runs; --instruction none: only the row-wise kernels); --no-rows leaves out the row-wise
+// kernels; --m replaces the list of row counts.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

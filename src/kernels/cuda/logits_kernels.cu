@@ -17,8 +17,9 @@ __device__ __forceinline__ bool ranks_before(float va, int32_t ia, float vb, int
   return va > vb || (va == vb && ia < ib);
 }
 
-// exp(d_i) of the header: exactly 1 where x == max (+0 == -0, and infinities), else expf(x - max).
-__device__ __forceinline__ float exp_from_max(float x, float max) { return x == max ? 1.0f : expf(__fsub_rn(x, max)); }
+// e(x, m) of the header: exactly 1 where x == m (+0 == -0, and infinities), else __expf(x - m)
+// (ex2.approx of (x - m) * log2(e): a few ulp, ample for a normaliser). REQUIRES: x <= m.
+__device__ __forceinline__ float exp_from_max(float x, float m) { return x == m ? 1.0f : __expf(__fsub_rn(x, m)); }
 
 // Calls f(i, x_i) for the row elements thread t owns, in the order of the header: the groups
 // [4g, 4g + 4) for g = t, t + kLogitsThreads, ..., elements in increasing order. kVec4 (V % 4 == 0
@@ -49,13 +50,23 @@ __global__ void __launch_bounds__(kLogitsThreads)
   const float* row = logits + r * vocab;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
-  // max and argmax: exact under the total order, so the combine order does not matter.
-  float best = -INFINITY;
-  int32_t best_id = INT_MAX;
+  // One read of the row. Each thread keeps its best (value, id) m_t and a sum z_t of
+  // exp_from_max(x, m_t), scaled by exp_from_max(m_old, m_new) whenever m_t rises.
+  float m_t = -INFINITY;
+  int32_t id_t = INT_MAX;
+  float z_t = 0.0f;
   for_owned<kVec4>(row, vocab, [&](int64_t i, float x) {
     x = sanitize(x);
-    if (ranks_before(x, static_cast<int32_t>(i), best, best_id)) best = x, best_id = static_cast<int32_t>(i);
+    if (ranks_before(x, static_cast<int32_t>(i), m_t, id_t)) {
+      if (x > m_t) z_t = __fmul_rn(z_t, exp_from_max(m_t, x));
+      m_t = x;
+      id_t = static_cast<int32_t>(i);
+    }
+    z_t = __fadd_rn(z_t, exp_from_max(x, m_t));
   });
+  // The row's max M and argmax: exact under the total order, so the combine order does not matter.
+  float best = m_t;
+  int32_t best_id = id_t;
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, best, offset);
@@ -69,9 +80,8 @@ __global__ void __launch_bounds__(kLogitsThreads)
   for (int w = 1; w < kLogitsWarps; ++w)
     if (ranks_before(warp_value[w], warp_id[w], best, best_id)) best = warp_value[w], best_id = warp_id[w];
 
-  // Z: per-thread chain in element order, warp butterfly, warps in order.
-  float z = 0.0f;
-  for_owned<kVec4>(row, vocab, [&](int64_t, float x) { z = __fadd_rn(z, exp_from_max(sanitize(x), best)); });
+  // Z = the threads' z_t * exp_from_max(m_t, M): warp butterfly, then warps in order.
+  float z = __fmul_rn(z_t, exp_from_max(m_t, best));
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) z = __fadd_rn(z, __shfl_xor_sync(0xffffffffu, z, offset));
   if (lane == 0) warp_sum[warp] = z;

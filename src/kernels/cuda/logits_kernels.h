@@ -5,19 +5,21 @@
 // Definitions follow sample/logprobs.h (the host's raw logprobs), for a row l[0..V):
 //   l'_i   = l_i, except NaN -> -inf
 //   max    = max_i l'_i;  argmax = the lowest i with l'_i == max (+0 == -0)
-//   d_i    = 0 if l'_i == max, else l'_i - max (f32; so rows holding +inf or only -inf stay defined)
-//   Z      = sum_i expf(d_i) in f32, in the fixed order below;  log_sum = log(double(Z))
-//   lp_i   = float(double(d_i) - log_sum)
+//   e(x, m) = 1 if x == m (+0 == -0, infinities too), else __expf(x - m)    (x <= m)
+//   Z      = sum_i e(l'_i, max), evaluated in one read of the row as below;  log_sum = log(double(Z))
+//   lp_i   = float(double(d_i) - log_sum),  d_i = 0 if l'_i == max, else l'_i - max
 // The exp and the summation order differ from the host sampler's (sampler_math.h), so
 // log_sum agrees with log_softmax_stats() to rounding, not bit for bit; max and argmax are exact.
 //
 // Reduction order (fixed by V and kLogitsThreads only, never by the row count m or the row index):
 // one block of kLogitsThreads threads per row. Thread t owns the groups of four elements
-// [4g, 4g + 4) (the last one cut at V) for g = t, t + kLogitsThreads, ... and keeps an f32 chain of
-// expf(d_i) over its elements in increasing order (whatever the row's alignment); then a butterfly __shfl_xor
-// tree with offsets 16, 8, 4, 2, 1 in each warp; then the warp sums added in warp order 0..7.
-// max and argmax use the total order (value desc, id asc), which makes their reduction exact
-// in any order.
+// [4g, 4g + 4) (the last one cut at V) for g = t, t + kLogitsThreads, ... and walks its elements
+// in increasing order keeping its running max m_t (from -inf) and an f32 sum z_t (from 0):
+// when an element x > m_t arrives, z_t = z_t * e(m_t, x) and m_t = x; then z_t = z_t + e(x, m_t).
+// Then max and argmax over the block under the total order (value desc, id asc), exact in any
+// order; then c_t = z_t * e(m_t, max), summed by a butterfly __shfl_xor tree with offsets
+// 16, 8, 4, 2, 1 in each warp and the warp sums added in warp order 0..7. The logprobs row, if
+// asked for, is a second read of the row by the same threads.
 // Thread safety: stateless; calls are enqueued on the given stream.
 #pragma once
 
