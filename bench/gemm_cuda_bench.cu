@@ -410,12 +410,24 @@ void bench_rows(double copy_tbps, int reps) {
   // read once (+ the logprobs written); the kernel's second and third reads of a row hit cache.
   const int64_t lrows = 500, lvocab = 128256;
   auto* lstats = dalloc<vosti::LogitsRowStats>(size_t(lrows));
-  report_row("logits stats 128256", double(lrows) * lvocab * 4,
-             time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, nullptr, nullptr)); }, reps),
-             copy_tbps);
-  report_row("logits +log_softmax", double(lrows) * lvocab * 8,
-             time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, b, nullptr)); }, reps), copy_tbps);
+  const size_t lws_bytes = vosti::logits_workspace_bytes(lrows, lvocab);
+  auto* lws = dalloc<unsigned char>(lws_bytes);
+  report_row(
+      "logits stats 128256", double(lrows) * lvocab * 4,
+      time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, nullptr, lws, lws_bytes, nullptr)); },
+              reps),
+      copy_tbps);
+  report_row(
+      "logits +log_softmax", double(lrows) * lvocab * 8,
+      time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, b, lws, lws_bytes, nullptr)); }, reps),
+      copy_tbps);
+  // Decode: one row (latency, not bandwidth: 16 blocks cannot fill the GPU).
+  const Timing t1 =
+      time_it([&] { CKS(vosti::logits_postprocess(a, 1, lvocab, lstats, nullptr, lws, lws_bytes, nullptr)); }, reps);
+  std::printf("%-22s %8.2f us (one row, stats only)\n", "logits 1 x 128256", t1.median_us);
+  json_add("{\"kind\": \"logits_one_row\", \"vocab\": 128256, \"us\": " + std::to_string(t1.median_us) + "}");
   CK(cudaFree(lstats));
+  CK(cudaFree(lws));
   CK(cudaFree(a));
   CK(cudaFree(b));
   CK(cudaFree(wt));

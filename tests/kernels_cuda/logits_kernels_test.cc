@@ -49,14 +49,16 @@ RefStats reference(const float* row, int64_t vocab) {
 std::vector<LogitsRowStats> run(const DeviceBuffer<float>& logits, size_t offset, int64_t m, int64_t vocab,
                                 float* logprobs) {
   DeviceBuffer<LogitsRowStats> stats(static_cast<size_t>(m));
-  const Status s = logits_postprocess(logits.get() + offset, m, vocab, stats.get(), logprobs, nullptr);
+  DeviceBuffer<uint8_t> ws(logits_workspace_bytes(m, vocab));
+  const Status s =
+      logits_postprocess(logits.get() + offset, m, vocab, stats.get(), logprobs, ws.get(), ws.size(), nullptr);
   EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return stats.download();
 }
 
 TEST_F(LogitsKernels, MatchReferenceIncludingSpecialRows) {
-  for (int64_t vocab : {49152, 50257, 7, 1}) {
+  for (int64_t vocab : {49152, 50257, 128256, 8193, 7, 1}) {
     const int64_t m = 6;
     std::vector<float> host = cuda_test::random_f32(static_cast<size_t>(m * vocab), 40 + vocab, 3.0f);
     float* r1 = host.data() + vocab;  // ties: the max at two ids, a NaN before them
@@ -127,13 +129,14 @@ TEST_F(LogitsKernels, RowInvariant) {
   DeviceBuffer<float> rows(static_cast<size_t>(max_m * vocab));
   DeviceBuffer<float> lp(static_cast<size_t>(max_m * vocab));
   DeviceBuffer<LogitsRowStats> stats(static_cast<size_t>(max_m));
+  DeviceBuffer<uint8_t> ws(logits_workspace_bytes(max_m, vocab));
   const size_t row_bytes = sizeof(float) * vocab;
   auto compute = [&](int64_t m, const std::vector<int64_t>& probes, int64_t offset) {
     ASSERT_EQ(cudaMemcpy(rows.get(), pool.get() + offset * vocab, row_bytes * m, cudaMemcpyDeviceToDevice),
               cudaSuccess);
     for (int64_t p : probes)
       ASSERT_EQ(cudaMemcpy(rows.get() + p * vocab, probe.get(), row_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-    const Status s = logits_postprocess(rows.get(), m, vocab, stats.get(), lp.get(), nullptr);
+    const Status s = logits_postprocess(rows.get(), m, vocab, stats.get(), lp.get(), ws.get(), ws.size(), nullptr);
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
@@ -160,11 +163,23 @@ TEST_F(LogitsKernels, RowInvariant) {
 TEST_F(LogitsKernels, BadArgumentsAreReported) {
   DeviceBuffer<float> x(16);
   DeviceBuffer<LogitsRowStats> s(4);
-  EXPECT_EQ(logits_postprocess(nullptr, 1, 16, s.get(), nullptr, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(logits_postprocess(x.get(), 1, 16, nullptr, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(logits_postprocess(x.get(), 1, 0, s.get(), nullptr, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(logits_postprocess(x.get(), -1, 16, s.get(), nullptr, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(logits_postprocess(x.get(), 0, 16, s.get(), nullptr, nullptr).ok());
+  DeviceBuffer<uint8_t> ws(logits_workspace_bytes(4, 16));
+  const size_t n = ws.size();
+  auto code = [](const Status& st) { return st.code(); };
+  EXPECT_EQ(code(logits_postprocess(nullptr, 1, 16, s.get(), nullptr, ws.get(), n, nullptr)),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(logits_postprocess(x.get(), 1, 16, nullptr, nullptr, ws.get(), n, nullptr)),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(logits_postprocess(x.get(), 1, 0, s.get(), nullptr, ws.get(), n, nullptr)),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(logits_postprocess(x.get(), -1, 16, s.get(), nullptr, ws.get(), n, nullptr)),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(logits_postprocess(x.get(), 65536, 16, s.get(), nullptr, ws.get(), n, nullptr)),
+            StatusCode::kInvalidArgument);
+  const Status small = logits_postprocess(x.get(), 4, 16, s.get(), nullptr, ws.get(), n - 1, nullptr);
+  EXPECT_EQ(small.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(small.to_string().find("workspace"), std::string::npos) << small.to_string();
+  EXPECT_TRUE(logits_postprocess(x.get(), 0, 16, s.get(), nullptr, nullptr, 0, nullptr).ok());
 }
 
 }  // namespace

@@ -9,6 +9,16 @@ namespace vosti {
 namespace {
 
 constexpr int kLogitsWarps = kLogitsThreads / 32;
+constexpr int kGroupsPerThread = static_cast<int>(kLogitsChunk / 4 / kLogitsThreads);
+static_assert(kLogitsChunk % (4 * kLogitsThreads) == 0, "a chunk is whole groups of four for every thread");
+
+// One chunk's partial: its max, argmax and sum relative to its max (step 2 of the header).
+struct ChunkStats {
+  float max;
+  int32_t argmax;
+  float z;
+  float pad;
+};
 
 __device__ __forceinline__ float sanitize(float x) { return x != x ? -INFINITY : x; }
 
@@ -21,41 +31,49 @@ __device__ __forceinline__ bool ranks_before(float va, int32_t ia, float vb, int
 // (ex2.approx of (x - m) * log2(e): a few ulp, ample for a normaliser). REQUIRES: x <= m.
 __device__ __forceinline__ float exp_from_max(float x, float m) { return x == m ? 1.0f : __expf(__fsub_rn(x, m)); }
 
-// Calls f(i, x_i) for the row elements thread t owns, in the order of the header: the groups
-// [4g, 4g + 4) for g = t, t + kLogitsThreads, ..., elements in increasing order. kVec4 (V % 4 == 0
-// and 16-byte aligned rows) only changes how a group is loaded, never the order.
+// Calls f(i, x_i) for the elements thread t owns in chunk `chunk`, in the order of the header.
+// All of the thread's loads are issued before the first call (kVec4: V % 4 == 0 and 16-byte
+// aligned rows; it changes how elements are loaded, never the order of the calls).
 template <bool kVec4, typename F>
-__device__ __forceinline__ void for_owned(const float* row, int64_t vocab, F f) {
-  const int64_t num_groups = (vocab + 3) / 4;
-  for (int64_t g = threadIdx.x; g < num_groups; g += kLogitsThreads) {
+__device__ __forceinline__ void for_owned(const float* row, int64_t vocab, int64_t chunk, F f) {
+  const int64_t base = chunk * kLogitsChunk;
+  float4 v[kGroupsPerThread];
+#pragma unroll
+  for (int j = 0; j < kGroupsPerThread; ++j) {
+    const int64_t i = base + (threadIdx.x + static_cast<int64_t>(j) * kLogitsThreads) * 4;
     if constexpr (kVec4) {
-      const float4 v = *reinterpret_cast<const float4*>(row + g * 4);
-      f(g * 4, v.x);
-      f(g * 4 + 1, v.y);
-      f(g * 4 + 2, v.z);
-      f(g * 4 + 3, v.w);
+      v[j] = i < vocab ? *reinterpret_cast<const float4*>(row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     } else {
-      for (int64_t i = g * 4; i < g * 4 + 4 && i < vocab; ++i) f(i, row[i]);
+      v[j].x = i < vocab ? row[i] : 0.f;
+      v[j].y = i + 1 < vocab ? row[i + 1] : 0.f;
+      v[j].z = i + 2 < vocab ? row[i + 2] : 0.f;
+      v[j].w = i + 3 < vocab ? row[i + 3] : 0.f;
     }
+  }
+#pragma unroll
+  for (int j = 0; j < kGroupsPerThread; ++j) {
+    const int64_t i = base + (threadIdx.x + static_cast<int64_t>(j) * kLogitsThreads) * 4;
+    if (i < vocab) f(i, v[j].x);
+    if (i + 1 < vocab) f(i + 1, v[j].y);
+    if (i + 2 < vocab) f(i + 2, v[j].z);
+    if (i + 3 < vocab) f(i + 3, v[j].w);
   }
 }
 
+// Steps 1-2: grid (C, m).
 template <bool kVec4>
 __global__ void __launch_bounds__(kLogitsThreads)
-    logits_postprocess_kernel(const float* logits, int64_t vocab, LogitsRowStats* stats, float* logprobs) {
+    logits_chunk_kernel(const float* logits, int64_t vocab, int num_chunks, ChunkStats* partials) {
   __shared__ float warp_value[kLogitsWarps];
   __shared__ int32_t warp_id[kLogitsWarps];
   __shared__ float warp_sum[kLogitsWarps];
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.y, c = blockIdx.x;
   const float* row = logits + r * vocab;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-
-  // One read of the row. Each thread keeps its best (value, id) m_t and a sum z_t of
-  // exp_from_max(x, m_t), scaled by exp_from_max(m_old, m_new) whenever m_t rises.
   float m_t = -INFINITY;
   int32_t id_t = INT_MAX;
   float z_t = 0.0f;
-  for_owned<kVec4>(row, vocab, [&](int64_t i, float x) {
+  for_owned<kVec4>(row, vocab, c, [&](int64_t i, float x) {
     x = sanitize(x);
     if (ranks_before(x, static_cast<int32_t>(i), m_t, id_t)) {
       if (x > m_t) z_t = __fmul_rn(z_t, exp_from_max(m_t, x));
@@ -64,7 +82,6 @@ __global__ void __launch_bounds__(kLogitsThreads)
     }
     z_t = __fadd_rn(z_t, exp_from_max(x, m_t));
   });
-  // The row's max M and argmax: exact under the total order, so the combine order does not matter.
   float best = m_t;
   int32_t best_id = id_t;
 #pragma unroll
@@ -79,49 +96,92 @@ __global__ void __launch_bounds__(kLogitsThreads)
 #pragma unroll
   for (int w = 1; w < kLogitsWarps; ++w)
     if (ranks_before(warp_value[w], warp_id[w], best, best_id)) best = warp_value[w], best_id = warp_id[w];
-
-  // Z = the threads' z_t * exp_from_max(m_t, M): warp butterfly, then warps in order.
   float z = __fmul_rn(z_t, exp_from_max(m_t, best));
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) z = __fadd_rn(z, __shfl_xor_sync(0xffffffffu, z, offset));
   if (lane == 0) warp_sum[warp] = z;
   __syncthreads();
+  if (threadIdx.x != 0) return;
   z = warp_sum[0];
 #pragma unroll
   for (int w = 1; w < kLogitsWarps; ++w) z = __fadd_rn(z, warp_sum[w]);
-  const double log_sum = log(static_cast<double>(z));
-  if (threadIdx.x == 0) stats[r] = LogitsRowStats{log_sum, best, best_id};
-  if (logprobs == nullptr) return;
-  // Every thread has read its own elements above and writes only those, so logprobs may alias logits.
+  partials[r * num_chunks + c] = ChunkStats{best, best_id, z, 0.f};
+}
+
+// Step 3: one thread per row.
+__global__ void logits_combine_kernel(const ChunkStats* partials, int64_t m, int num_chunks, LogitsRowStats* stats) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= m) return;
+  const ChunkStats* p = partials + r * num_chunks;
+  float best = p[0].max;
+  int32_t best_id = p[0].argmax;
+  for (int c = 1; c < num_chunks; ++c)
+    if (ranks_before(p[c].max, p[c].argmax, best, best_id)) best = p[c].max, best_id = p[c].argmax;
+  float z = 0.0f;
+  for (int c = 0; c < num_chunks; ++c) z = __fadd_rn(z, __fmul_rn(p[c].z, exp_from_max(p[c].max, best)));
+  stats[r] = LogitsRowStats{log(static_cast<double>(z)), best, best_id};
+}
+
+// The logprobs row: grid (C, m). Each thread rewrites only elements it has read, so lp may alias logits.
+template <bool kVec4>
+__global__ void __launch_bounds__(kLogitsThreads)
+    logprobs_kernel(const float* logits, int64_t vocab, const LogitsRowStats* stats, float* logprobs) {
+  const int64_t r = blockIdx.y, c = blockIdx.x;
+  const float best = stats[r].max;
+  const double log_sum = stats[r].log_sum;
   float* out = logprobs + r * vocab;
-  for_owned<kVec4>(row, vocab, [&](int64_t i, float x) {
+  for_owned<kVec4>(logits + r * vocab, vocab, c, [&](int64_t i, float x) {
     x = sanitize(x);
     const float d = x == best ? 0.0f : __fsub_rn(x, best);
     out[i] = static_cast<float>(__dsub_rn(static_cast<double>(d), log_sum));
   });
 }
 
+int chunks_of(int64_t vocab) { return static_cast<int>((vocab + kLogitsChunk - 1) / kLogitsChunk); }
+
 }  // namespace
 
+size_t logits_workspace_bytes(int64_t m, int64_t vocab) {
+  if (m <= 0 || vocab <= 0) return 0;
+  return static_cast<size_t>(m) * static_cast<size_t>(chunks_of(vocab)) * sizeof(ChunkStats);
+}
+
 Status logits_postprocess(const float* logits, int64_t m, int64_t vocab, LogitsRowStats* stats, float* logprobs,
-                          cudaStream_t stream) {
-  if (m < 0 || m > INT_MAX)
-    return invalid_argument("logits_postprocess: row count m=" + std::to_string(m) + " out of range");
+                          void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (m < 0 || m > 65535) {
+    return invalid_argument("logits_postprocess: row count m=" + std::to_string(m) +
+                            " out of range (at most 65535 rows a call)");
+  }
   if (vocab < 1 || vocab > INT_MAX) {
     return invalid_argument("logits_postprocess: vocabulary size " + std::to_string(vocab) + " out of range");
   }
   if (logits == nullptr || stats == nullptr) return invalid_argument("logits_postprocess: null device pointer");
   if (m == 0) return Status();
+  if (workspace == nullptr || workspace_bytes < logits_workspace_bytes(m, vocab)) {
+    return invalid_argument("logits_postprocess: workspace of " + std::to_string(workspace_bytes) + " bytes, " +
+                            std::to_string(logits_workspace_bytes(m, vocab)) +
+                            " needed (logits_workspace_bytes(m, vocab))");
+  }
+  const int num_chunks = chunks_of(vocab);
+  auto* partials = static_cast<ChunkStats*>(workspace);
   const bool vec4 = vocab % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0 &&
                     (logprobs == nullptr || reinterpret_cast<uintptr_t>(logprobs) % 16 == 0);
+  const dim3 grid(static_cast<unsigned>(num_chunks), static_cast<unsigned>(m));
   if (vec4) {
-    logits_postprocess_kernel<true>
-        <<<static_cast<unsigned>(m), kLogitsThreads, 0, stream>>>(logits, vocab, stats, logprobs);
+    logits_chunk_kernel<true><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, num_chunks, partials);
   } else {
-    logits_postprocess_kernel<false>
-        <<<static_cast<unsigned>(m), kLogitsThreads, 0, stream>>>(logits, vocab, stats, logprobs);
+    logits_chunk_kernel<false><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, num_chunks, partials);
   }
-  return cuda_launch_status("logits_postprocess");
+  VOSTI_RETURN_IF_ERROR(cuda_launch_status("logits_postprocess (chunks)"));
+  logits_combine_kernel<<<static_cast<unsigned>((m + 127) / 128), 128, 0, stream>>>(partials, m, num_chunks, stats);
+  VOSTI_RETURN_IF_ERROR(cuda_launch_status("logits_postprocess (combine)"));
+  if (logprobs == nullptr) return Status();
+  if (vec4) {
+    logprobs_kernel<true><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, stats, logprobs);
+  } else {
+    logprobs_kernel<false><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, stats, logprobs);
+  }
+  return cuda_launch_status("logits_postprocess (logprobs)");
 }
 
 }  // namespace vosti
