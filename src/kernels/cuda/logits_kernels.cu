@@ -31,32 +31,46 @@ __device__ __forceinline__ bool ranks_before(float va, int32_t ia, float vb, int
 // (ex2.approx of (x - m) * log2(e): a few ulp, ample for a normaliser). REQUIRES: x <= m.
 __device__ __forceinline__ float exp_from_max(float x, float m) { return x == m ? 1.0f : __expf(__fsub_rn(x, m)); }
 
-// Calls f(i, x_i) for the elements thread t owns in chunk `chunk`, in the order of the header.
-// All of the thread's loads are issued before the first call (kVec4: V % 4 == 0 and 16-byte
-// aligned rows; it changes how elements are loaded, never the order of the calls).
-template <bool kVec4, typename F>
-__device__ __forceinline__ void for_owned(const float* row, int64_t vocab, int64_t chunk, F f) {
-  const int64_t base = chunk * kLogitsChunk;
+// The elements thread t owns in one chunk (the groups of the header), loaded up front: all of a
+// thread's loads are in flight before the first is used.
+struct OwnedElements {
   float4 v[kGroupsPerThread];
+};
+
+// The row index of element 0 of the thread's j-th group in `chunk`.
+__device__ __forceinline__ int64_t group_start(int64_t chunk, int j) {
+  return chunk * kLogitsChunk + (threadIdx.x + static_cast<int64_t>(j) * kLogitsThreads) * 4;
+}
+
+// kVec4 (V % 4 == 0 and 16-byte aligned rows) changes how elements are loaded, never which.
+template <bool kVec4>
+__device__ __forceinline__ OwnedElements load_owned(const float* row, int64_t vocab, int64_t chunk) {
+  OwnedElements e;
 #pragma unroll
   for (int j = 0; j < kGroupsPerThread; ++j) {
-    const int64_t i = base + (threadIdx.x + static_cast<int64_t>(j) * kLogitsThreads) * 4;
+    const int64_t i = group_start(chunk, j);
     if constexpr (kVec4) {
-      v[j] = i < vocab ? *reinterpret_cast<const float4*>(row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+      e.v[j] = i < vocab ? *reinterpret_cast<const float4*>(row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     } else {
-      v[j].x = i < vocab ? row[i] : 0.f;
-      v[j].y = i + 1 < vocab ? row[i + 1] : 0.f;
-      v[j].z = i + 2 < vocab ? row[i + 2] : 0.f;
-      v[j].w = i + 3 < vocab ? row[i + 3] : 0.f;
+      e.v[j].x = i < vocab ? row[i] : 0.f;
+      e.v[j].y = i + 1 < vocab ? row[i + 1] : 0.f;
+      e.v[j].z = i + 2 < vocab ? row[i + 2] : 0.f;
+      e.v[j].w = i + 3 < vocab ? row[i + 3] : 0.f;
     }
   }
+  return e;
+}
+
+// Calls f(i, x_i) for the owned elements below vocab in increasing i.
+template <typename F>
+__device__ __forceinline__ void visit(const OwnedElements& e, int64_t vocab, int64_t chunk, F f) {
 #pragma unroll
   for (int j = 0; j < kGroupsPerThread; ++j) {
-    const int64_t i = base + (threadIdx.x + static_cast<int64_t>(j) * kLogitsThreads) * 4;
-    if (i < vocab) f(i, v[j].x);
-    if (i + 1 < vocab) f(i + 1, v[j].y);
-    if (i + 2 < vocab) f(i + 2, v[j].z);
-    if (i + 3 < vocab) f(i + 3, v[j].w);
+    const int64_t i = group_start(chunk, j);
+    if (i < vocab) f(i, e.v[j].x);
+    if (i + 1 < vocab) f(i + 1, e.v[j].y);
+    if (i + 2 < vocab) f(i + 2, e.v[j].z);
+    if (i + 3 < vocab) f(i + 3, e.v[j].w);
   }
 }
 
@@ -68,20 +82,20 @@ __global__ void __launch_bounds__(kLogitsThreads)
   __shared__ int32_t warp_id[kLogitsWarps];
   __shared__ float warp_sum[kLogitsWarps];
   const int64_t r = blockIdx.y, c = blockIdx.x;
-  const float* row = logits + r * vocab;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const OwnedElements e = load_owned<kVec4>(logits + r * vocab, vocab, c);
+  // The thread's max (fmaxf ignores NaN, i.e. reads it as -inf), its first index, its value there.
   float m_t = -INFINITY;
+  visit(e, vocab, c, [&](int64_t, float x) { m_t = fmaxf(m_t, x); });
   int32_t id_t = INT_MAX;
-  float z_t = 0.0f;
-  for_owned<kVec4>(row, vocab, c, [&](int64_t i, float x) {
+  float at_id = -INFINITY;  // the value at id_t (so +0 / -0 is the one stored there, whatever fmaxf chose)
+  visit(e, vocab, c, [&](int64_t i, float x) {
     x = sanitize(x);
-    if (ranks_before(x, static_cast<int32_t>(i), m_t, id_t)) {
-      if (x > m_t) z_t = __fmul_rn(z_t, exp_from_max(m_t, x));
-      m_t = x;
-      id_t = static_cast<int32_t>(i);
-    }
-    z_t = __fadd_rn(z_t, exp_from_max(x, m_t));
+    if (id_t == INT_MAX && x == m_t) id_t = static_cast<int32_t>(i), at_id = x;
   });
+  m_t = at_id;
+  float z_t = 0.0f;
+  visit(e, vocab, c, [&](int64_t, float x) { z_t = __fadd_rn(z_t, exp_from_max(sanitize(x), m_t)); });
   float best = m_t;
   int32_t best_id = id_t;
 #pragma unroll
@@ -129,12 +143,26 @@ __global__ void __launch_bounds__(kLogitsThreads)
   const int64_t r = blockIdx.y, c = blockIdx.x;
   const float best = stats[r].max;
   const double log_sum = stats[r].log_sum;
+  const OwnedElements e = load_owned<kVec4>(logits + r * vocab, vocab, c);
   float* out = logprobs + r * vocab;
-  for_owned<kVec4>(logits + r * vocab, vocab, c, [&](int64_t i, float x) {
+  auto lp = [&](float x) {
     x = sanitize(x);
     const float d = x == best ? 0.0f : __fsub_rn(x, best);
-    out[i] = static_cast<float>(__dsub_rn(static_cast<double>(d), log_sum));
-  });
+    return static_cast<float>(__dsub_rn(static_cast<double>(d), log_sum));
+  };
+#pragma unroll
+  for (int j = 0; j < kGroupsPerThread; ++j) {
+    const int64_t i = group_start(c, j);
+    if constexpr (kVec4) {  // whole 16-byte stores: every warp store covers whole sectors
+      if (i < vocab)
+        *reinterpret_cast<float4*>(out + i) = make_float4(lp(e.v[j].x), lp(e.v[j].y), lp(e.v[j].z), lp(e.v[j].w));
+    } else {
+      if (i < vocab) out[i] = lp(e.v[j].x);
+      if (i + 1 < vocab) out[i + 1] = lp(e.v[j].y);
+      if (i + 2 < vocab) out[i + 2] = lp(e.v[j].z);
+      if (i + 3 < vocab) out[i + 3] = lp(e.v[j].w);
+    }
+  }
 }
 
 int chunks_of(int64_t vocab) { return static_cast<int>((vocab + kLogitsChunk - 1) / kLogitsChunk); }

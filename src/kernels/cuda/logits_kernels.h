@@ -15,9 +15,9 @@
 // row index). The row is cut into chunks of kLogitsChunk elements, c = 0 .. C - 1 (the last
 // one shorter), C = ceil(V / kLogitsChunk); one block of kLogitsThreads threads per (row, chunk).
 //   1. Thread t owns the groups of four elements [4g, 4g + 4) of its chunk (cut at V) for
-//      g = t, t + kLogitsThreads, ... and walks its elements in increasing order keeping a
-//      running max m_t (from -inf) and an f32 sum z_t (from 0): when an element x > m_t
-//      arrives, z_t = z_t * e(m_t, x) and m_t = x; then z_t = z_t + e(x, m_t).
+//      g = t, t + kLogitsThreads, ...; m_t = l' at the lowest owned index holding the owned
+//      maximum (-inf if it owns none), z_t = e(x, m_t) summed in f32 over its elements in
+//      increasing index order, from 0.
 //   2. The chunk's max m_c and argmax under the total order (value desc, id asc): exact in any
 //      order. z_c = the threads' z_t * e(m_t, m_c) summed by a butterfly __shfl_xor tree with
 //      offsets 16, 8, 4, 2, 1 in each warp, then the warp sums added in warp order 0..7.
