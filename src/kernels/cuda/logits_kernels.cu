@@ -75,8 +75,9 @@ __device__ __forceinline__ void visit(const OwnedElements& e, int64_t vocab, int
 }
 
 // Steps 1-2: grid (C, m).
+// At least four blocks a multiprocessor, so that loads of some blocks overlap the arithmetic of others.
 template <bool kVec4>
-__global__ void __launch_bounds__(kLogitsThreads)
+__global__ void __launch_bounds__(kLogitsThreads, 4)
     logits_chunk_kernel(const float* logits, int64_t vocab, int num_chunks, ChunkStats* partials) {
   __shared__ float warp_value[kLogitsWarps];
   __shared__ int32_t warp_id[kLogitsWarps];
@@ -138,7 +139,7 @@ __global__ void logits_combine_kernel(const ChunkStats* partials, int64_t m, int
 
 // The logprobs row: grid (C, m). Each thread rewrites only elements it has read, so lp may alias logits.
 template <bool kVec4>
-__global__ void __launch_bounds__(kLogitsThreads)
+__global__ void __launch_bounds__(kLogitsThreads, 4)
     logprobs_kernel(const float* logits, int64_t vocab, const LogitsRowStats* stats, float* logprobs) {
   const int64_t r = blockIdx.y, c = blockIdx.x;
   const float best = stats[r].max;

@@ -38,7 +38,7 @@
 namespace vosti {
 
 inline constexpr int kLogitsThreads = 256;
-inline constexpr int64_t kLogitsChunk = 8192;  // elements per block: 32 per thread
+inline constexpr int64_t kLogitsChunk = 4096;  // elements per block: 16 per thread
 
 // One row's summary (16 bytes; device memory layout of logits_postprocess's output).
 struct LogitsRowStats {
