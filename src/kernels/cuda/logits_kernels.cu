@@ -20,7 +20,8 @@ struct ChunkStats {
   float pad;
 };
 
-__device__ __forceinline__ float sanitize(float x) { return x != x ? -INFINITY : x; }
+// NaN -> -inf, every other value unchanged (fmaxf returns the other operand for a NaN).
+__device__ __forceinline__ float sanitize(float x) { return fmaxf(x, -INFINITY); }
 
 // a ranks before b in the total order (value desc, id asc). REQUIRES: no NaN.
 __device__ __forceinline__ bool ranks_before(float va, int32_t ia, float vb, int32_t ib) {
@@ -28,77 +29,108 @@ __device__ __forceinline__ bool ranks_before(float va, int32_t ia, float vb, int
 }
 
 // e(x, m) of the header: exactly 1 where x == m (+0 == -0, and infinities), else __expf(x - m)
-// (ex2.approx of (x - m) * log2(e): a few ulp, ample for a normaliser). REQUIRES: x <= m.
+// (ex2.approx of (x - m) * log2(e): a few ulp, ample for a normaliser). REQUIRES: x <= m, no NaN.
 __device__ __forceinline__ float exp_from_max(float x, float m) { return x == m ? 1.0f : __expf(__fsub_rn(x, m)); }
 
 // The elements thread t owns in one chunk (the groups of the header), loaded up front: all of a
-// thread's loads are in flight before the first is used.
+// thread's loads are in flight before the first is used. Indices fit int32 (V < 2^31).
 struct OwnedElements {
   float4 v[kGroupsPerThread];
 };
 
 // The row index of element 0 of the thread's j-th group in `chunk`.
-__device__ __forceinline__ int64_t group_start(int64_t chunk, int j) {
-  return chunk * kLogitsChunk + (threadIdx.x + static_cast<int64_t>(j) * kLogitsThreads) * 4;
+__device__ __forceinline__ int32_t group_start(int32_t chunk, int j) {
+  return chunk * static_cast<int32_t>(kLogitsChunk) + (static_cast<int32_t>(threadIdx.x) + j * kLogitsThreads) * 4;
 }
 
-// kVec4 (V % 4 == 0 and 16-byte aligned rows) changes how elements are loaded, never which.
-template <bool kVec4>
-__device__ __forceinline__ OwnedElements load_owned(const float* row, int64_t vocab, int64_t chunk) {
+// kVec4 (V % 4 == 0 and 16-byte aligned rows) changes how elements are loaded, never which;
+// kFull (the chunk lies below V) only drops the bounds checks.
+template <bool kVec4, bool kFull>
+__device__ __forceinline__ OwnedElements load_owned(const float* row, int32_t vocab, int32_t chunk) {
   OwnedElements e;
 #pragma unroll
   for (int j = 0; j < kGroupsPerThread; ++j) {
-    const int64_t i = group_start(chunk, j);
+    const int32_t i = group_start(chunk, j);
     if constexpr (kVec4) {
-      e.v[j] = i < vocab ? *reinterpret_cast<const float4*>(row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+      e.v[j] = kFull || i < vocab ? *reinterpret_cast<const float4*>(row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     } else {
-      e.v[j].x = i < vocab ? row[i] : 0.f;
-      e.v[j].y = i + 1 < vocab ? row[i + 1] : 0.f;
-      e.v[j].z = i + 2 < vocab ? row[i + 2] : 0.f;
-      e.v[j].w = i + 3 < vocab ? row[i + 3] : 0.f;
+      e.v[j].x = kFull || i < vocab ? row[i] : 0.f;
+      e.v[j].y = kFull || i + 1 < vocab ? row[i + 1] : 0.f;
+      e.v[j].z = kFull || i + 2 < vocab ? row[i + 2] : 0.f;
+      e.v[j].w = kFull || i + 3 < vocab ? row[i + 3] : 0.f;
     }
   }
   return e;
 }
 
-// Calls f(i, x_i) for the owned elements below vocab in increasing i.
-template <typename F>
-__device__ __forceinline__ void visit(const OwnedElements& e, int64_t vocab, int64_t chunk, F f) {
+// Calls f(i, x_i) for the owned elements below vocab in increasing i (kReverse: decreasing).
+template <bool kFull, bool kReverse = false, typename F>
+__device__ __forceinline__ void visit(const OwnedElements& e, int32_t vocab, int32_t chunk, F f) {
 #pragma unroll
-  for (int j = 0; j < kGroupsPerThread; ++j) {
-    const int64_t i = group_start(chunk, j);
-    if (i < vocab) f(i, e.v[j].x);
-    if (i + 1 < vocab) f(i + 1, e.v[j].y);
-    if (i + 2 < vocab) f(i + 2, e.v[j].z);
-    if (i + 3 < vocab) f(i + 3, e.v[j].w);
+  for (int jj = 0; jj < kGroupsPerThread; ++jj) {
+    const int j = kReverse ? kGroupsPerThread - 1 - jj : jj;
+    const int32_t i = group_start(chunk, j);
+    const float x[4] = {e.v[j].x, e.v[j].y, e.v[j].z, e.v[j].w};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int k = kReverse ? 3 - kk : kk;
+      if (kFull || i + k < vocab) f(i + k, x[k]);
+    }
   }
 }
 
-// Steps 1-2: grid (C, m).
-// At least four blocks a multiprocessor, so that loads of some blocks overlap the arithmetic of others.
+// Step 1 for one thread: its max m_t (the value at its lowest index holding it), that index
+// (INT_MAX if it owns nothing) and z_t.
+struct ThreadPartial {
+  float max;
+  int32_t argmax;
+  float z;
+};
+
+template <bool kFull>
+__device__ __forceinline__ ThreadPartial thread_partial(const OwnedElements& e, int32_t vocab, int32_t chunk) {
+  float m = -INFINITY;
+  visit<kFull>(e, vocab, chunk, [&](int32_t, float x) { m = fmaxf(m, x); });  // NaN ignored, i.e. read as -inf
+  int32_t id = INT_MAX;
+  if (m == -INFINITY) {  // every owned element is -inf or NaN: the first owned one
+    if (group_start(chunk, 0) < vocab) id = group_start(chunk, 0);
+  } else {
+    visit<kFull, true>(e, vocab, chunk, [&](int32_t i, float x) {
+      if (x == m) id = i;  // the last hit of the reversed walk is the lowest index
+    });
+  }
+  // The value stored at id, so that +0 / -0 is the one stored there whatever fmaxf chose.
+  float at_id = m;
+  if (m == 0.0f) {
+    visit<kFull>(e, vocab, chunk, [&](int32_t i, float x) {
+      if (i == id) at_id = x;
+    });
+  }
+  float z = 0.0f;
+  visit<kFull>(e, vocab, chunk, [&](int32_t, float x) { z = __fadd_rn(z, exp_from_max(sanitize(x), at_id)); });
+  return {at_id, id, z};
+}
+
+// Steps 1-2: grid (C, m). At least four blocks a multiprocessor, so that loads of some blocks
+// overlap the arithmetic of others.
 template <bool kVec4>
 __global__ void __launch_bounds__(kLogitsThreads, 4)
-    logits_chunk_kernel(const float* logits, int64_t vocab, int num_chunks, ChunkStats* partials) {
+    logits_chunk_kernel(const float* logits, int32_t vocab, int num_chunks, ChunkStats* partials) {
   __shared__ float warp_value[kLogitsWarps];
   __shared__ int32_t warp_id[kLogitsWarps];
   __shared__ float warp_sum[kLogitsWarps];
-  const int64_t r = blockIdx.y, c = blockIdx.x;
+  const int64_t r = blockIdx.y;
+  const int32_t c = static_cast<int32_t>(blockIdx.x);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const OwnedElements e = load_owned<kVec4>(logits + r * vocab, vocab, c);
-  // The thread's max (fmaxf ignores NaN, i.e. reads it as -inf), its first index, its value there.
-  float m_t = -INFINITY;
-  visit(e, vocab, c, [&](int64_t, float x) { m_t = fmaxf(m_t, x); });
-  int32_t id_t = INT_MAX;
-  float at_id = -INFINITY;  // the value at id_t (so +0 / -0 is the one stored there, whatever fmaxf chose)
-  visit(e, vocab, c, [&](int64_t i, float x) {
-    x = sanitize(x);
-    if (id_t == INT_MAX && x == m_t) id_t = static_cast<int32_t>(i), at_id = x;
-  });
-  m_t = at_id;
-  float z_t = 0.0f;
-  visit(e, vocab, c, [&](int64_t, float x) { z_t = __fadd_rn(z_t, exp_from_max(sanitize(x), m_t)); });
-  float best = m_t;
-  int32_t best_id = id_t;
+  const float* row = logits + r * vocab;
+  ThreadPartial p;
+  if ((c + 1) * kLogitsChunk <= vocab) {
+    p = thread_partial<true>(load_owned<kVec4, true>(row, vocab, c), vocab, c);
+  } else {
+    p = thread_partial<false>(load_owned<kVec4, false>(row, vocab, c), vocab, c);
+  }
+  float best = p.max;
+  int32_t best_id = p.argmax;
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, best, offset);
@@ -111,7 +143,7 @@ __global__ void __launch_bounds__(kLogitsThreads, 4)
 #pragma unroll
   for (int w = 1; w < kLogitsWarps; ++w)
     if (ranks_before(warp_value[w], warp_id[w], best, best_id)) best = warp_value[w], best_id = warp_id[w];
-  float z = __fmul_rn(z_t, exp_from_max(m_t, best));
+  float z = __fmul_rn(p.z, exp_from_max(p.max, best));
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) z = __fadd_rn(z, __shfl_xor_sync(0xffffffffu, z, offset));
   if (lane == 0) warp_sum[warp] = z;
@@ -138,14 +170,10 @@ __global__ void logits_combine_kernel(const ChunkStats* partials, int64_t m, int
 }
 
 // The logprobs row: grid (C, m). Each thread rewrites only elements it has read, so lp may alias logits.
-template <bool kVec4>
-__global__ void __launch_bounds__(kLogitsThreads, 4)
-    logprobs_kernel(const float* logits, int64_t vocab, const LogitsRowStats* stats, float* logprobs) {
-  const int64_t r = blockIdx.y, c = blockIdx.x;
-  const float best = stats[r].max;
-  const double log_sum = stats[r].log_sum;
-  const OwnedElements e = load_owned<kVec4>(logits + r * vocab, vocab, c);
-  float* out = logprobs + r * vocab;
+template <bool kVec4, bool kFull>
+__device__ __forceinline__ void write_logprobs(const float* row, int32_t vocab, int32_t c, float best, double log_sum,
+                                               float* out) {
+  const OwnedElements e = load_owned<kVec4, kFull>(row, vocab, c);
   auto lp = [&](float x) {
     x = sanitize(x);
     const float d = x == best ? 0.0f : __fsub_rn(x, best);
@@ -153,16 +181,30 @@ __global__ void __launch_bounds__(kLogitsThreads, 4)
   };
 #pragma unroll
   for (int j = 0; j < kGroupsPerThread; ++j) {
-    const int64_t i = group_start(c, j);
+    const int32_t i = group_start(c, j);
     if constexpr (kVec4) {  // whole 16-byte stores: every warp store covers whole sectors
-      if (i < vocab)
+      if (kFull || i < vocab)
         *reinterpret_cast<float4*>(out + i) = make_float4(lp(e.v[j].x), lp(e.v[j].y), lp(e.v[j].z), lp(e.v[j].w));
     } else {
-      if (i < vocab) out[i] = lp(e.v[j].x);
-      if (i + 1 < vocab) out[i + 1] = lp(e.v[j].y);
-      if (i + 2 < vocab) out[i + 2] = lp(e.v[j].z);
-      if (i + 3 < vocab) out[i + 3] = lp(e.v[j].w);
+      if (kFull || i < vocab) out[i] = lp(e.v[j].x);
+      if (kFull || i + 1 < vocab) out[i + 1] = lp(e.v[j].y);
+      if (kFull || i + 2 < vocab) out[i + 2] = lp(e.v[j].z);
+      if (kFull || i + 3 < vocab) out[i + 3] = lp(e.v[j].w);
     }
+  }
+}
+
+template <bool kVec4>
+__global__ void __launch_bounds__(kLogitsThreads, 4)
+    logprobs_kernel(const float* logits, int32_t vocab, const LogitsRowStats* stats, float* logprobs) {
+  const int64_t r = blockIdx.y;
+  const int32_t c = static_cast<int32_t>(blockIdx.x);
+  const float best = stats[r].max;
+  const double log_sum = stats[r].log_sum;
+  if ((c + 1) * kLogitsChunk <= vocab) {
+    write_logprobs<kVec4, true>(logits + r * vocab, vocab, c, best, log_sum, logprobs + r * vocab);
+  } else {
+    write_logprobs<kVec4, false>(logits + r * vocab, vocab, c, best, log_sum, logprobs + r * vocab);
   }
 }
 
@@ -197,18 +239,20 @@ Status logits_postprocess(const float* logits, int64_t m, int64_t vocab, LogitsR
                     (logprobs == nullptr || reinterpret_cast<uintptr_t>(logprobs) % 16 == 0);
   const dim3 grid(static_cast<unsigned>(num_chunks), static_cast<unsigned>(m));
   if (vec4) {
-    logits_chunk_kernel<true><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, num_chunks, partials);
+    logits_chunk_kernel<true>
+        <<<grid, kLogitsThreads, 0, stream>>>(logits, static_cast<int32_t>(vocab), num_chunks, partials);
   } else {
-    logits_chunk_kernel<false><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, num_chunks, partials);
+    logits_chunk_kernel<false>
+        <<<grid, kLogitsThreads, 0, stream>>>(logits, static_cast<int32_t>(vocab), num_chunks, partials);
   }
   VOSTI_RETURN_IF_ERROR(cuda_launch_status("logits_postprocess (chunks)"));
   logits_combine_kernel<<<static_cast<unsigned>((m + 127) / 128), 128, 0, stream>>>(partials, m, num_chunks, stats);
   VOSTI_RETURN_IF_ERROR(cuda_launch_status("logits_postprocess (combine)"));
   if (logprobs == nullptr) return Status();
   if (vec4) {
-    logprobs_kernel<true><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, stats, logprobs);
+    logprobs_kernel<true><<<grid, kLogitsThreads, 0, stream>>>(logits, static_cast<int32_t>(vocab), stats, logprobs);
   } else {
-    logprobs_kernel<false><<<grid, kLogitsThreads, 0, stream>>>(logits, vocab, stats, logprobs);
+    logprobs_kernel<false><<<grid, kLogitsThreads, 0, stream>>>(logits, static_cast<int32_t>(vocab), stats, logprobs);
   }
   return cuda_launch_status("logits_postprocess (logprobs)");
 }
