@@ -51,6 +51,15 @@ class Parser {
     return next().value;
   }
   std::string peek_keyword() const { return peek(1).type == Token::kName ? peek(1).value : "?"; }
+  // The value of an int or float token; a literal outside int64 / double is a parse error.
+  Value number_literal(const Token& t) const {
+    try {
+      return t.type == Token::kInt ? Value(static_cast<int64_t>(std::stoll(t.value))) : Value(std::stod(t.value));
+    } catch (const std::exception&) {
+      fail("number literal '" + t.value + "' is out of range", t.pos);
+    }
+  }
+
   [[noreturn]] void fail(const std::string& message, size_t pos) const {
     throw TemplateError("chat template syntax error at " + describe_position(src_, pos) + ": " + message);
   }
@@ -374,12 +383,7 @@ class Parser {
     if (t.type == Token::kInt || t.type == Token::kFloat) {
       ++i_;
       auto e = make(Expr::Kind::kLiteral, t.pos);
-      try {
-        e->literal =
-            t.type == Token::kInt ? Value(static_cast<int64_t>(std::stoll(t.value))) : Value(std::stod(t.value));
-      } catch (const std::exception&) {
-        fail("number literal '" + t.value + "' is out of range", t.pos);
-      }
+      e->literal = number_literal(t);
       return e;
     }
     if (is_op("(")) {
@@ -429,7 +433,7 @@ class Parser {
         if (peek().type == Token::kInt) {  // x.0 is x[0] in Jinja
           e->kind = Expr::Kind::kIndex;
           auto idx = make(Expr::Kind::kLiteral, peek().pos);
-          idx->literal = Value(static_cast<int64_t>(std::stoll(next().value)));
+          idx->literal = number_literal(next());
           e->args.push_back(std::move(node));
           e->args.push_back(std::move(idx));
         } else {

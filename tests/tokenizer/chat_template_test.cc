@@ -111,6 +111,9 @@ TEST(ChatTemplate, ErrorsNameTheProblem) {
   EXPECT_NE(render_expr("{{ x|nosuchfilter }}").find("'nosuchfilter' filter is not supported"), std::string::npos);
   EXPECT_NE(render_expr("{{ 1 + 'a' }}").find("TypeError"), std::string::npos);
   EXPECT_NE(render_expr("{{ [1].append(2) }}").find("SecurityError"), std::string::npos);
+  // Number literals beyond int64 (found by the chat template fuzzer: an uncaught std::out_of_range).
+  EXPECT_NE(render_expr("{{ 99999999999999999999999 }}").find("out of range"), std::string::npos);
+  EXPECT_NE(render_expr("{{ loop.99999999999999999999999 }}").find("out of range"), std::string::npos);
   EXPECT_EQ(render_expr("{{ nope }}{{ nope|length }}{{ nope|default('dflt') }}"), "0dflt");
 }
 
