@@ -5,6 +5,7 @@
 #include "tokenizer/jinja_eval.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "tokenizer/utf8.h"
 
@@ -86,8 +87,22 @@ std::vector<size_t> slice_indices(int64_t n, const Value& start, const Value& st
   const int64_t b = clamp(start, st > 0 ? 0 : n - 1);
   const int64_t e = clamp(stop, st > 0 ? n : -1);
   std::vector<size_t> out;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(static_cast<size_t>(i));
+  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
+    out.push_back(static_cast<size_t>(i));
+    if (st > 0 ? e - i <= st : e - i >= st) break;  // the next index is past the end (and i + st may overflow)
+  }
   return out;
+}
+
+// x + y, x - y or x * y (kind '+', '-', '*') on int64; a result beyond 64 bits is a template
+// error naming the template's operator `op` (Python's ints would grow; no chat template needs that).
+int64_t checked(char kind, int64_t x, int64_t y, const std::string& op) {
+  int64_t r = 0;
+  const bool overflow = kind == '+'   ? __builtin_add_overflow(x, y, &r)
+                        : kind == '-' ? __builtin_sub_overflow(x, y, &r)
+                                      : __builtin_mul_overflow(x, y, &r);
+  if (overflow) throw TemplateError("OverflowError: the result of " + op + " does not fit in 64 bits");
+  return r;
 }
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
@@ -106,13 +121,13 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       l.insert(l.end(), b.list_ref().begin(), b.list_ref().end());
       return Value::list(std::move(l));
     }
-    if (ints) return Value(ival(a) + ival(b));
+    if (ints) return Value(checked('+', ival(a), ival(b), op));
     if (nums) return Value(num(a) + num(b));
   } else if (op == "-") {
-    if (ints) return Value(ival(a) - ival(b));
+    if (ints) return Value(checked('-', ival(a), ival(b), op));
     if (nums) return Value(num(a) - num(b));
   } else if (op == "*") {
-    if (ints) return Value(ival(a) * ival(b));
+    if (ints) return Value(checked('*', ival(a), ival(b), op));
     if (nums) return Value(num(a) * num(b));
     const Value* s = a.is_string() ? &a : b.is_string() ? &b : nullptr;
     const Value* n = a.type() == Value::Type::kInt ? &a : b.type() == Value::Type::kInt ? &b : nullptr;
@@ -130,6 +145,10 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (ints) {
       const int64_t x = ival(a), y = ival(b);
       if (y == 0) throw TemplateError("ZeroDivisionError: integer division or modulo by zero");
+      if (x == INT64_MIN && y == -1) {
+        if (op == "%") return Value(int64_t{0});
+        throw TemplateError("OverflowError: the result of " + op + " does not fit in 64 bits");
+      }
       int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) {
         --q;
@@ -143,9 +162,12 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       return Value(op == "//" ? q : num(a) - q * num(b));
     }
   } else if (op == "**") {
-    if (ints && ival(b) >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < ival(b) && i < 64; ++i) r *= ival(a);
+    if (ints && ival(b) >= 0) {  // by squaring; every product checked
+      int64_t base = ival(a), r = 1;
+      for (int64_t e = ival(b); e > 0; e >>= 1) {
+        if (e & 1) r = checked('*', r, base, op);
+        if (e > 1) base = checked('*', base, base, op);
+      }
       return Value(r);
     }
     if (nums) return Value(std::pow(num(a), num(b)));
@@ -281,7 +303,11 @@ class Renderer {
       case Expr::Kind::kPos: {
         const Value v = eval(*e.args[0]);
         if (v.is_undefined()) undefined_error(v);
-        if (v.type() == Value::Type::kInt) return Value(e.kind == Expr::Kind::kNeg ? -v.as_int() : v.as_int());
+        if (v.type() == Value::Type::kInt) {
+          if (e.kind == Expr::Kind::kNeg && v.as_int() == INT64_MIN)
+            fail_at(e.pos, "OverflowError: -(" + std::to_string(v.as_int()) + ") does not fit in 64 bits");
+          return Value(e.kind == Expr::Kind::kNeg ? -v.as_int() : v.as_int());
+        }
         if (v.type() == Value::Type::kFloat) return Value(e.kind == Expr::Kind::kNeg ? -v.as_double() : v.as_double());
         fail_at(e.pos, "TypeError: bad operand type for unary minus: '" + v.type_name() + "'");
       }

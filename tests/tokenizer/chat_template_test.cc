@@ -114,6 +114,15 @@ TEST(ChatTemplate, ErrorsNameTheProblem) {
   // Number literals beyond int64 (found by the chat template fuzzer: an uncaught std::out_of_range).
   EXPECT_NE(render_expr("{{ 99999999999999999999999 }}").find("out of range"), std::string::npos);
   EXPECT_NE(render_expr("{{ loop.99999999999999999999999 }}").find("out of range"), std::string::npos);
+  // Integer results beyond int64 are an OverflowError, never undefined behaviour (fuzzer: 888**1107).
+  EXPECT_NE(render_expr("{{ 888 ** 1107 }}").find("OverflowError"), std::string::npos);
+  EXPECT_NE(render_expr("{{ 9223372036854775807 + 1 }}").find("OverflowError"), std::string::npos);
+  EXPECT_NE(render_expr("{{ -9223372036854775807 - 2 }}").find("OverflowError"), std::string::npos);
+  EXPECT_NE(render_expr("{{ 4294967296 * 4294967296 }}").find("OverflowError"), std::string::npos);
+  EXPECT_NE(render_expr("{{ (-9223372036854775807 - 1) // -1 }}").find("OverflowError"), std::string::npos);
+  EXPECT_EQ(
+      render_expr("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 100000000000 }} {{ [1, 2, 3][1::9223372036854775807] }}"),
+      "4611686018427387904 -9223372036854775808 1 [2]");
   EXPECT_EQ(render_expr("{{ nope }}{{ nope|length }}{{ nope|default('dflt') }}"), "0dflt");
 }
 
