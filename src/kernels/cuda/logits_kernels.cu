@@ -223,7 +223,7 @@ Status logits_postprocess(const float* logits, int64_t m, int64_t vocab, LogitsR
     return invalid_argument("logits_postprocess: row count m=" + std::to_string(m) +
                             " out of range (at most 65535 rows a call)");
   }
-  if (vocab < 1 || vocab > INT_MAX) {
+  if (vocab < 1 || vocab > INT_MAX - kLogitsChunk) {  // element indices stay in int32
     return invalid_argument("logits_postprocess: vocabulary size " + std::to_string(vocab) + " out of range");
   }
   if (logits == nullptr || stats == nullptr) return invalid_argument("logits_postprocess: null device pointer");

@@ -52,7 +52,7 @@ size_t logits_workspace_bytes(int64_t m, int64_t vocab);
 
 // stats[m] = the summary of each row of logits[m, vocab] (f32, device); if logprobs is non-null
 // it receives lp [m, vocab] (f32, device; may alias logits).
-// Errors: kInvalidArgument for null pointers, vocab < 1 or >= 2^31, m < 0 or > 65535, or a
+// Errors: kInvalidArgument for null pointers, vocab < 1 or > 2^31 - 1 - kLogitsChunk, m < 0 or > 65535, or a
 // workspace smaller than logits_workspace_bytes(m, vocab); kInternal for a launch failure.
 Status logits_postprocess(const float* logits, int64_t m, int64_t vocab, LogitsRowStats* stats, float* logprobs,
                           void* workspace, size_t workspace_bytes, cudaStream_t stream);
