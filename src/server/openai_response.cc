@@ -7,22 +7,6 @@
 namespace vosti {
 namespace {
 
-const char* finish_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAbort:
-      return "abort";
-    case FinishReason::kError:
-      return "error";
-    case FinishReason::kNone:
-      break;
-  }
-  return "stop";
-}
-
 void write_bytes(JsonWriter& w, const std::string& s) {
   w.key("bytes").begin_array();
   for (unsigned char c : s) w.value(static_cast<int64_t>(c));
@@ -107,7 +91,9 @@ void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOu
   }
   w.key("finish_reason");
   if (c.finish_reason) {
-    w.value(finish_name(*c.finish_reason));
+    // A finished choice always has a reason; kNone would be an engine bug, reported as "stop".
+    const FinishReason r = *c.finish_reason;
+    w.value(r == FinishReason::kNone ? "stop" : finish_reason_name(r));
   } else {
     w.null();
   }

@@ -106,12 +106,17 @@ size_t match_at(std::string_view text, const Chars& c, size_t i) {
 
 }  // namespace
 
-std::vector<RegexMatch> gpt2_split_matches(std::string_view text) {
+namespace {
+
+// Left-to-right leftmost matches of a pattern whose matcher length_at(c, i) returns the
+// length in code points of the match starting at code point i.
+template <typename LengthAt>
+std::vector<RegexMatch> split_matches(std::string_view text, LengthAt length_at) {
   const Chars c(text);
   std::vector<RegexMatch> out;
   size_t i = 0;
   while (i < c.size()) {
-    const size_t n = match_at(text, c, i);
+    const size_t n = length_at(c, i);
     if (n == 0) {  // unreachable: every character is matched by some alternative
       ++i;
       continue;
@@ -120,6 +125,12 @@ std::vector<RegexMatch> gpt2_split_matches(std::string_view text) {
     i += n;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<RegexMatch> gpt2_split_matches(std::string_view text) {
+  return split_matches(text, [&](const Chars& c, size_t i) { return match_at(text, c, i); });
 }
 
 namespace {
@@ -191,19 +202,7 @@ size_t llama3_match_at(std::string_view text, const Chars& c, size_t i, int max_
 }  // namespace
 
 std::vector<RegexMatch> llama3_split_matches(std::string_view text, int max_digits) {
-  const Chars c(text);
-  std::vector<RegexMatch> out;
-  size_t i = 0;
-  while (i < c.size()) {
-    const size_t n = llama3_match_at(text, c, i, max_digits);
-    if (n == 0) {  // unreachable: every character is matched by some alternative
-      ++i;
-      continue;
-    }
-    out.push_back({c.offset[i], c.offset[i + n]});
-    i += n;
-  }
-  return out;
+  return split_matches(text, [&](const Chars& c, size_t i) { return llama3_match_at(text, c, i, max_digits); });
 }
 
 std::vector<RegexMatch> number_char_matches(std::string_view text) {

@@ -28,52 +28,34 @@
 
 namespace vosti::gemm_detail {
 
-// Tile shape, cluster shape and kernel/epilogue schedules of one GemmTmaTile.
+// Tile shape (kM x kN x 64), cluster shape (kClusterM x 1) and kernel schedule of one GemmTmaTile;
+// the epilogue schedule follows the kernel schedule.
+template <int kM, int kN, int kClusterM, typename Schedule>
+struct TmaTileShape {
+  using TileShape = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::_64>;
+  using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::_1, cute::_1>;
+  using KernelSchedule = Schedule;
+  using EpilogueSchedule =
+      std::conditional_t<std::is_same_v<Schedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative>,
+                         cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::epilogue::TmaWarpSpecialized>;
+};
+using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+
 template <GemmTmaTile Tile>
 struct TmaTileTraits;
-
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> {
-  using TileShape = cute::Shape<cute::_64, cute::_32, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-};
+struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> : TmaTileShape<64, 32, 1, Pingpong> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N48Pingpong> {
-  using TileShape = cute::Shape<cute::_64, cute::_48, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-};
+struct TmaTileTraits<GemmTmaTile::kM64N48Pingpong> : TmaTileShape<64, 48, 1, Pingpong> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N32Cooperative> {
-  using TileShape = cute::Shape<cute::_128, cute::_32, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-};
+struct TmaTileTraits<GemmTmaTile::kM128N32Cooperative> : TmaTileShape<128, 32, 1, Cooperative> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N64Cooperative> {
-  using TileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-};
+struct TmaTileTraits<GemmTmaTile::kM128N64Cooperative> : TmaTileShape<128, 64, 1, Cooperative> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-};
+struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, Cooperative> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> {
-  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-};
+struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, Cooperative> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {
