@@ -7,12 +7,13 @@
 // random inputs, never zeros. Prints a table per call, a ratio table per instruction family
 // last; writes JSON with every number.
 //   gemm_cuda_bench [--json out.json] [--quick] [--sweep] [--instruction mma.sync|wgmma|wgmma_tma]...
-//                   [--no-rows] [--m 1,8,...]
+//                   [--no-rows] [--m 1,8,...] [--reps N]
 // --sweep times every launch plan of each (shape, m) (for wgmma_tma: every CUTLASS
 // instantiation, for every m) and prints which wins, so plan thresholds come from measurements.
 // --instruction limits the run to the named families (repeatable; default: every family the
 // device runs; --instruction none: only the row-wise kernels); --no-rows leaves out the row-wise
-// kernels; --m replaces the list of row counts.
+// kernels; --m replaces the list of row counts; --reps sets the timed launches per number (default
+// 30, --quick 10; --reps 1 for a profiler run that should see each kernel a few times only).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -446,6 +447,7 @@ void bench_rows(double copy_tbps, int reps) {
 int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false, sweep = false, rows = true;
+  int reps_arg = 0;
   std::vector<std::string> only;
   std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
   for (int i = 1; i < argc; ++i) {
@@ -453,6 +455,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     if (!std::strcmp(argv[i], "--no-rows")) rows = false;
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps_arg = std::max(1, std::atoi(argv[++i]));
     if (!std::strcmp(argv[i], "--instruction") && i + 1 < argc) only.push_back(argv[++i]);
     if (!std::strcmp(argv[i], "--m") && i + 1 < argc) {
       ms.clear();
@@ -469,7 +472,7 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   CK(cudaMalloc(&g_flush, kFlushBytes));
-  const int reps = quick ? 10 : 30;
+  const int reps = reps_arg > 0 ? reps_arg : (quick ? 10 : 30);
 
   // Copy ceiling: device-to-device, bytes read + written.
   const size_t copy_bytes = size_t(2) << 30;

@@ -69,49 +69,61 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   const auto plan = [](int64_t n, int64_t k, int64_t m) {
     return plan_gemm_launch(select_schedule(n, k, GemmInstruction::kWgmmaTmaWarpSpecialized).value(), m, 132).tma_tile;
   };
-  // The winners among the six of the v9 sweep (dev/cuda/NOTES.md v10) at the Llama-3-8B shapes.
-  // m <= 64: 64 x 48 for qkv (128 tiles vs 192 of 64 x 32 on 132 SMs), 64 x 32 elsewhere.
-  for (int64_t m : {1, 8, 16, 32, 64}) {
-    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N48Pingpong) << m;
-    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kM64N32Pingpong) << m;
-    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kM64N32Pingpong) << m;  // 896 tiles (97% of 7 waves) vs 598 (91%)
+  // The v11 sweep's choices (dev/cuda/NOTES.md v11) at the Llama-3-8B shapes: qkv 6144 x 4096,
+  // o 4096 x 4096, gate_up 28672 x 4096 (wide: 224 tiles of 128 columns on 132 SMs), down 4096 x 14336.
+  for (int64_t m : {1, 8, 16}) {
+    for (int64_t n : {6144, 4096, 28672}) EXPECT_EQ(plan(n, 4096, m), GemmTmaTile::kSwapM16N64Pingpong4x1) << m;
+    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM16N64Pingpong4x1) << m;
+  }
+  for (int64_t m : {17, 32}) {
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N48Pingpong1x2) << m;  // 128 tiles vs 192 of 64 x 32
+    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kM64N32Pingpong) << m;     // 128 tiles vs 86 of 64 x 48
     EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kM64N32Pingpong) << m;
+    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kSwapM32N128Cooperative2x1) << m;
   }
-  // m = 65-128: 128 x 32 where its 128 tiles fit one wave (o, down), else 128 x 64.
+  for (int64_t m : {33, 64}) {
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N48Pingpong1x2) << m;      // 128 tiles vs 192
+    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM32N64Pingpong1x2) << m;  // 2 x 64 tiles
+    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM32N64Pingpong1x2) << m;
+    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kSwapM64N128Cooperative2x1) << m;
+  }
   for (int64_t m : {65, 96, 128}) {
-    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kM128N32Cooperative) << m;
-    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kM128N32Cooperative) << m;
-    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM128N64Cooperative) << m;  // 192 tiles of 128 x 32
-    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kM128N64Cooperative) << m;
+    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM64N64Pingpong1x2) << m;  // 128 tiles: one wave
+    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM64N64Pingpong1x2) << m;
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kSwapM128N64Pingpong) << m;  // 192 tiles would not
+    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kSwapM128N128Cooperative) << m;
   }
-  EXPECT_EQ(plan(4096, 14336, 129), GemmTmaTile::kM128N64Cooperative);
-  EXPECT_EQ(plan(4096, 14336, 256), GemmTmaTile::kM128N64Cooperative);     // 128 tiles: one wave
-  EXPECT_EQ(plan(6144, 4096, 256), GemmTmaTile::kM128N128Cooperative2x1);  // 96 tiles vs 48
-  EXPECT_EQ(plan(28672, 4096, 256), GemmTmaTile::kM128N256Cooperative2x1);
+  for (int64_t m : {129, 256}) {
+    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;  // 128 tiles: one wave
+    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM128N96Cooperative2x1) << m;  // 2 x 64 tiles
+    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kM128N256Cooperative2x1) << m;
+  }
+  EXPECT_EQ(plan(4096, 4096, 384), GemmTmaTile::kSwapM128N128Cooperative);   // 96 tiles: one wave
+  EXPECT_EQ(plan(28672, 4096, 384), GemmTmaTile::kSwapM128N128Cooperative);  // 672 tiles: 85% of 6 waves
+  EXPECT_EQ(plan(6144, 4096, 384), GemmTmaTile::kM128N256Cooperative2x1);    // 144 tiles: 55% of 2 waves
+  EXPECT_EQ(plan(4096, 14336, 512), GemmTmaTile::kSwapM128N128Cooperative);
   EXPECT_EQ(plan(4096, 4096, 1024), GemmTmaTile::kM128N256Cooperative2x1);
   EXPECT_EQ(plan(6144, 4096, 1024), GemmTmaTile::kM128N128Cooperative2x1);  // 192 wide tiles: 1.45 waves
   EXPECT_EQ(plan(6144, 4096, 4096), GemmTmaTile::kM128N256Cooperative2x1);
   EXPECT_EQ(plan(28672, 4096, 4096), GemmTmaTile::kM128N256Cooperative2x1);
   // The rule reads the multiprocessor count: on 114 SMs qkv's 128 tiles of 64 x 48 need two waves
-  // too, and o's 128 tiles of 128 x 32 no longer fit one.
+  // too, and o's 128 swapped tiles of 64 x 64 no longer fit one.
   const GemmSchedule qkv = select_schedule(6144, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
   const GemmSchedule o = select_schedule(4096, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
-  EXPECT_EQ(gemm_plan_tma_tile(qkv, 1, 114), GemmTmaTile::kM64N32Pingpong);
-  EXPECT_EQ(gemm_plan_tma_tile(o, 128, 114), GemmTmaTile::kM128N64Cooperative);
+  EXPECT_EQ(gemm_plan_tma_tile(qkv, 32, 114), GemmTmaTile::kM64N32Pingpong);
+  EXPECT_EQ(gemm_plan_tma_tile(o, 128, 114), GemmTmaTile::kSwapM128N64Pingpong);
 }
 
-TEST(GemmSchedule, CutlassTilesAreSixDistinctInstantiations) {
-  std::set<std::pair<int, int>> shapes;
+TEST(GemmSchedule, CutlassTilesAreThirteenDistinctInstantiations) {
   std::set<std::string> names;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
     const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
-    EXPECT_TRUE(t.m == 64 || t.m == 128) << gemm_tma_tile_name(tile);
+    EXPECT_TRUE(t.m == 16 || t.m == 32 || t.m == 64 || t.m == 128) << gemm_tma_tile_name(tile);
     EXPECT_EQ(t.n % 16, 0) << gemm_tma_tile_name(tile);
-    shapes.insert({t.m, t.n});
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 6u);
-  EXPECT_EQ(shapes.size(), std::size(kAllGemmTmaTiles));
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 13u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 

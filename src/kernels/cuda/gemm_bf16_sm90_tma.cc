@@ -15,14 +15,28 @@ Status run_out(const TmaGemmCall& call, bool out_f32, cudaStream_t stream) {
 
 Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32, cudaStream_t stream) {
   switch (tile) {
+    case GemmTmaTile::kSwapM16N64Pingpong4x1:
+      return run_out<GemmTmaTile::kSwapM16N64Pingpong4x1>(call, out_f32, stream);
     case GemmTmaTile::kM64N32Pingpong:
       return run_out<GemmTmaTile::kM64N32Pingpong>(call, out_f32, stream);
-    case GemmTmaTile::kM64N48Pingpong:
-      return run_out<GemmTmaTile::kM64N48Pingpong>(call, out_f32, stream);
-    case GemmTmaTile::kM128N32Cooperative:
-      return run_out<GemmTmaTile::kM128N32Cooperative>(call, out_f32, stream);
-    case GemmTmaTile::kM128N64Cooperative:
-      return run_out<GemmTmaTile::kM128N64Cooperative>(call, out_f32, stream);
+    case GemmTmaTile::kM64N48Pingpong1x2:
+      return run_out<GemmTmaTile::kM64N48Pingpong1x2>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM32N128Cooperative2x1:
+      return run_out<GemmTmaTile::kSwapM32N128Cooperative2x1>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM32N64Pingpong1x2:
+      return run_out<GemmTmaTile::kSwapM32N64Pingpong1x2>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM64N128Cooperative2x1:
+      return run_out<GemmTmaTile::kSwapM64N128Cooperative2x1>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM64N64Pingpong1x2:
+      return run_out<GemmTmaTile::kSwapM64N64Pingpong1x2>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM128N64Pingpong:
+      return run_out<GemmTmaTile::kSwapM128N64Pingpong>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM128N128Cooperative:
+      return run_out<GemmTmaTile::kSwapM128N128Cooperative>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM128N64Pingpong1x2:
+      return run_out<GemmTmaTile::kSwapM128N64Pingpong1x2>(call, out_f32, stream);
+    case GemmTmaTile::kM128N96Cooperative2x1:
+      return run_out<GemmTmaTile::kM128N96Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kM128N128Cooperative2x1:
       return run_out<GemmTmaTile::kM128N128Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kM128N256Cooperative2x1:

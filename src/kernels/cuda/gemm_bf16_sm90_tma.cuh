@@ -4,9 +4,11 @@
 // scripts/fetch-cutlass).
 //
 // Operands as CUTLASS sees them: A = x [m, k] row-major (K-major), B = w [n, k] as a k x n
-// column-major matrix (K-major), D = y [m, n] row-major, no C. Epilogue (one visitor tree for
-// bias and no bias): D = convert_rn(acc + bias[col]) with bias a row broadcast whose null
-// pointer reads as 0.
+// column-major matrix (K-major), D = y [m, n] row-major, no C; swapped (TmaTileShape's kSwap):
+// A = w [n, k], B = x [m, k] as a k x m column-major matrix, D = y^T [n, m] column-major. The
+// mainloop types are the same either way. Epilogue (one visitor tree for bias and no bias):
+// D = convert_rn(acc + bias[col of y]) with bias a row broadcast (swapped: column broadcast)
+// whose null pointer reads as 0.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -28,12 +30,14 @@
 
 namespace vosti::gemm_detail {
 
-// Tile shape (kM x kN x 64), cluster shape (kClusterM x 1) and kernel schedule of one GemmTmaTile;
-// the epilogue schedule follows the kernel schedule.
-template <int kM, int kN, int kClusterM, typename Schedule>
+// Tile shape (kM x kN x 64), cluster shape (kClusterM x kClusterN) and kernel schedule of one
+// GemmTmaTile; the epilogue schedule follows the kernel schedule. A cluster along m multicasts the
+// weight tile (B) to its CTAs, one along n the x tile (A).
+template <int kM, int kN, int kClusterM, int kClusterN, typename Schedule, bool kSwap = false>
 struct TmaTileShape {
+  static constexpr bool kSwapAB = kSwap;
   using TileShape = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::_64>;
-  using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::_1, cute::_1>;
+  using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = Schedule;
   using EpilogueSchedule =
       std::conditional_t<std::is_same_v<Schedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative>,
@@ -45,17 +49,31 @@ using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 template <GemmTmaTile Tile>
 struct TmaTileTraits;
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> : TmaTileShape<64, 32, 1, Pingpong> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1> : TmaTileShape<64, 16, 4, 1, Pingpong, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N48Pingpong> : TmaTileShape<64, 48, 1, Pingpong> {};
+struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> : TmaTileShape<64, 32, 1, 1, Pingpong> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N32Cooperative> : TmaTileShape<128, 32, 1, Cooperative> {};
+struct TmaTileTraits<GemmTmaTile::kM64N48Pingpong1x2> : TmaTileShape<64, 48, 1, 2, Pingpong> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N64Cooperative> : TmaTileShape<128, 64, 1, Cooperative> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM32N128Cooperative2x1> : TmaTileShape<128, 32, 2, 1, Cooperative, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, Cooperative> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM32N64Pingpong1x2> : TmaTileShape<64, 32, 1, 2, Pingpong, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, Cooperative> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM64N128Cooperative2x1> : TmaTileShape<128, 64, 2, 1, Cooperative, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM64N64Pingpong1x2> : TmaTileShape<64, 64, 1, 2, Pingpong, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong> : TmaTileShape<64, 128, 1, 1, Pingpong, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM128N128Cooperative> : TmaTileShape<128, 128, 1, 1, Cooperative, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 128, 1, 2, Pingpong, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N96Cooperative2x1> : TmaTileShape<128, 96, 2, 1, Cooperative> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {
@@ -65,17 +83,23 @@ struct TmaGemm {
   static constexpr int kAlignD = 16 / static_cast<int>(sizeof(ElementD));
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 
-  // D = convert(acc + bias[col]); bias == nullptr reads as 0.
-  using Bias = cutlass::epilogue::fusion::Sm90RowBroadcast<0, typename T::TileShape, float, float,
-                                                           cute::Stride<cute::_0, cute::_1, int64_t>>;
+  // D = convert(acc + bias[col of y]); bias == nullptr reads as 0. Swapped, y's columns are D's rows.
+  using Bias =
+      std::conditional_t<T::kSwapAB,
+                         cutlass::epilogue::fusion::Sm90ColBroadcast<0, typename T::TileShape, float, float,
+                                                                     cute::Stride<cute::_1, cute::_0, int64_t>>,
+                         cutlass::epilogue::fusion::Sm90RowBroadcast<0, typename T::TileShape, float, float,
+                                                                     cute::Stride<cute::_0, cute::_1, int64_t>>>;
+  // y [m, n] row-major is D; swapped, D = y^T [n, m] column-major.
+  using LayoutD = std::conditional_t<T::kSwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   using Epilogue =
       cutlass::epilogue::fusion::Sm90EVT<cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, ElementD, float, kRound>,
                                          cutlass::epilogue::fusion::Sm90AccFetch, Bias>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename T::TileShape, typename T::ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, kAlignD, ElementD,
-      cutlass::layout::RowMajor, kAlignD, typename T::EpilogueSchedule, Epilogue>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD, LayoutD, kAlignD,
+      typename T::EpilogueSchedule, Epilogue>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t, cutlass::layout::RowMajor, kAlignAB,
@@ -99,22 +123,31 @@ template <GemmTmaTile Tile, typename Out>
 Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
   using G = TmaGemm<Tile, Out>;
   using Kernel = typename G::Kernel;
+  // CUTLASS's problem: A [pm, k] row-major, B [pn, k] (a k x pn column-major matrix), D [pm, pn].
+  // Unswapped A = x, B = w, D = y row-major; swapped A = w, B = x, D = y^T column-major.
+  constexpr bool kSwap = G::T::kSwapAB;
+  const int pm = kSwap ? c.n : c.m;
+  const int pn = kSwap ? c.m : c.n;
   typename Kernel::StrideA stride_a{};
   cute::get<0>(stride_a) = static_cast<int64_t>(c.k);
-  cute::get<2>(stride_a) = static_cast<int64_t>(c.m) * c.k;
+  cute::get<2>(stride_a) = static_cast<int64_t>(pm) * c.k;
   typename Kernel::StrideB stride_b{};
   cute::get<0>(stride_b) = static_cast<int64_t>(c.k);
-  cute::get<2>(stride_b) = static_cast<int64_t>(c.n) * c.k;
+  cute::get<2>(stride_b) = static_cast<int64_t>(pn) * c.k;
   typename Kernel::StrideD stride_d{};
-  cute::get<0>(stride_d) = static_cast<int64_t>(c.n);
-  cute::get<2>(stride_d) = static_cast<int64_t>(c.m) * c.n;
+  if constexpr (kSwap) {
+    cute::get<1>(stride_d) = static_cast<int64_t>(pm);
+  } else {
+    cute::get<0>(stride_d) = static_cast<int64_t>(pn);
+  }
+  cute::get<2>(stride_d) = static_cast<int64_t>(pm) * pn;
 
   typename G::Device::Arguments args{};
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = {c.m, c.n, c.k, 1};
-  args.mainloop.ptr_A = static_cast<const cutlass::bfloat16_t*>(c.x);
+  args.problem_shape = {pm, pn, c.k, 1};
+  args.mainloop.ptr_A = static_cast<const cutlass::bfloat16_t*>(kSwap ? c.w : c.x);
   args.mainloop.dA = stride_a;
-  args.mainloop.ptr_B = static_cast<const cutlass::bfloat16_t*>(c.w);
+  args.mainloop.ptr_B = static_cast<const cutlass::bfloat16_t*>(kSwap ? c.x : c.w);
   args.mainloop.dB = stride_b;
   // Visitor-tree arguments: children first (acc fetch, bias), then the node (plus).
   args.epilogue.thread = {{}, {c.bias, 0.0f, {}}, {}};

@@ -12,6 +12,16 @@
 // warpgroup computes an element; m reaches the kernels only through the problem shape (TMA
 // bounds that zero-fill rows past m and clip their stores, the scheduler's tile count), never
 // the k loop, whose trip count is k / 64.
+// The swapped instantiations (GemmTmaTile::kSwap...) run the same chain on y^T = w x^T: w is
+// wgmma's A operand and x its B, so an element's products are the same bf16 pairs, multiplied
+// and accumulated by the same k16 steps in the same k order, only with the operands' roles
+// exchanged; the bias is a column broadcast of y^T and the store writes y^T column-major, i.e. y.
+// That this gives the same bits as the unswapped kernels is a property of the tensor cores
+// (every k16 step sums the same 16 products per element whichever operand each factor came
+// from), not of the code: tests/kernels_cuda compares every instantiation with every other bit
+// for bit (GemmInvariance.EveryCutlassInstantiationComputesTheSameBits), and cuBLAS, which
+// computes these shapes swapped, agrees bit for bit wherever it does not split k (the
+// benchmark's "rel diff 0" rows).
 // Thread safety: as gemm_bf16().
 #pragma once
 

@@ -21,10 +21,15 @@ constexpr int64_t kMaxMForM64Tiles = 256;
 constexpr int64_t kMaxMForSplit = 128;
 constexpr int64_t kMaxMForWgmmaM64Tiles = 64;
 // kWgmmaTmaWarpSpecialized instantiation rule constants, from `gemm_cuda_bench --sweep` on the
-// H200 (dev/cuda/NOTES.md v9-v10); they move time, never bits.
-constexpr int64_t kMaxMForTmaM64Tiles = 64;  // one 64-row m-tile: the weight stream is the cost
-constexpr int64_t kMaxMForTmaM128N32 = 128;  // one 128-row m-tile
+// H200 (dev/cuda/NOTES.md v9-v11); they move time, never bits.
+constexpr int64_t kMaxMForTmaM16 = 16;  // one 16-row tile of x per weight tile
+constexpr int64_t kMaxMForTmaM32 = 32;
+constexpr int64_t kMaxMForTmaM64 = 64;
+constexpr int64_t kMaxMForTmaM128 = 128;
+constexpr int64_t kMaxMForTmaM256 = 256;
+constexpr int64_t kMaxMForTmaSwap128 = 512;  // beyond, the unswapped 128-row tiles
 constexpr double kTmaWaveFillMargin = 0.05;  // the alternative tile must fill the waves this much better
+constexpr double kTmaMinWaveFill = 0.8;      // a swapped 128 x 128 plan must fill its waves this well
 
 // The largest divisor d of `value` with d <= limit (>= 1).
 int largest_divisor_at_most(int value, int64_t limit) {
@@ -66,14 +71,28 @@ GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
 
 GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
   switch (tile) {
+    case GemmTmaTile::kSwapM16N64Pingpong4x1:
+      return {16, 64};
     case GemmTmaTile::kM64N32Pingpong:
       return {64, 32};
-    case GemmTmaTile::kM64N48Pingpong:
+    case GemmTmaTile::kM64N48Pingpong1x2:
       return {64, 48};
-    case GemmTmaTile::kM128N32Cooperative:
-      return {128, 32};
-    case GemmTmaTile::kM128N64Cooperative:
+    case GemmTmaTile::kSwapM32N128Cooperative2x1:
+      return {32, 128};
+    case GemmTmaTile::kSwapM32N64Pingpong1x2:
+      return {32, 64};
+    case GemmTmaTile::kSwapM64N128Cooperative2x1:
+      return {64, 128};
+    case GemmTmaTile::kSwapM64N64Pingpong1x2:
+      return {64, 64};
+    case GemmTmaTile::kSwapM128N64Pingpong:
       return {128, 64};
+    case GemmTmaTile::kSwapM128N128Cooperative:
+      return {128, 128};
+    case GemmTmaTile::kSwapM128N64Pingpong1x2:
+      return {128, 64};
+    case GemmTmaTile::kM128N96Cooperative2x1:
+      return {128, 96};
     case GemmTmaTile::kM128N128Cooperative2x1:
       return {128, 128};
     case GemmTmaTile::kM128N256Cooperative2x1:
@@ -84,14 +103,28 @@ GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
 
 const char* gemm_tma_tile_name(GemmTmaTile tile) {
   switch (tile) {
+    case GemmTmaTile::kSwapM16N64Pingpong4x1:
+      return "swap 16x64 pingpong 4x1";
     case GemmTmaTile::kM64N32Pingpong:
       return "64x32 pingpong";
-    case GemmTmaTile::kM64N48Pingpong:
-      return "64x48 pingpong";
-    case GemmTmaTile::kM128N32Cooperative:
-      return "128x32 cooperative";
-    case GemmTmaTile::kM128N64Cooperative:
-      return "128x64 cooperative";
+    case GemmTmaTile::kM64N48Pingpong1x2:
+      return "64x48 pingpong 1x2";
+    case GemmTmaTile::kSwapM32N128Cooperative2x1:
+      return "swap 32x128 cooperative 2x1";
+    case GemmTmaTile::kSwapM32N64Pingpong1x2:
+      return "swap 32x64 pingpong 1x2";
+    case GemmTmaTile::kSwapM64N128Cooperative2x1:
+      return "swap 64x128 cooperative 2x1";
+    case GemmTmaTile::kSwapM64N64Pingpong1x2:
+      return "swap 64x64 pingpong 1x2";
+    case GemmTmaTile::kSwapM128N64Pingpong:
+      return "swap 128x64 pingpong";
+    case GemmTmaTile::kSwapM128N128Cooperative:
+      return "swap 128x128 cooperative";
+    case GemmTmaTile::kSwapM128N64Pingpong1x2:
+      return "swap 128x64 pingpong 1x2";
+    case GemmTmaTile::kM128N96Cooperative2x1:
+      return "128x96 cooperative 2x1";
     case GemmTmaTile::kM128N128Cooperative2x1:
       return "128x128 cooperative 2x1";
     case GemmTmaTile::kM128N256Cooperative2x1:
@@ -116,19 +149,37 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   const auto unless_fills_better = [&](GemmTmaTile preferred, GemmTmaTile alternative) {
     return wave_fill(alternative) > wave_fill(preferred) + kTmaWaveFillMargin ? alternative : preferred;
   };
-  // One 64-row m-tile: every SM streams its columns of the weight. 64 x 32, unless 32-wide tiles
-  // spill into a partial second wave that 48-wide ones avoid (qkv: 192 tiles vs 128 on 132 SMs).
-  if (m <= kMaxMForTmaM64Tiles) return unless_fills_better(GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM64N48Pingpong);
-  // One 128-row m-tile, still weight-bound: 128 x 32 where its tiles fit one wave (o, down: 128),
-  // so every SM streams one strip; else 128 x 64 (>= 72 KB of weight in flight per SM; qkv, gate_up).
-  if (m <= kMaxMForTmaM128N32) {
-    return fits_one_wave(GemmTmaTile::kM128N32Cooperative) ? GemmTmaTile::kM128N32Cooperative
-                                                           : GemmTmaTile::kM128N64Cooperative;
+  // Up to 128 rows the weight stream is the cost: tiles are chosen so that every SM streams its
+  // own columns of w from a deep ring. A weight with at least one 128-column tile per SM (gate_up)
+  // streams through the swapped 128-column tiles whatever the row count.
+  const bool wide = (schedule.n + 127) / 128 >= num_sms;
+  if (m <= kMaxMForTmaM16) return GemmTmaTile::kSwapM16N64Pingpong4x1;
+  if (m <= kMaxMForTmaM32) {
+    return wide ? GemmTmaTile::kSwapM32N128Cooperative2x1
+                : unless_fills_better(GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM64N48Pingpong1x2);
   }
-  // Beyond, 128 x 64 while its tiles fit one wave (o and down at m = 256); then the larger tiles
-  // (fewer re-reads of x and w, better wgmma shapes): 128 x 256, unless 128 x 128 fills the waves
-  // clearly better (qkv at m = 192-1024: 192 wide tiles on 132 SMs).
-  if (fits_one_wave(GemmTmaTile::kM128N64Cooperative)) return GemmTmaTile::kM128N64Cooperative;
+  if (m <= kMaxMForTmaM64) {
+    return wide ? GemmTmaTile::kSwapM64N128Cooperative2x1
+                : unless_fills_better(GemmTmaTile::kSwapM32N64Pingpong1x2, GemmTmaTile::kM64N48Pingpong1x2);
+  }
+  if (m <= kMaxMForTmaM128) {
+    if (wide) return GemmTmaTile::kSwapM128N128Cooperative;
+    return fits_one_wave(GemmTmaTile::kSwapM64N64Pingpong1x2) ? GemmTmaTile::kSwapM64N64Pingpong1x2
+                                                              : GemmTmaTile::kSwapM128N64Pingpong;
+  }
+  // Two 128-row tiles: one wave of 128 x 64 (swapped, the two row tiles of a column sharing the
+  // weight tile) or of 128 x 96 (the two sharing it through a 2 x 1 cluster), else 128 x 256.
+  if (m <= kMaxMForTmaM256) {
+    if (fits_one_wave(GemmTmaTile::kSwapM128N64Pingpong1x2)) return GemmTmaTile::kSwapM128N64Pingpong1x2;
+    if (fits_one_wave(GemmTmaTile::kM128N96Cooperative2x1)) return GemmTmaTile::kM128N96Cooperative2x1;
+    return GemmTmaTile::kM128N256Cooperative2x1;
+  }
+  if (m <= kMaxMForTmaSwap128) {
+    const GemmTmaTile swap = GemmTmaTile::kSwapM128N128Cooperative;
+    return fits_one_wave(swap) || wave_fill(swap) >= kTmaMinWaveFill ? swap : GemmTmaTile::kM128N256Cooperative2x1;
+  }
+  // Larger m: the large unswapped tiles (fewer re-reads of x and w, 2 x 1 clusters): 128 x 256,
+  // unless 128 x 128 fills the waves clearly better (qkv at m = 1024: 192 wide tiles on 132 SMs).
   return unless_fills_better(GemmTmaTile::kM128N256Cooperative2x1, GemmTmaTile::kM128N128Cooperative2x1);
 }
 

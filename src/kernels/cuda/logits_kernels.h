@@ -20,10 +20,14 @@
 //      increasing index order, from 0.
 //   2. The chunk's max m_c and argmax under the total order (value desc, id asc): exact in any
 //      order. z_c = the threads' z_t * e(m_t, m_c) summed by a butterfly __shfl_xor tree with
-//      offsets 16, 8, 4, 2, 1 in each warp, then the warp sums added in warp order 0..7.
-//   3. One thread per row: max and argmax over the chunks (exact), then
+//      offsets 16, 8, 4, 2, 1 in each warp, then the warp sums added in warp order 0..3.
+//   3. One warp per row: max and argmax over the chunks (exact), then
 //      Z = (((z_0 * e(m_0, max)) + z_1 * e(m_1, max)) + ...) in chunk order 0 .. C - 1.
 //   The logprobs row, if asked for, is a second pass over the chunks, element by element.
+// How values reach the threads never enters the arithmetic: step 1 reads the chunk from shared
+// memory, staged there by one bulk asynchronous copy (sm_90, V % 4 == 0, 16-byte aligned rows)
+// or by the block's threads; steps 3 and the logprobs pass are launched as programmatic
+// dependent launches on sm_90 and wait for the previous kernel's results before reading them.
 // Thread safety: stateless; calls are enqueued on the given stream; concurrent calls need
 // their own workspace.
 #pragma once
@@ -37,8 +41,8 @@
 
 namespace vosti {
 
-inline constexpr int kLogitsThreads = 256;
-inline constexpr int64_t kLogitsChunk = 4096;  // elements per block: 16 per thread
+inline constexpr int kLogitsThreads = 128;
+inline constexpr int64_t kLogitsChunk = 4096;  // elements per block: 32 per thread
 
 // One row's summary (16 bytes; device memory layout of logits_postprocess's output).
 struct LogitsRowStats {
