@@ -31,8 +31,9 @@
 namespace vosti::gemm_detail {
 
 // Tile shape (kM x kN x 64), cluster shape (kClusterM x kClusterN) and kernel schedule of one
-// GemmTmaTile; the epilogue schedule follows the kernel schedule. A cluster along m multicasts the
-// weight tile (B) to its CTAs, one along n the x tile (A).
+// GemmTmaTile; the epilogue schedule follows the kernel schedule. A cluster along CUTLASS's M
+// multicasts the B tile to its CTAs, one along N the A tile (unswapped B = w and A = x; swapped,
+// kSwap, the reverse).
 template <int kM, int kN, int kClusterM, int kClusterN, typename Schedule, bool kSwap = false>
 struct TmaTileShape {
   static constexpr bool kSwapAB = kSwap;
