@@ -22,6 +22,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -165,8 +166,19 @@ Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
   if (G::Device::get_workspace_size(args) != 0) {
     return internal_error("gemm_bf16 (CUTLASS sm_90a): the persistent data-parallel kernel asked for a workspace");
   }
-  s = gemm.initialize(args, nullptr, stream);
-  if (s != cutlass::Status::kSuccess) return cutlass_status(s, "initialize");
+  // CUTLASS's initialize() sets the kernel's dynamic shared-memory attribute (a driver call) on
+  // every call; it is set once per device (bit d of `attribute_set`, devices 0..63), after which
+  // update() only rebuilds the parameters (TMA descriptors included) for these pointers and m.
+  static std::atomic<uint64_t> attribute_set{0};
+  const uint64_t device_bit = c.device >= 0 && c.device < 64 ? uint64_t{1} << c.device : 0;
+  if (device_bit != 0 && (attribute_set.load(std::memory_order_acquire) & device_bit) != 0) {
+    s = gemm.update(args, nullptr);
+    if (s != cutlass::Status::kSuccess) return cutlass_status(s, "update");
+  } else {
+    s = gemm.initialize(args, nullptr, stream);
+    if (s != cutlass::Status::kSuccess) return cutlass_status(s, "initialize");
+    attribute_set.fetch_or(device_bit, std::memory_order_acq_rel);
+  }
   s = gemm.run(stream);
   if (s != cutlass::Status::kSuccess) return cutlass_status(s, "run");
   const cudaError_t e = cudaGetLastError();
