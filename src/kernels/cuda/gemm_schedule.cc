@@ -1,6 +1,7 @@
 #include "kernels/cuda/gemm_schedule.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 namespace vosti {
@@ -69,68 +70,45 @@ GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
   return GemmInstruction::kMmaSyncM16N8K16;
 }
 
+namespace {
+// Each instantiation's tile of y and its name, one row per GemmTmaTile.
+struct TmaTileInfo {
+  GemmTmaTile tile;
+  GemmTmaTileShape shape;
+  const char* name;
+};
+constexpr TmaTileInfo kTmaTileInfo[] = {
+    {GemmTmaTile::kSwapM16N64Pingpong4x1, {16, 64}, "swap 16x64 pingpong 4x1"},
+    {GemmTmaTile::kM64N32Pingpong, {64, 32}, "64x32 pingpong"},
+    {GemmTmaTile::kM64N48Pingpong1x2, {64, 48}, "64x48 pingpong 1x2"},
+    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128}, "swap 32x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64}, "swap 32x64 pingpong 1x2"},
+    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128}, "swap 64x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM64N64Pingpong1x2, {64, 64}, "swap 64x64 pingpong 1x2"},
+    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64}, "swap 128x64 pingpong"},
+    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128}, "swap 128x128 cooperative"},
+    {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64}, "swap 128x64 pingpong 1x2"},
+    {GemmTmaTile::kM128N96Cooperative2x1, {128, 96}, "128x96 cooperative 2x1"},
+    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128}, "128x128 cooperative 2x1"},
+    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256}, "128x256 cooperative 2x1"},
+};
+static_assert(std::size(kTmaTileInfo) == std::size(kAllGemmTmaTiles), "one row per instantiation");
+
+const TmaTileInfo* tma_tile_info(GemmTmaTile tile) {
+  for (const TmaTileInfo& info : kTmaTileInfo)
+    if (info.tile == tile) return &info;
+  return nullptr;
+}
+}  // namespace
+
 GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
-  switch (tile) {
-    case GemmTmaTile::kSwapM16N64Pingpong4x1:
-      return {16, 64};
-    case GemmTmaTile::kM64N32Pingpong:
-      return {64, 32};
-    case GemmTmaTile::kM64N48Pingpong1x2:
-      return {64, 48};
-    case GemmTmaTile::kSwapM32N128Cooperative2x1:
-      return {32, 128};
-    case GemmTmaTile::kSwapM32N64Pingpong1x2:
-      return {32, 64};
-    case GemmTmaTile::kSwapM64N128Cooperative2x1:
-      return {64, 128};
-    case GemmTmaTile::kSwapM64N64Pingpong1x2:
-      return {64, 64};
-    case GemmTmaTile::kSwapM128N64Pingpong:
-      return {128, 64};
-    case GemmTmaTile::kSwapM128N128Cooperative:
-      return {128, 128};
-    case GemmTmaTile::kSwapM128N64Pingpong1x2:
-      return {128, 64};
-    case GemmTmaTile::kM128N96Cooperative2x1:
-      return {128, 96};
-    case GemmTmaTile::kM128N128Cooperative2x1:
-      return {128, 128};
-    case GemmTmaTile::kM128N256Cooperative2x1:
-      return {128, 256};
-  }
-  return {0, 0};
+  const TmaTileInfo* info = tma_tile_info(tile);
+  return info != nullptr ? info->shape : GemmTmaTileShape{0, 0};
 }
 
 const char* gemm_tma_tile_name(GemmTmaTile tile) {
-  switch (tile) {
-    case GemmTmaTile::kSwapM16N64Pingpong4x1:
-      return "swap 16x64 pingpong 4x1";
-    case GemmTmaTile::kM64N32Pingpong:
-      return "64x32 pingpong";
-    case GemmTmaTile::kM64N48Pingpong1x2:
-      return "64x48 pingpong 1x2";
-    case GemmTmaTile::kSwapM32N128Cooperative2x1:
-      return "swap 32x128 cooperative 2x1";
-    case GemmTmaTile::kSwapM32N64Pingpong1x2:
-      return "swap 32x64 pingpong 1x2";
-    case GemmTmaTile::kSwapM64N128Cooperative2x1:
-      return "swap 64x128 cooperative 2x1";
-    case GemmTmaTile::kSwapM64N64Pingpong1x2:
-      return "swap 64x64 pingpong 1x2";
-    case GemmTmaTile::kSwapM128N64Pingpong:
-      return "swap 128x64 pingpong";
-    case GemmTmaTile::kSwapM128N128Cooperative:
-      return "swap 128x128 cooperative";
-    case GemmTmaTile::kSwapM128N64Pingpong1x2:
-      return "swap 128x64 pingpong 1x2";
-    case GemmTmaTile::kM128N96Cooperative2x1:
-      return "128x96 cooperative 2x1";
-    case GemmTmaTile::kM128N128Cooperative2x1:
-      return "128x128 cooperative 2x1";
-    case GemmTmaTile::kM128N256Cooperative2x1:
-      return "128x256 cooperative 2x1";
-  }
-  return "?";
+  const TmaTileInfo* info = tma_tile_info(tile);
+  return info != nullptr ? info->name : "?";
 }
 
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms) {
