@@ -3,22 +3,27 @@
 // own row invariance (row 0 of m rows vs 1 row), and the row-wise kernels against the
 // measured device-to-device copy bandwidth.
 // Method (the device tool's METHOD.md): CUDA events around each launch, L2 flushed by a
-// 256 MiB memset before every timed launch, warm-up first, median of many repetitions;
-// random inputs, never zeros. Prints a table per call, a ratio table per instruction family
-// last; writes JSON with every number.
+// 256 MiB memset before every timed launch, warm-up first, median of many repetitions, the
+// versions compared (ours, cuBLAS, ours again; a sweep's tiles and cuBLAS) interleaved round by
+// round so that drift during a run reaches them alike; random inputs, never zeros. Prints a table per call, a ratio
+// table per instruction family last; writes JSON with every number.
 //   gemm_cuda_bench [--json out.json] [--quick] [--sweep] [--instruction mma.sync|wgmma|wgmma_tma]...
-//                   [--no-rows] [--m 1,8,...] [--reps N]
+//                   [--no-rows] [--m 1,8,...] [--reps N] [--shape qkv|o|gate_up|down]...
+//                   [--flush memset|read]
 // --sweep times every launch plan of each (shape, m) (for wgmma_tma: every CUTLASS
 // instantiation, for every m) and prints which wins, so plan thresholds come from measurements.
 // --instruction limits the run to the named families (repeatable; default: every family the
 // device runs; --instruction none: only the row-wise kernels); --no-rows leaves out the row-wise
 // kernels; --m replaces the list of row counts; --reps sets the timed launches per number (default
-// 30, --quick 10; --reps 1 for a profiler run that should see each kernel a few times only).
+// 50, --quick 10; --reps 1 for a profiler run that should see each kernel a few times only);
+// --shape limits the GEMMs to the named projection shapes (repeatable); --flush read evicts the L2
+// by reading a buffer instead of the default memset (clean lines instead of dirty ones).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,34 +66,76 @@ namespace {
 
 struct Timing {
   double median_us, p10_us, p90_us;
+  double host_us = 0;  // median host time of the call that enqueues the work
 };
 
 void* g_flush = nullptr;
 constexpr size_t kFlushBytes = size_t{256} << 20;
+bool g_read_flush = false;  // --flush read: evict L2 by reading the buffer, leaving clean lines
+unsigned* g_flush_sink = nullptr;
 
-// Median time of `fn` over `reps` launches, each after an L2 flush.
-Timing time_it(const std::function<void()>& fn, int reps) {
+// Reads the flush buffer once (16 bytes per thread and step); the sink write, never taken for
+// the buffer's contents, keeps the loads alive.
+__global__ void read_flush(const uint4* p, size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+// Evicts the L2 before a timed launch: by default a 256 MiB memset (the L2 is left full of dirty
+// lines of the flush buffer, which the timed kernel's misses write back), with --flush read by
+// reading the (zeroed) buffer (clean lines).
+void flush_l2(int i) {
+  if (g_read_flush) {
+    read_flush<<<4 * 132, 512>>>(static_cast<const uint4*>(g_flush), kFlushBytes / 16, g_flush_sink);
+  } else {
+    CK(cudaMemsetAsync(g_flush, i & 0xff, kFlushBytes));
+  }
+}
+
+// Median (and 10th / 90th percentile) times of each of `fns` over `reps` rounds; a round times
+// every function once, in order, each launch after its own L2 flush, so drift in the card's
+// clocks or temperature during a measurement reaches every function alike (interleaved rather
+// than one function's repetitions after the other's). Each function is warmed up first.
+std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& fns, int reps) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> t;
+  for (const auto& fn : fns)
+    for (int i = 0; i < 3; ++i) fn();
+  std::vector<std::vector<double>> t(fns.size()), host(fns.size());
   for (int i = 0; i < reps; ++i) {
-    CK(cudaMemsetAsync(g_flush, i & 0xff, kFlushBytes));
-    CK(cudaEventRecord(a));
-    fn();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0);
+    for (size_t f = 0; f < fns.size(); ++f) {
+      flush_l2(i + int(f));
+      CK(cudaEventRecord(a));
+      const auto h0 = std::chrono::steady_clock::now();
+      fns[f]();
+      host[f].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count());
+      CK(cudaEventRecord(b));
+      CK(cudaEventSynchronize(b));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      t[f].push_back(ms * 1000.0);
+    }
   }
   CK(cudaGetLastError());
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10]};
+  std::vector<Timing> out;
+  for (size_t f = 0; f < fns.size(); ++f) {
+    std::vector<double>& v = t[f];
+    std::sort(v.begin(), v.end());
+    std::sort(host[f].begin(), host[f].end());
+    out.push_back({v[v.size() / 2], v[v.size() / 10], v[v.size() * 9 / 10], host[f][host[f].size() / 2]});
+  }
+  return out;
 }
+
+// Median time of `fn` over `reps` launches, each after an L2 flush.
+Timing time_it(const std::function<void()>& fn, int reps) { return time_interleaved({fn}, reps)[0]; }
 
 __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -159,28 +206,36 @@ struct Summary {
 std::vector<Summary> g_summary;
 std::vector<Summary> g_sweep_best;
 
-// Times every CUTLASS instantiation of the wgmma_tma family for one call: all give the same bits
-// (tests/kernels_cuda), so the fastest is what plan_gemm_launch should pick.
+// Times every CUTLASS instantiation of the wgmma_tma family for one call, interleaved with
+// cuBLAS (`cublas`): all give the same bits (tests/kernels_cuda), so the fastest is what
+// plan_gemm_launch should pick; its ratio is to the cuBLAS time of the same rounds.
 void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmArgs a, int m, double default_us,
-                     double cublas_us, int reps) {
+                     const std::function<void()>& cublas, int reps) {
   a.m = m;
+  std::vector<std::function<void()>> fns = {cublas};
+  for (vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) {
+    const vosti::GemmLaunch l = vosti::make_gemm_tma_launch(sched, m, tile);
+    fns.push_back([&sched, a, l] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, {nullptr, 0}, nullptr)); });
+  }
+  const std::vector<Timing> t = time_interleaved(fns, reps);
+  const double cublas_us = t[0].median_us;
   double best = 1e30;
   vosti::GemmTmaTile best_tile = vosti::kAllGemmTmaTiles[0];
   std::string list;
-  for (vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) {
-    const vosti::GemmLaunch l = vosti::make_gemm_tma_launch(sched, m, tile);
-    const Timing t = time_it([&] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, {nullptr, 0}, nullptr)); }, reps);
+  for (size_t i = 0; i < std::size(vosti::kAllGemmTmaTiles); ++i) {
+    const vosti::GemmTmaTile tile = vosti::kAllGemmTmaTiles[i];
     char item[96];
     std::snprintf(item, sizeof(item), "%s[\"%s\", %.2f]", list.empty() ? "" : ", ", vosti::gemm_tma_tile_name(tile),
-                  t.median_us);
+                  t[i + 1].median_us);
     list += item;
-    if (t.median_us < best) best = t.median_us, best_tile = tile;
+    if (t[i + 1].median_us < best) best = t[i + 1].median_us, best_tile = tile;
   }
-  std::printf("    tiles (name, us): %s | best %s %.2f us = %.2fx default, %.2fx cublas\n", list.c_str(),
-              vosti::gemm_tma_tile_name(best_tile), best, best / default_us, best / cublas_us);
+  std::printf("    tiles (name, us): %s | cublas %.2f us | best %s %.2f us = %.2fx default, %.2fx cublas\n",
+              list.c_str(), cublas_us, vosti::gemm_tma_tile_name(best_tile), best, best / default_us, best / cublas_us);
   g_sweep_best.push_back({"wgmma_tma", s.name, m, best, cublas_us, vosti::gemm_tma_tile_name(best_tile)});
   json_add("{\"kind\": \"gemm_tma_tiles\", \"shape\": \"" + std::string(s.name) + "\", \"M\": " + std::to_string(m) +
-           ", \"tiles_us\": [" + list + "], \"best\": \"" + vosti::gemm_tma_tile_name(best_tile) + "\"}");
+           ", \"cublas_us\": " + std::to_string(cublas_us) + ", \"tiles_us\": [" + list + "], \"best\": \"" +
+           vosti::gemm_tma_tile_name(best_tile) + "\"}");
 }
 
 // Times every launch plan (m-tile height x group count dividing S) of one call: all give the
@@ -255,9 +310,9 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
       CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.k, &alpha, w, CUDA_R_16BF, s.k, x, CUDA_R_16BF,
                        s.k, &beta, out, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    const Timing to = time_it(ours, reps);
-    const Timing tc = time_it([&] { cublas(m, yc); }, reps);
-    const Timing to2 = time_it(ours, reps);  // the same version twice: the spread of the measurement
+    // Ours, cuBLAS and ours again (the same version twice: the spread of the measurement), interleaved.
+    const std::vector<Timing> times = time_interleaved({ours, [&] { cublas(m, yc); }, ours}, reps);
+    const Timing to = times[0], tc = times[1], to2 = times[2];
     Timing tight{0, 0, 0};  // the CUTLASS family without spare rows (TMA zero-fills the tile's rows past m)
     if (tma) {
       vosti::GemmArgs t = a;
@@ -283,10 +338,11 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
     std::printf(
         "%-9s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
-        " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | bm %d groups %d S %d%s%s%s\n",
+        " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | host %.1f / %.1f us | bm %d groups %d S %d%s%s%s\n",
         iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
-        tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff, ours_inv, cublas_inv, l.block_m,
-        l.num_groups, sched.num_segments, tma ? " | " : "", tma ? vosti::gemm_tma_tile_name(l.tma_tile) : "",
+        tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff, ours_inv, cublas_inv, to.host_us,
+        tc.host_us, l.block_m, l.num_groups, sched.num_segments, tma ? " | " : "",
+        tma ? vosti::gemm_tma_tile_name(l.tma_tile) : "",
         tma ? (" | no spare rows " + std::to_string(tight.median_us) + " us").c_str() : "");
     g_summary.push_back({iname, s.name, m, to.median_us, tc.median_us,
                          tma ? vosti::gemm_tma_tile_name(l.tma_tile) : std::to_string(l.block_m)});
@@ -298,16 +354,19 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
                   "\"cublas_p10_us\": %.3f, \"cublas_p90_us\": %.3f, \"ratio_ours_over_cublas\": %.4f, "
                   "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
                   "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
-                  "\"block_m\": %d, \"groups\": %d, \"segments\": %d, \"ours_no_spare_rows_us\": %.3f}",
+                  "\"block_m\": %d, \"groups\": %d, \"segments\": %d, \"ours_no_spare_rows_us\": %.3f, "
+                  "\"ours_host_us\": %.2f, \"cublas_host_us\": %.2f, \"flush\": \"%s\"}",
                   iname, s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us,
                   tc.p10_us, tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3,
                   flops / to.median_us / 1e6, bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff,
                   ours_inv ? "true" : "false", cublas_inv ? "true" : "false", l.block_m, l.num_groups,
-                  sched.num_segments, tight.median_us);
+                  sched.num_segments, tight.median_us, to.host_us, tc.host_us, g_read_flush ? "read" : "memset");
     json_add(buf);
     a.y = y;  // the sweep writes m rows
     a.row_capacity = max_m;
-    if (sweep && tma) sweep_tma_tiles(s, sched, a, m, to.median_us, tc.median_us, std::max(10, reps / 2));
+    if (sweep && tma)
+      sweep_tma_tiles(
+          s, sched, a, m, to.median_us, [&] { cublas(m, yc); }, std::max(10, reps / 2));
     if (sweep && !tma && m <= sweep_max_m) {
       sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
     }
@@ -448,7 +507,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false, sweep = false, rows = true;
   int reps_arg = 0;
-  std::vector<std::string> only;
+  std::vector<std::string> only, only_shapes;
   std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
@@ -457,6 +516,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--no-rows")) rows = false;
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps_arg = std::max(1, std::atoi(argv[++i]));
     if (!std::strcmp(argv[i], "--instruction") && i + 1 < argc) only.push_back(argv[++i]);
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shapes.push_back(argv[++i]);
+    if (!std::strcmp(argv[i], "--flush") && i + 1 < argc) g_read_flush = !std::strcmp(argv[++i], "read");
     if (!std::strcmp(argv[i], "--m") && i + 1 < argc) {
       ms.clear();
       for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ","))
@@ -472,7 +533,9 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   CK(cudaMalloc(&g_flush, kFlushBytes));
-  const int reps = reps_arg > 0 ? reps_arg : (quick ? 10 : 30);
+  CK(cudaMemset(g_flush, 0, kFlushBytes));
+  CK(cudaMalloc(&g_flush_sink, sizeof(unsigned)));
+  const int reps = reps_arg > 0 ? reps_arg : (quick ? 10 : 50);
 
   // Copy ceiling: device-to-device, bytes read + written.
   const size_t copy_bytes = size_t(2) << 30;
@@ -500,7 +563,11 @@ int main(int argc, char** argv) {
   }
   for (vosti::GemmInstruction instruction : instructions) {
     if (!only.empty() && std::find(only.begin(), only.end(), instruction_name(instruction)) == only.end()) continue;
-    for (const Shape& s : shapes) bench_gemm(handle, s, instruction, ms, prop.multiProcessorCount, reps, sweep);
+    for (const Shape& s : shapes) {
+      if (!only_shapes.empty() && std::find(only_shapes.begin(), only_shapes.end(), s.name) == only_shapes.end())
+        continue;
+      bench_gemm(handle, s, instruction, ms, prop.multiProcessorCount, reps, sweep);
+    }
   }
   if (rows) bench_rows(copy_tbps, reps);
   print_summary(ms);

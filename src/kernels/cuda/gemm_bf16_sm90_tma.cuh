@@ -47,9 +47,12 @@ struct TmaTileShape {
 };
 using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using Basic = cutlass::gemm::KernelTmaWarpSpecialized;  // non-persistent, one consumer warpgroup per 64 rows
 
 template <GemmTmaTile Tile>
 struct TmaTileTraits;
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM8N64Pingpong4x1> : TmaTileShape<64, 8, 4, 1, Pingpong, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1> : TmaTileShape<64, 16, 4, 1, Pingpong, true> {};
 template <>
@@ -63,8 +66,6 @@ struct TmaTileTraits<GemmTmaTile::kSwapM32N64Pingpong1x2> : TmaTileShape<64, 32,
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM64N128Cooperative2x1> : TmaTileShape<128, 64, 2, 1, Cooperative, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N64Pingpong1x2> : TmaTileShape<64, 64, 1, 2, Pingpong, true> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong> : TmaTileShape<64, 128, 1, 1, Pingpong, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N128Cooperative> : TmaTileShape<128, 128, 1, 1, Cooperative, true> {};
@@ -76,6 +77,10 @@ template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N96Pingpong2x1> : TmaTileShape<64, 96, 2, 1, Pingpong> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2> : TmaTileShape<64, 64, 1, 2, Basic, true> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {
@@ -164,7 +169,7 @@ Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
   cutlass::Status s = gemm.can_implement(args);
   if (s != cutlass::Status::kSuccess) return cutlass_status(s, "can_implement");
   if (G::Device::get_workspace_size(args) != 0) {
-    return internal_error("gemm_bf16 (CUTLASS sm_90a): the persistent data-parallel kernel asked for a workspace");
+    return internal_error("gemm_bf16 (CUTLASS sm_90a): the data-parallel kernel asked for a workspace");
   }
   // CUTLASS's initialize() sets the kernel's dynamic shared-memory attribute (a driver call) on
   // every call; it is set once per device (bit d of `attribute_set`, devices 0..63), after which

@@ -44,23 +44,26 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // The CUTLASS instantiations of the kWgmmaTmaWarpSpecialized family: CTA tile, thread-block
 // cluster, kernel schedule (pingpong: two consumer warpgroups on alternate tiles; cooperative: two
 // consumer warpgroups on the two halves of one tile), each with CUTLASS's persistent data-parallel
-// tile scheduler. The unswapped ones compute y = x w^T with x as wgmma's A operand (the tile's
+// tile scheduler (basic: the non-persistent warp-specialized kernel, one consumer warpgroup, one
+// tile per CTA). The unswapped ones compute y = x w^T with x as wgmma's A operand (the tile's
 // rows are rows of x); the swapped ones (kSwap...) compute y^T = w x^T with w as A, so that the
 // weight fills wgmma's 64-row side and the shared-memory ring holds mostly weight at small m.
 // Names give the tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's
 // rows: for the swapped ones, 4x1 is four CTAs on neighbouring column tiles sharing one x tile).
 // Every one evaluates the same chain per element (above); plan_gemm_launch() picks one from m
-// and how the deployment's n fills the waves. The 13 kept of the 30 swept in v11
-// (dev/cuda/NOTES.md, v9-v11).
+// and how the deployment's n fills the waves. The 15 kept of the 34 swept in v11-v12
+// (dev/cuda/NOTES.md, v9-v12).
 enum class GemmTmaTile : uint8_t {
-  kSwapM16N64Pingpong4x1,      // m <= 16
+  kSwapM8N64Pingpong4x1,       // m <= 8
+  kSwapM16N64Pingpong4x1,      // m = 9-16
   kM64N32Pingpong,             // m = 17-32 where n is narrow (o, down)
   kM64N48Pingpong1x2,          // m = 17-64 where 48-wide tiles fill the waves better (qkv)
   kSwapM32N128Cooperative2x1,  // m = 17-32 where n / 128 tiles fill the machine (gate_up)
   kSwapM32N64Pingpong1x2,      // m = 33-64 (o, down)
   kSwapM64N128Cooperative2x1,  // m = 33-64 where n / 128 tiles fill the machine (gate_up)
-  kSwapM64N64Pingpong1x2,      // m = 65-128 where its tiles fit one wave (o, down)
-  kSwapM128N64Pingpong,        // m = 65-128 otherwise (qkv)
+  kSwapM64N64Basic1x2,         // m = 65-128 where its tiles fit one wave (o, down); non-persistent
+  kM64N96Pingpong2x1,          // m = 65-128 where its tiles fit one wave (qkv)
+  kSwapM128N64Pingpong,        // m = 65-128 otherwise
   kSwapM128N128Cooperative,    // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
   kSwapM128N64Pingpong1x2,     // m = 129-256 where its tiles fit one wave (o, down)
   kM128N96Cooperative2x1,      // m = 129-256 where its tiles fit one wave (qkv)
@@ -68,12 +71,20 @@ enum class GemmTmaTile : uint8_t {
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
 };
 inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
-    GemmTmaTile::kSwapM16N64Pingpong4x1,   GemmTmaTile::kM64N32Pingpong,
-    GemmTmaTile::kM64N48Pingpong1x2,       GemmTmaTile::kSwapM32N128Cooperative2x1,
-    GemmTmaTile::kSwapM32N64Pingpong1x2,   GemmTmaTile::kSwapM64N128Cooperative2x1,
-    GemmTmaTile::kSwapM64N64Pingpong1x2,   GemmTmaTile::kSwapM128N64Pingpong,
-    GemmTmaTile::kSwapM128N128Cooperative, GemmTmaTile::kSwapM128N64Pingpong1x2,
-    GemmTmaTile::kM128N96Cooperative2x1,   GemmTmaTile::kM128N128Cooperative2x1,
+    GemmTmaTile::kSwapM8N64Pingpong4x1,
+    GemmTmaTile::kSwapM16N64Pingpong4x1,
+    GemmTmaTile::kM64N32Pingpong,
+    GemmTmaTile::kM64N48Pingpong1x2,
+    GemmTmaTile::kSwapM32N128Cooperative2x1,
+    GemmTmaTile::kSwapM32N64Pingpong1x2,
+    GemmTmaTile::kSwapM64N128Cooperative2x1,
+    GemmTmaTile::kSwapM64N64Basic1x2,
+    GemmTmaTile::kM64N96Pingpong2x1,
+    GemmTmaTile::kSwapM128N64Pingpong,
+    GemmTmaTile::kSwapM128N128Cooperative,
+    GemmTmaTile::kSwapM128N64Pingpong1x2,
+    GemmTmaTile::kM128N96Cooperative2x1,
+    GemmTmaTile::kM128N128Cooperative2x1,
     GemmTmaTile::kM128N256Cooperative2x1,
 };
 struct GemmTmaTileShape {
@@ -145,14 +156,16 @@ GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms
 GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m, int num_groups, int num_sms);
 
 // The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows on num_sms
-// multiprocessors (one persistent CTA each), from m, n and num_sms (rules fitted to
-// `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9-v11; "wide": n / 128 >= num_sms):
+// multiprocessors (one persistent CTA per SM; the basic kernel one per tile), from m, n and
+// num_sms (rules fitted to `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9-v12; "wide":
+// n / 128 >= num_sms):
+//   m <= 8:    swap 8 x 64 4x1;
 //   m <= 16:   swap 16 x 64 4x1;
 //   m <= 32:   wide: swap 32 x 128 2x1; else 64 x 32, or 64 x 48 1x2 where its tiles fill the
 //              waves > 5 points better;
 //   m <= 64:   wide: swap 64 x 128 2x1; else swap 32 x 64 1x2, or 64 x 48 1x2 (as above);
-//   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 1x2 where its tiles fit one wave, else
-//              swap 128 x 64;
+//   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 2x1, where its
+//              tiles fit one wave; else swap 128 x 64;
 //   m <= 256:  swap 128 x 64 1x2, else 128 x 96 2x1, where its tiles fit one wave; else 128 x 256;
 //   m <= 512:  swap 128 x 128 where its tiles fit one wave or fill >= 80% of their waves, else
 //              128 x 256;
