@@ -71,29 +71,36 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   };
   // The v12 sweep's choices (dev/cuda/NOTES.md v11-v12) at the Llama-3-8B shapes: qkv 6144 x 4096,
   // o 4096 x 4096, gate_up 28672 x 4096 (wide: 224 tiles of 128 columns on 132 SMs), down 4096 x 14336.
-  for (int64_t m : {1, 8, 9, 16}) {
-    const GemmTmaTile want = m <= 8 ? GemmTmaTile::kSwapM8N64Pingpong4x1 : GemmTmaTile::kSwapM16N64Pingpong4x1;
-    for (int64_t n : {6144, 4096, 28672}) EXPECT_EQ(plan(n, 4096, m), want) << m;
-    EXPECT_EQ(plan(4096, 14336, m), want) << m;
+  // The basic (non-persistent) kernels where their tiles fit one wave of 132 SMs.
+  for (int64_t m : {1, 8, 16}) {
+    for (int64_t n : {6144, 4096}) EXPECT_EQ(plan(n, 4096, m), GemmTmaTile::kSwapM16N64Basic4x1) << m;
+    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM16N64Basic4x1) << m;
+    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kSwapM16N64Pingpong4x1) << m;  // 448 tiles
   }
   for (int64_t m : {17, 32}) {
-    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N48Pingpong1x2) << m;  // 128 tiles vs 192 of 64 x 32
-    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kM64N32Pingpong) << m;     // 128 tiles vs 86 of 64 x 48
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N48Basic1x2) << m;  // 128 tiles vs 192 of 64 x 32
+    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kM64N32Pingpong) << m;  // 128 tiles vs 86 of 64 x 48
     EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kM64N32Pingpong) << m;
     EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kSwapM32N128Cooperative2x1) << m;
   }
   for (int64_t m : {33, 64}) {
-    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N48Pingpong1x2) << m;      // 128 tiles vs 192
-    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM32N64Pingpong1x2) << m;  // 2 x 64 tiles
-    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM32N64Pingpong1x2) << m;
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N48Basic1x2) << m;      // 128 tiles; 192 of 32 x 64
+    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM32N64Basic1x2) << m;  // 2 x 64 tiles
+    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM32N64Basic1x2) << m;
     EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kSwapM64N128Cooperative2x1) << m;
   }
   for (int64_t m : {65, 96, 128}) {
     EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM64N64Basic1x2) << m;  // 128 tiles: one wave
     EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM64N64Basic1x2) << m;
-    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N96Pingpong2x1) << m;  // 128 tiles; 192 of 64 x 64
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM64N96Basic2x1) << m;  // 128 tiles; 192 of 64 x 64
     EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kSwapM128N128Cooperative) << m;
   }
+  // A weight too wide for one wave of basic tiles and too narrow to be "wide" (11008 x 4096):
+  // the persistent kernels.
+  EXPECT_EQ(plan(11008, 4096, 8), GemmTmaTile::kSwapM16N64Pingpong4x1);   // 172 tiles
+  EXPECT_EQ(plan(11008, 4096, 32), GemmTmaTile::kM64N32Pingpong);         // 230 tiles of 64 x 48
+  EXPECT_EQ(plan(11008, 4096, 64), GemmTmaTile::kSwapM32N64Pingpong1x2);  // 344 and 230 tiles
+  EXPECT_EQ(plan(11008, 4096, 128), GemmTmaTile::kSwapM128N64Pingpong);
   for (int64_t m : {129, 256}) {
     EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;  // 128 tiles: one wave
     EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;
@@ -114,19 +121,20 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   const GemmSchedule qkv = select_schedule(6144, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
   const GemmSchedule o = select_schedule(4096, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
   EXPECT_EQ(gemm_plan_tma_tile(qkv, 32, 114), GemmTmaTile::kM64N32Pingpong);
-  EXPECT_EQ(gemm_plan_tma_tile(o, 128, 114), GemmTmaTile::kM64N96Pingpong2x1);
+  EXPECT_EQ(gemm_plan_tma_tile(o, 128, 114), GemmTmaTile::kM64N96Basic2x1);
   EXPECT_EQ(gemm_plan_tma_tile(qkv, 128, 114), GemmTmaTile::kSwapM128N64Pingpong);
+  EXPECT_EQ(gemm_plan_tma_tile(qkv, 8, 64), GemmTmaTile::kSwapM16N64Pingpong4x1);  // 96 tiles on 64 SMs
 }
 
-TEST(GemmSchedule, CutlassTilesAreFifteenDistinctInstantiations) {
+TEST(GemmSchedule, CutlassTilesAreSixteenDistinctInstantiations) {
   std::set<std::string> names;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
     const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
-    EXPECT_TRUE(t.m == 8 || t.m == 16 || t.m == 32 || t.m == 64 || t.m == 128) << gemm_tma_tile_name(tile);
+    EXPECT_TRUE(t.m == 16 || t.m == 32 || t.m == 64 || t.m == 128) << gemm_tma_tile_name(tile);
     EXPECT_EQ(t.n % 16, 0) << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 15u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 16u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 

@@ -52,13 +52,9 @@ using Basic = cutlass::gemm::KernelTmaWarpSpecialized;  // non-persistent, one c
 template <GemmTmaTile Tile>
 struct TmaTileTraits;
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM8N64Pingpong4x1> : TmaTileShape<64, 8, 4, 1, Pingpong, true> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1> : TmaTileShape<64, 16, 4, 1, Pingpong, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> : TmaTileShape<64, 32, 1, 1, Pingpong> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM64N48Pingpong1x2> : TmaTileShape<64, 48, 1, 2, Pingpong> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM32N128Cooperative2x1> : TmaTileShape<128, 32, 2, 1, Cooperative, true> {};
 template <>
@@ -78,9 +74,15 @@ struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 1
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N96Pingpong2x1> : TmaTileShape<64, 96, 2, 1, Pingpong> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2> : TmaTileShape<64, 64, 1, 2, Basic, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1> : TmaTileShape<64, 16, 4, 1, Basic, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2> : TmaTileShape<64, 32, 1, 2, Basic, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N48Basic1x2> : TmaTileShape<64, 48, 1, 2, Basic> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N96Basic2x1> : TmaTileShape<64, 96, 2, 1, Basic> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {

@@ -23,8 +23,7 @@ constexpr int64_t kMaxMForSplit = 128;
 constexpr int64_t kMaxMForWgmmaM64Tiles = 64;
 // kWgmmaTmaWarpSpecialized instantiation rule constants, from `gemm_cuda_bench --sweep` on the
 // H200 (dev/cuda/NOTES.md v9-v11); they move time, never bits.
-constexpr int64_t kMaxMForTmaM8 = 8;    // one 8-row tile of x per weight tile
-constexpr int64_t kMaxMForTmaM16 = 16;  // one 16-row tile
+constexpr int64_t kMaxMForTmaM16 = 16;  // one 16-row tile of x per weight tile
 constexpr int64_t kMaxMForTmaM32 = 32;
 constexpr int64_t kMaxMForTmaM64 = 64;
 constexpr int64_t kMaxMForTmaM128 = 128;
@@ -79,15 +78,16 @@ struct TmaTileInfo {
   const char* name;
 };
 constexpr TmaTileInfo kTmaTileInfo[] = {
-    {GemmTmaTile::kSwapM8N64Pingpong4x1, {8, 64}, "swap 8x64 pingpong 4x1"},
+    {GemmTmaTile::kSwapM16N64Basic4x1, {16, 64}, "swap 16x64 basic 4x1"},
     {GemmTmaTile::kSwapM16N64Pingpong4x1, {16, 64}, "swap 16x64 pingpong 4x1"},
     {GemmTmaTile::kM64N32Pingpong, {64, 32}, "64x32 pingpong"},
-    {GemmTmaTile::kM64N48Pingpong1x2, {64, 48}, "64x48 pingpong 1x2"},
+    {GemmTmaTile::kM64N48Basic1x2, {64, 48}, "64x48 basic 1x2"},
     {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128}, "swap 32x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM32N64Basic1x2, {32, 64}, "swap 32x64 basic 1x2"},
     {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64}, "swap 32x64 pingpong 1x2"},
     {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128}, "swap 64x128 cooperative 2x1"},
     {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64}, "swap 64x64 basic 1x2"},
-    {GemmTmaTile::kM64N96Pingpong2x1, {64, 96}, "64x96 pingpong 2x1"},
+    {GemmTmaTile::kM64N96Basic2x1, {64, 96}, "64x96 basic 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64}, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128}, "swap 128x128 cooperative"},
     {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64}, "swap 128x64 pingpong 1x2"},
@@ -134,22 +134,30 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   // own columns of w from a deep ring. A weight with at least one 128-column tile per SM (gate_up)
   // streams through the swapped 128-column tiles whatever the row count.
   const bool wide = (schedule.n + 127) / 128 >= num_sms;
-  if (m <= kMaxMForTmaM8) return GemmTmaTile::kSwapM8N64Pingpong4x1;
-  if (m <= kMaxMForTmaM16) return GemmTmaTile::kSwapM16N64Pingpong4x1;
+  // Where its tiles fit one wave, a basic (non-persistent, one consumer warpgroup) kernel: measured
+  // 2-5% faster than the pingpong kernel of the same tile there (v12), slower where it needs waves.
+  if (m <= kMaxMForTmaM16) {
+    return fits_one_wave(GemmTmaTile::kSwapM16N64Basic4x1) ? GemmTmaTile::kSwapM16N64Basic4x1
+                                                           : GemmTmaTile::kSwapM16N64Pingpong4x1;
+  }
   if (m <= kMaxMForTmaM32) {
-    return wide ? GemmTmaTile::kSwapM32N128Cooperative2x1
-                : unless_fills_better(GemmTmaTile::kM64N32Pingpong, GemmTmaTile::kM64N48Pingpong1x2);
+    if (wide) return GemmTmaTile::kSwapM32N128Cooperative2x1;
+    const GemmTmaTile narrow = GemmTmaTile::kM64N32Pingpong;
+    return fits_one_wave(GemmTmaTile::kM64N48Basic1x2) ? unless_fills_better(narrow, GemmTmaTile::kM64N48Basic1x2)
+                                                       : narrow;
   }
   if (m <= kMaxMForTmaM64) {
-    return wide ? GemmTmaTile::kSwapM64N128Cooperative2x1
-                : unless_fills_better(GemmTmaTile::kSwapM32N64Pingpong1x2, GemmTmaTile::kM64N48Pingpong1x2);
+    if (wide) return GemmTmaTile::kSwapM64N128Cooperative2x1;
+    if (fits_one_wave(GemmTmaTile::kSwapM32N64Basic1x2)) return GemmTmaTile::kSwapM32N64Basic1x2;
+    if (fits_one_wave(GemmTmaTile::kM64N48Basic1x2)) return GemmTmaTile::kM64N48Basic1x2;
+    return GemmTmaTile::kSwapM32N64Pingpong1x2;
   }
   if (m <= kMaxMForTmaM128) {
     if (wide) return GemmTmaTile::kSwapM128N128Cooperative;
-    // One wave of 64-row tiles: two row tiles sharing each weight tile (swapped 64 x 64, the
-    // light non-persistent kernel), or, where those need two waves, two sharing a 96-column one.
+    // One wave of 64-row tiles: two row tiles sharing each weight tile (swapped 64 x 64), or,
+    // where those need two waves, two sharing a 96-column one.
     if (fits_one_wave(GemmTmaTile::kSwapM64N64Basic1x2)) return GemmTmaTile::kSwapM64N64Basic1x2;
-    if (fits_one_wave(GemmTmaTile::kM64N96Pingpong2x1)) return GemmTmaTile::kM64N96Pingpong2x1;
+    if (fits_one_wave(GemmTmaTile::kM64N96Basic2x1)) return GemmTmaTile::kM64N96Basic2x1;
     return GemmTmaTile::kSwapM128N64Pingpong;
   }
   // Two 128-row tiles: one wave of 128 x 64 (swapped, the two row tiles of a column sharing the

@@ -51,18 +51,19 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // Names give the tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's
 // rows: for the swapped ones, 4x1 is four CTAs on neighbouring column tiles sharing one x tile).
 // Every one evaluates the same chain per element (above); plan_gemm_launch() picks one from m
-// and how the deployment's n fills the waves. The 15 kept of the 34 swept in v11-v12
+// and how the deployment's n fills the waves. The 16 kept of the 39 swept in v11-v12
 // (dev/cuda/NOTES.md, v9-v12).
 enum class GemmTmaTile : uint8_t {
-  kSwapM8N64Pingpong4x1,       // m <= 8
-  kSwapM16N64Pingpong4x1,      // m = 9-16
-  kM64N32Pingpong,             // m = 17-32 where n is narrow (o, down)
-  kM64N48Pingpong1x2,          // m = 17-64 where 48-wide tiles fill the waves better (qkv)
+  kSwapM16N64Basic4x1,         // m <= 16 where its tiles fit one wave
+  kSwapM16N64Pingpong4x1,      // m <= 16 otherwise
+  kM64N32Pingpong,             // m = 17-32 (o, down)
+  kM64N48Basic1x2,             // m = 17-64 where its tiles fit one wave and fill it better (qkv)
   kSwapM32N128Cooperative2x1,  // m = 17-32 where n / 128 tiles fill the machine (gate_up)
-  kSwapM32N64Pingpong1x2,      // m = 33-64 (o, down)
+  kSwapM32N64Basic1x2,         // m = 33-64 where its tiles fit one wave (o, down)
+  kSwapM32N64Pingpong1x2,      // m = 33-64 where no basic tile fits one wave
   kSwapM64N128Cooperative2x1,  // m = 33-64 where n / 128 tiles fill the machine (gate_up)
-  kSwapM64N64Basic1x2,         // m = 65-128 where its tiles fit one wave (o, down); non-persistent
-  kM64N96Pingpong2x1,          // m = 65-128 where its tiles fit one wave (qkv)
+  kSwapM64N64Basic1x2,         // m = 65-128 where its tiles fit one wave (o, down)
+  kM64N96Basic2x1,             // m = 65-128 where its tiles fit one wave (qkv)
   kSwapM128N64Pingpong,        // m = 65-128 otherwise
   kSwapM128N128Cooperative,    // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
   kSwapM128N64Pingpong1x2,     // m = 129-256 where its tiles fit one wave (o, down)
@@ -71,15 +72,16 @@ enum class GemmTmaTile : uint8_t {
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
 };
 inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
-    GemmTmaTile::kSwapM8N64Pingpong4x1,
+    GemmTmaTile::kSwapM16N64Basic4x1,
     GemmTmaTile::kSwapM16N64Pingpong4x1,
     GemmTmaTile::kM64N32Pingpong,
-    GemmTmaTile::kM64N48Pingpong1x2,
+    GemmTmaTile::kM64N48Basic1x2,
     GemmTmaTile::kSwapM32N128Cooperative2x1,
+    GemmTmaTile::kSwapM32N64Basic1x2,
     GemmTmaTile::kSwapM32N64Pingpong1x2,
     GemmTmaTile::kSwapM64N128Cooperative2x1,
     GemmTmaTile::kSwapM64N64Basic1x2,
-    GemmTmaTile::kM64N96Pingpong2x1,
+    GemmTmaTile::kM64N96Basic2x1,
     GemmTmaTile::kSwapM128N64Pingpong,
     GemmTmaTile::kSwapM128N128Cooperative,
     GemmTmaTile::kSwapM128N64Pingpong1x2,
@@ -159,13 +161,13 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 // multiprocessors (one persistent CTA per SM; the basic kernel one per tile), from m, n and
 // num_sms (rules fitted to `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9-v12; "wide":
 // n / 128 >= num_sms):
-//   m <= 8:    swap 8 x 64 4x1;
-//   m <= 16:   swap 16 x 64 4x1;
-//   m <= 32:   wide: swap 32 x 128 2x1; else 64 x 32, or 64 x 48 1x2 where its tiles fill the
-//              waves > 5 points better;
-//   m <= 64:   wide: swap 64 x 128 2x1; else swap 32 x 64 1x2, or 64 x 48 1x2 (as above);
-//   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 2x1, where its
-//              tiles fit one wave; else swap 128 x 64;
+//   m <= 16:   swap 16 x 64 4x1, basic where its tiles fit one wave, else pingpong;
+//   m <= 32:   wide: swap 32 x 128 2x1; else 64 x 32, or 64 x 48 basic 1x2 where its tiles fit
+//              one wave and fill it > 5 points better;
+//   m <= 64:   wide: swap 64 x 128 2x1; else swap 32 x 64 basic 1x2, else 64 x 48 basic 1x2,
+//              where its tiles fit one wave; else swap 32 x 64 pingpong 1x2;
+//   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 basic 2x1, where
+//              its tiles fit one wave; else swap 128 x 64;
 //   m <= 256:  swap 128 x 64 1x2, else 128 x 96 2x1, where its tiles fit one wave; else 128 x 256;
 //   m <= 512:  swap 128 x 128 where its tiles fit one wave or fill >= 80% of their waves, else
 //              128 x 256;
