@@ -91,6 +91,7 @@ constexpr TmaTileInfo kTmaTileInfo[] = {
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64}, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128}, "swap 128x128 cooperative"},
     {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64}, "swap 128x64 pingpong 1x2"},
+    {GemmTmaTile::kM128N96Basic2x1, {128, 96}, "128x96 basic 2x1"},
     {GemmTmaTile::kM128N96Cooperative2x1, {128, 96}, "128x96 cooperative 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256}, "128x256 cooperative 2x1"},
@@ -164,7 +165,7 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   // weight tile) or of 128 x 96 (the two sharing it through a 2 x 1 cluster), else 128 x 256.
   if (m <= kMaxMForTmaM256) {
     if (fits_one_wave(GemmTmaTile::kSwapM128N64Pingpong1x2)) return GemmTmaTile::kSwapM128N64Pingpong1x2;
-    if (fits_one_wave(GemmTmaTile::kM128N96Cooperative2x1)) return GemmTmaTile::kM128N96Cooperative2x1;
+    if (fits_one_wave(GemmTmaTile::kM128N96Basic2x1)) return GemmTmaTile::kM128N96Basic2x1;
     return GemmTmaTile::kM128N256Cooperative2x1;
   }
   if (m <= kMaxMForTmaSwap128) {

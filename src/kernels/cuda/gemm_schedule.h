@@ -51,7 +51,7 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // Names give the tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's
 // rows: for the swapped ones, 4x1 is four CTAs on neighbouring column tiles sharing one x tile).
 // Every one evaluates the same chain per element (above); plan_gemm_launch() picks one from m
-// and how the deployment's n fills the waves. The 16 kept of the 39 swept in v11-v12
+// and how the deployment's n fills the waves. The 17 kept of the 40 swept in v11-v12
 // (dev/cuda/NOTES.md, v9-v12).
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1,         // m <= 16 where its tiles fit one wave
@@ -67,7 +67,8 @@ enum class GemmTmaTile : uint8_t {
   kSwapM128N64Pingpong,        // m = 65-128 otherwise
   kSwapM128N128Cooperative,    // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
   kSwapM128N64Pingpong1x2,     // m = 129-256 where its tiles fit one wave (o, down)
-  kM128N96Cooperative2x1,      // m = 129-256 where its tiles fit one wave (qkv)
+  kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
+  kM128N96Cooperative2x1,      // v12c: the persistent kernel of the same tile, for comparison
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
 };
@@ -168,7 +169,8 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 //              where its tiles fit one wave; else swap 32 x 64 pingpong 1x2;
 //   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 basic 2x1, where
 //              its tiles fit one wave; else swap 128 x 64;
-//   m <= 256:  swap 128 x 64 1x2, else 128 x 96 2x1, where its tiles fit one wave; else 128 x 256;
+//   m <= 256:  swap 128 x 64 1x2, else 128 x 96 basic 2x1, where its tiles fit one wave; else
+//              128 x 256;
 //   m <= 512:  swap 128 x 128 where its tiles fit one wave or fill >= 80% of their waves, else
 //              128 x 256;
 //   m > 512:   128 x 256, or 128 x 128 where its tiles fill the waves > 5 points better
