@@ -86,6 +86,7 @@ inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kSwapM128N64Pingpong,
     GemmTmaTile::kSwapM128N128Cooperative,
     GemmTmaTile::kSwapM128N64Pingpong1x2,
+    GemmTmaTile::kM128N96Basic2x1,
     GemmTmaTile::kM128N96Cooperative2x1,
     GemmTmaTile::kM128N128Cooperative2x1,
     GemmTmaTile::kM128N256Cooperative2x1,
