@@ -33,8 +33,6 @@ Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32,
       return run_out<GemmTmaTile::kSwapM128N64Pingpong1x2>(call, out_f32, stream);
     case GemmTmaTile::kM128N96Basic2x1:
       return run_out<GemmTmaTile::kM128N96Basic2x1>(call, out_f32, stream);
-    case GemmTmaTile::kM128N96Cooperative2x1:
-      return run_out<GemmTmaTile::kM128N96Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kM128N128Cooperative2x1:
       return run_out<GemmTmaTile::kM128N128Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kM128N256Cooperative2x1:

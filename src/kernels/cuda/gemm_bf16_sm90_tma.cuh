@@ -70,8 +70,6 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 12
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N96Cooperative2x1> : TmaTileShape<128, 96, 2, 1, Cooperative> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};

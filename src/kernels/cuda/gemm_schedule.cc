@@ -92,7 +92,6 @@ constexpr TmaTileInfo kTmaTileInfo[] = {
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128}, "swap 128x128 cooperative"},
     {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64}, "swap 128x64 pingpong 1x2"},
     {GemmTmaTile::kM128N96Basic2x1, {128, 96}, "128x96 basic 2x1"},
-    {GemmTmaTile::kM128N96Cooperative2x1, {128, 96}, "128x96 cooperative 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256}, "128x256 cooperative 2x1"},
 };

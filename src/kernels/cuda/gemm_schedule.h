@@ -43,16 +43,15 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 
 // The CUTLASS instantiations of the kWgmmaTmaWarpSpecialized family: CTA tile, thread-block
 // cluster, kernel schedule (pingpong: two consumer warpgroups on alternate tiles; cooperative: two
-// consumer warpgroups on the two halves of one tile), each with CUTLASS's persistent data-parallel
-// tile scheduler (basic: the non-persistent warp-specialized kernel, one consumer warpgroup, one
-// tile per CTA). The unswapped ones compute y = x w^T with x as wgmma's A operand (the tile's
-// rows are rows of x); the swapped ones (kSwap...) compute y^T = w x^T with w as A, so that the
-// weight fills wgmma's 64-row side and the shared-memory ring holds mostly weight at small m.
-// Names give the tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's
-// rows: for the swapped ones, 4x1 is four CTAs on neighbouring column tiles sharing one x tile).
-// Every one evaluates the same chain per element (above); plan_gemm_launch() picks one from m
-// and how the deployment's n fills the waves. The 17 kept of the 40 swept in v11-v12
-// (dev/cuda/NOTES.md, v9-v12).
+// consumer warpgroups on the two halves of one tile; both with CUTLASS's persistent data-parallel
+// tile scheduler; basic: the non-persistent warp-specialized kernel, one consumer warpgroup and
+// one tile per CTA, the lighter kernel where every tile fits one wave). The unswapped ones compute y = x w^T with x as
+// wgmma's A operand (the tile's rows are rows of x); the swapped ones (kSwap...) compute y^T = w x^T with w as A, so
+// that the weight fills wgmma's 64-row side and the shared-memory ring holds mostly weight at small m. Names give the
+// tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
+// CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
+// plan_gemm_launch() picks one from m and how the deployment's n fills the waves. The 16 kept of the 40 swept in
+// v11-v12 (dev/cuda/NOTES.md, v9-v12).
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1,         // m <= 16 where its tiles fit one wave
   kSwapM16N64Pingpong4x1,      // m <= 16 otherwise
@@ -68,7 +67,6 @@ enum class GemmTmaTile : uint8_t {
   kSwapM128N128Cooperative,    // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
   kSwapM128N64Pingpong1x2,     // m = 129-256 where its tiles fit one wave (o, down)
   kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
-  kM128N96Cooperative2x1,      // v12c: the persistent kernel of the same tile, for comparison
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
 };
@@ -87,7 +85,6 @@ inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kSwapM128N128Cooperative,
     GemmTmaTile::kSwapM128N64Pingpong1x2,
     GemmTmaTile::kM128N96Basic2x1,
-    GemmTmaTile::kM128N96Cooperative2x1,
     GemmTmaTile::kM128N128Cooperative2x1,
     GemmTmaTile::kM128N256Cooperative2x1,
 };
