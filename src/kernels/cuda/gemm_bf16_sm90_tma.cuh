@@ -47,20 +47,30 @@ struct TmaTileShape {
 };
 using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using Basic = cutlass::gemm::KernelTmaWarpSpecialized;  // non-persistent, one consumer warpgroup per 64 rows
+using Basic = cutlass::gemm::KernelTmaWarpSpecialized;  // non-persistent, one consumer warpgroup, one tile per CTA
 
 template <GemmTmaTile Tile>
 struct TmaTileTraits;
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1> : TmaTileShape<64, 16, 4, 1, Basic, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1> : TmaTileShape<64, 16, 4, 1, Pingpong, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> : TmaTileShape<64, 32, 1, 1, Pingpong> {};
 template <>
+struct TmaTileTraits<GemmTmaTile::kM64N48Basic1x2> : TmaTileShape<64, 48, 1, 2, Basic> {};
+template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM32N128Cooperative2x1> : TmaTileShape<128, 32, 2, 1, Cooperative, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2> : TmaTileShape<64, 32, 1, 2, Basic, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM32N64Pingpong1x2> : TmaTileShape<64, 32, 1, 2, Pingpong, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM64N128Cooperative2x1> : TmaTileShape<128, 64, 2, 1, Cooperative, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2> : TmaTileShape<64, 64, 1, 2, Basic, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N96Basic2x1> : TmaTileShape<64, 96, 2, 1, Basic> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong> : TmaTileShape<64, 128, 1, 1, Pingpong, true> {};
 template <>
@@ -73,16 +83,6 @@ template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2> : TmaTileShape<64, 64, 1, 2, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1> : TmaTileShape<64, 16, 4, 1, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2> : TmaTileShape<64, 32, 1, 2, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM64N48Basic1x2> : TmaTileShape<64, 48, 1, 2, Basic> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM64N96Basic2x1> : TmaTileShape<64, 96, 2, 1, Basic> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {
