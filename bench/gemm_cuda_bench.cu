@@ -5,8 +5,8 @@
 // Method (the device tool's METHOD.md): CUDA events around each launch, L2 flushed by a
 // 256 MiB memset before every timed launch, warm-up first, median of many repetitions, the
 // versions compared (ours, cuBLAS, ours again; a sweep's tiles and cuBLAS) interleaved round by
-// round so that drift during a run reaches them alike; random inputs, never zeros. Prints a table per call, a ratio
-// table per instruction family last; writes JSON with every number.
+// round so that drift during a run reaches them alike; random inputs, never zeros. Prints a table
+// per call, a ratio table per instruction family last; writes JSON with every number.
 //   gemm_cuda_bench [--json out.json] [--quick] [--sweep] [--instruction mma.sync|wgmma|wgmma_tma]...
 //                   [--no-rows] [--m 1,8,...] [--reps N] [--shape qkv|o|gate_up|down]...
 //                   [--flush memset|read]
@@ -90,7 +90,7 @@ __global__ void read_flush(const uint4* p, size_t n) {
 // reading the (zeroed) buffer (clean lines).
 void flush_l2(int i) {
   if (g_read_flush) {
-    read_flush<<<4 * 132, 512>>>(static_cast<const uint4*>(g_flush), kFlushBytes / 16);
+    read_flush<<<4 * 132, 512>>>(static_cast<const uint4*>(g_flush), kFlushBytes / 16);  // any grid reads it all
   } else {
     CK(cudaMemsetAsync(g_flush, i & 0xff, kFlushBytes));
   }
