@@ -328,7 +328,7 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, GemmAccuracy,
     ::testing::Values(AccuracyCase{37, 320, 1024, DType::kBF16, true}, AccuracyCase{5, 960, 576, DType::kF32, false},
                       AccuracyCase{1, 4096, 4096, DType::kF32, true}, AccuracyCase{130, 256, 4096, DType::kF32, true},
-                      // m = 65-128 on 132 SMs: swap 64x64 basic 1x2, 64x96 2x1
+                      // m = 65-128 on 132 SMs: swap 64x64 basic 1x2, 64x96 basic 2x1
                       AccuracyCase{100, 4096, 1024, DType::kBF16, true}, AccuracyCase{96, 6144, 576, DType::kF32, true},
                       AccuracyCase{2200, 1024, 4096, DType::kF32, false},
                       AccuracyCase{300, 1536, 576, DType::kBF16, false}));
