@@ -126,6 +126,27 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   EXPECT_EQ(gemm_plan_tma_tile(qkv, 8, 64), GemmTmaTile::kSwapM16N64Pingpong4x1);  // 96 tiles on 64 SMs
 }
 
+// The basic kernels have no tile scheduler: one CTA per tile, so the rule may pick one only where
+// all its tiles fit one wave of the multiprocessors (beyond, a second partial wave costs up to 2x:
+// NOTES v12b). Checked over weight widths, row counts and SM counts far from the tuned shapes.
+TEST(GemmSchedule, BasicKernelsOnlyWhereTheirTilesFitOneWave) {
+  int basic_picks = 0;
+  for (int sms : {16, 66, 114, 132}) {
+    for (int64_t n = 8; n <= 40960; n += 104) {
+      const GemmSchedule g = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+      for (int64_t m = 1; m <= 600; m += (m < 64 ? 1 : 7)) {
+        const GemmTmaTile tile = gemm_plan_tma_tile(g, m, sms);
+        if (std::string(gemm_tma_tile_name(tile)).find("basic") == std::string::npos) continue;
+        ++basic_picks;
+        const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
+        ASSERT_LE(((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n), sms)
+            << gemm_tma_tile_name(tile) << " n=" << n << " m=" << m << " sms=" << sms;
+      }
+    }
+  }
+  EXPECT_GT(basic_picks, 0);
+}
+
 TEST(GemmSchedule, CutlassTilesAreSixteenDistinctInstantiations) {
   std::set<std::string> names;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
