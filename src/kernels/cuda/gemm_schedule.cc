@@ -135,7 +135,7 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   // streams through the swapped 128-column tiles whatever the row count.
   const bool wide = (schedule.n + 127) / 128 >= num_sms;
   // Where its tiles fit one wave, a basic (non-persistent, one consumer warpgroup) kernel: measured
-  // 2-7% faster than the pingpong kernel of the same tile there (v12), slower where it needs waves.
+  // 1-5% faster than the pingpong kernel of the same tile there (v12b), slower where it needs waves.
   if (m <= kMaxMForTmaM16) {
     return fits_one_wave(GemmTmaTile::kSwapM16N64Basic4x1) ? GemmTmaTile::kSwapM16N64Basic4x1
                                                            : GemmTmaTile::kSwapM16N64Pingpong4x1;
