@@ -31,14 +31,14 @@
 
 namespace vosti::gemm_detail {
 
-// Tile shape (kM x kN x 64), cluster shape (kClusterM x kClusterN) and kernel schedule of one
+// Tile shape (kM x kN x kK), cluster shape (kClusterM x kClusterN) and kernel schedule of one
 // GemmTmaTile; the epilogue schedule follows the kernel schedule. A cluster along CUTLASS's M
 // multicasts the B tile to its CTAs, one along N the A tile (unswapped B = w and A = x; swapped,
 // kSwap, the reverse).
-template <int kM, int kN, int kClusterM, int kClusterN, typename Schedule, bool kSwap = false>
+template <int kM, int kN, int kClusterM, int kClusterN, typename Schedule, bool kSwap = false, int kK = 64>
 struct TmaTileShape {
   static constexpr bool kSwapAB = kSwap;
-  using TileShape = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::_64>;
+  using TileShape = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kK>>;
   using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = Schedule;
   using EpilogueSchedule =
@@ -79,6 +79,20 @@ template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 128, 1, 2, Pingpong, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N224Basic> : TmaTileShape<64, 224, 1, 1, Basic> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N224Cooperative> : TmaTileShape<128, 224, 1, 1, Cooperative> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N224Cooperative2x1> : TmaTileShape<128, 224, 2, 1, Cooperative> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128> : TmaTileShape<64, 16, 4, 1, Basic, true, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N48Basic1x2K128> : TmaTileShape<64, 48, 1, 2, Basic, false, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM64N96Basic2x1K128> : TmaTileShape<64, 96, 2, 1, Basic, false, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1K128> : TmaTileShape<128, 96, 2, 1, Basic, false, 128> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
