@@ -47,20 +47,20 @@ Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32,
       return run_out<GemmTmaTile::kM128N128Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kM128N256Cooperative2x1:
       return run_out<GemmTmaTile::kM128N256Cooperative2x1>(call, out_f32, stream);
-    case GemmTmaTile::kM64N224Basic:
-      return run_out<GemmTmaTile::kM64N224Basic>(call, out_f32, stream);
-    case GemmTmaTile::kM128N224Cooperative:
-      return run_out<GemmTmaTile::kM128N224Cooperative>(call, out_f32, stream);
-    case GemmTmaTile::kM128N224Cooperative2x1:
-      return run_out<GemmTmaTile::kM128N224Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kSwapM16N64Basic4x1K128:
       return run_out<GemmTmaTile::kSwapM16N64Basic4x1K128>(call, out_f32, stream);
-    case GemmTmaTile::kM64N48Basic1x2K128:
-      return run_out<GemmTmaTile::kM64N48Basic1x2K128>(call, out_f32, stream);
-    case GemmTmaTile::kM64N96Basic2x1K128:
-      return run_out<GemmTmaTile::kM64N96Basic2x1K128>(call, out_f32, stream);
-    case GemmTmaTile::kM128N96Basic2x1K128:
-      return run_out<GemmTmaTile::kM128N96Basic2x1K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM16N64Pingpong4x1K128:
+      return run_out<GemmTmaTile::kSwapM16N64Pingpong4x1K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM16N64Basic4x1K256:
+      return run_out<GemmTmaTile::kSwapM16N64Basic4x1K256>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM32N64Basic4x1K128:
+      return run_out<GemmTmaTile::kSwapM32N64Basic4x1K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM64N64Basic4x1K128:
+      return run_out<GemmTmaTile::kSwapM64N64Basic4x1K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM32N64Basic1x2K128:
+      return run_out<GemmTmaTile::kSwapM32N64Basic1x2K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM64N64Basic1x2K128:
+      return run_out<GemmTmaTile::kSwapM64N64Basic1x2K128>(call, out_f32, stream);
   }
   return invalid_argument("gemm_bf16: unknown GemmTmaTile");
 }

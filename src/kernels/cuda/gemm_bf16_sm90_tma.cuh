@@ -80,19 +80,19 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 12
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N224Basic> : TmaTileShape<64, 224, 1, 1, Basic> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N224Cooperative> : TmaTileShape<128, 224, 1, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N224Cooperative2x1> : TmaTileShape<128, 224, 2, 1, Cooperative> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128> : TmaTileShape<64, 16, 4, 1, Basic, true, 128> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N48Basic1x2K128> : TmaTileShape<64, 48, 1, 2, Basic, false, 128> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1K128> : TmaTileShape<64, 16, 4, 1, Pingpong, true, 128> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N96Basic2x1K128> : TmaTileShape<64, 96, 2, 1, Basic, false, 128> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K256> : TmaTileShape<64, 16, 4, 1, Basic, true, 256> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1K128> : TmaTileShape<128, 96, 2, 1, Basic, false, 128> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic4x1K128> : TmaTileShape<64, 32, 4, 1, Basic, true, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic4x1K128> : TmaTileShape<64, 64, 4, 1, Basic, true, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2K128> : TmaTileShape<64, 32, 1, 2, Basic, true, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2K128> : TmaTileShape<64, 64, 1, 2, Basic, true, 128> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>

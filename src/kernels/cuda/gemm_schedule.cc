@@ -94,13 +94,13 @@ constexpr TmaTileInfo kTmaTileInfo[] = {
     {GemmTmaTile::kM128N96Basic2x1, {128, 96}, "128x96 basic 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256}, "128x256 cooperative 2x1"},
-    {GemmTmaTile::kM64N224Basic, {64, 224}, "64x224 basic"},
-    {GemmTmaTile::kM128N224Cooperative, {128, 224}, "128x224 cooperative"},
-    {GemmTmaTile::kM128N224Cooperative2x1, {128, 224}, "128x224 cooperative 2x1"},
     {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64}, "swap 16x64 basic 4x1 k128"},
-    {GemmTmaTile::kM64N48Basic1x2K128, {64, 48}, "64x48 basic 1x2 k128"},
-    {GemmTmaTile::kM64N96Basic2x1K128, {64, 96}, "64x96 basic 2x1 k128"},
-    {GemmTmaTile::kM128N96Basic2x1K128, {128, 96}, "128x96 basic 2x1 k128"},
+    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64}, "swap 16x64 pingpong 4x1 k128"},
+    {GemmTmaTile::kSwapM16N64Basic4x1K256, {16, 64}, "swap 16x64 basic 4x1 k256"},
+    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64}, "swap 32x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64}, "swap 64x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64}, "swap 32x64 basic 1x2 k128"},
+    {GemmTmaTile::kSwapM64N64Basic1x2K128, {64, 64}, "swap 64x64 basic 1x2 k128"},
 };
 static_assert(std::size(kTmaTileInfo) == std::size(kAllGemmTmaTiles), "one row per instantiation");
 

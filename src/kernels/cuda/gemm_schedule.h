@@ -70,13 +70,13 @@ enum class GemmTmaTile : uint8_t {
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
   // v13 candidates (sweep only)
-  kM64N224Basic,
-  kM128N224Cooperative,
-  kM128N224Cooperative2x1,
   kSwapM16N64Basic4x1K128,
-  kM64N48Basic1x2K128,
-  kM64N96Basic2x1K128,
-  kM128N96Basic2x1K128,
+  kSwapM16N64Pingpong4x1K128,
+  kSwapM16N64Basic4x1K256,
+  kSwapM32N64Basic4x1K128,
+  kSwapM64N64Basic4x1K128,
+  kSwapM32N64Basic1x2K128,
+  kSwapM64N64Basic1x2K128,
 };
 inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kSwapM16N64Basic4x1,
@@ -95,13 +95,13 @@ inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kM128N96Basic2x1,
     GemmTmaTile::kM128N128Cooperative2x1,
     GemmTmaTile::kM128N256Cooperative2x1,
-    GemmTmaTile::kM64N224Basic,
-    GemmTmaTile::kM128N224Cooperative,
-    GemmTmaTile::kM128N224Cooperative2x1,
     GemmTmaTile::kSwapM16N64Basic4x1K128,
-    GemmTmaTile::kM64N48Basic1x2K128,
-    GemmTmaTile::kM64N96Basic2x1K128,
-    GemmTmaTile::kM128N96Basic2x1K128,
+    GemmTmaTile::kSwapM16N64Pingpong4x1K128,
+    GemmTmaTile::kSwapM16N64Basic4x1K256,
+    GemmTmaTile::kSwapM32N64Basic4x1K128,
+    GemmTmaTile::kSwapM64N64Basic4x1K128,
+    GemmTmaTile::kSwapM32N64Basic1x2K128,
+    GemmTmaTile::kSwapM64N64Basic1x2K128,
 };
 struct GemmTmaTileShape {
   int m, n;

@@ -1,6 +1,7 @@
 // Row-wise kernels; reduction orders are documented in row_kernels.h.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/cuda_status.h"
@@ -180,18 +181,36 @@ __device__ __forceinline__ float silu_times(float g, float u) {
   return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
 
-// One thread per 4 outputs.
+// Rows along blockIdx.y (a grid-stride loop past 65535 rows), four-column groups along x: each
+// thread loads kSiluGroups groups of gate and of up before it computes (128 bytes in flight), and
+// no 64-bit division locates a row. Elementwise: no reduction, nothing depends on m but the loop.
+constexpr int kSiluGroups = 2;
 template <typename OutT>
-__global__ void silu_mul_kernel(const float* gate_up, int64_t m, int64_t n, OutT* y) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+__global__ void __launch_bounds__(kElementThreads)
+    silu_mul_kernel(const float* __restrict__ gate_up, int64_t m, int64_t n, OutT* __restrict__ y) {
   const int64_t groups = n / 4;
-  if (t >= m * groups) return;
-  const int64_t r = t / groups;
-  const int64_t c = (t % groups) * 4;
-  const float4 g = *reinterpret_cast<const float4*>(gate_up + r * 2 * n + c);
-  const float4 u = *reinterpret_cast<const float4*>(gate_up + r * 2 * n + n + c);
-  store4(y, static_cast<size_t>(r * n + c),
-         make_float4(silu_times(g.x, u.x), silu_times(g.y, u.y), silu_times(g.z, u.z), silu_times(g.w, u.w)));
+  const int64_t g0 = static_cast<int64_t>(blockIdx.x) * (kElementThreads * kSiluGroups) + threadIdx.x;
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    const float* gate = gate_up + r * 2 * n;
+    float4 g[kSiluGroups], u[kSiluGroups];
+#pragma unroll
+    for (int i = 0; i < kSiluGroups; ++i) {
+      const int64_t gi = g0 + i * kElementThreads;
+      if (gi < groups) {
+        g[i] = __ldcs(reinterpret_cast<const float4*>(gate) + gi);
+        u[i] = __ldcs(reinterpret_cast<const float4*>(gate + n) + gi);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kSiluGroups; ++i) {
+      const int64_t gi = g0 + i * kElementThreads;
+      if (gi < groups) {
+        store4(y, static_cast<size_t>(r * n + gi * 4),
+               make_float4(silu_times(g[i].x, u[i].x), silu_times(g[i].y, u[i].y), silu_times(g[i].z, u[i].z),
+                           silu_times(g[i].w, u[i].w)));
+      }
+    }
+  }
 }
 
 __global__ void bias_add_kernel(float* y, int64_t m, int64_t n, const float* bias) {
@@ -315,14 +334,13 @@ Status silu_mul(const float* gate_up, int64_t m, int64_t n, void* y, DType y_dty
   const Status dtype_ok = check_out_dtype("silu_mul", y_dtype);
   if (!dtype_ok.ok()) return dtype_ok;
   if (gate_up == nullptr || y == nullptr) return invalid_argument("silu_mul: null device pointer");
-  const int64_t threads = m * (n / 4);
-  if (threads == 0) return Status();
+  if (m == 0) return Status();
+  const dim3 grid(grid_for(n / 4, kElementThreads * kSiluGroups), static_cast<unsigned>(std::min<int64_t>(m, 65535)));
   if (y_dtype == DType::kF32) {
-    silu_mul_kernel<float>
-        <<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<float*>(y));
+    silu_mul_kernel<float><<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<float*>(y));
   } else {
-    silu_mul_kernel<__nv_bfloat16><<<grid_for(threads, kElementThreads), kElementThreads, 0, stream>>>(
-        gate_up, m, n, static_cast<__nv_bfloat16*>(y));
+    silu_mul_kernel<__nv_bfloat16>
+        <<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<__nv_bfloat16*>(y));
   }
   return cuda_launch_status("silu_mul");
 }
