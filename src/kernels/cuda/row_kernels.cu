@@ -339,8 +339,7 @@ Status silu_mul(const float* gate_up, int64_t m, int64_t n, void* y, DType y_dty
   if (y_dtype == DType::kF32) {
     silu_mul_kernel<float><<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<float*>(y));
   } else {
-    silu_mul_kernel<__nv_bfloat16>
-        <<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<__nv_bfloat16*>(y));
+    silu_mul_kernel<__nv_bfloat16><<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<__nv_bfloat16*>(y));
   }
   return cuda_launch_status("silu_mul");
 }
