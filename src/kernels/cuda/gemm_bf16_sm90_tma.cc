@@ -15,18 +15,20 @@ Status run_out(const TmaGemmCall& call, bool out_f32, cudaStream_t stream) {
 
 Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32, cudaStream_t stream) {
   switch (tile) {
-    case GemmTmaTile::kSwapM16N64Basic4x1:
-      return run_out<GemmTmaTile::kSwapM16N64Basic4x1>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM16N64Pingpong4x1:
-      return run_out<GemmTmaTile::kSwapM16N64Pingpong4x1>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM16N64Basic4x1K128:
+      return run_out<GemmTmaTile::kSwapM16N64Basic4x1K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM16N64Pingpong4x1K128:
+      return run_out<GemmTmaTile::kSwapM16N64Pingpong4x1K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM32N64Basic4x1K128:
+      return run_out<GemmTmaTile::kSwapM32N64Basic4x1K128>(call, out_f32, stream);
     case GemmTmaTile::kM64N32Pingpong:
       return run_out<GemmTmaTile::kM64N32Pingpong>(call, out_f32, stream);
-    case GemmTmaTile::kM64N48Basic1x2:
-      return run_out<GemmTmaTile::kM64N48Basic1x2>(call, out_f32, stream);
     case GemmTmaTile::kSwapM32N128Cooperative2x1:
       return run_out<GemmTmaTile::kSwapM32N128Cooperative2x1>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM32N64Basic1x2:
-      return run_out<GemmTmaTile::kSwapM32N64Basic1x2>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM32N64Basic1x2K128:
+      return run_out<GemmTmaTile::kSwapM32N64Basic1x2K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM64N64Basic4x1K128:
+      return run_out<GemmTmaTile::kSwapM64N64Basic4x1K128>(call, out_f32, stream);
     case GemmTmaTile::kSwapM32N64Pingpong1x2:
       return run_out<GemmTmaTile::kSwapM32N64Pingpong1x2>(call, out_f32, stream);
     case GemmTmaTile::kSwapM64N128Cooperative2x1:
@@ -47,20 +49,10 @@ Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32,
       return run_out<GemmTmaTile::kM128N128Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kM128N256Cooperative2x1:
       return run_out<GemmTmaTile::kM128N256Cooperative2x1>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM16N64Basic4x1K128:
-      return run_out<GemmTmaTile::kSwapM16N64Basic4x1K128>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM16N64Pingpong4x1K128:
-      return run_out<GemmTmaTile::kSwapM16N64Pingpong4x1K128>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM16N64Basic4x1K256:
-      return run_out<GemmTmaTile::kSwapM16N64Basic4x1K256>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM32N64Basic4x1K128:
-      return run_out<GemmTmaTile::kSwapM32N64Basic4x1K128>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM64N64Basic4x1K128:
-      return run_out<GemmTmaTile::kSwapM64N64Basic4x1K128>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM32N64Basic1x2K128:
-      return run_out<GemmTmaTile::kSwapM32N64Basic1x2K128>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM64N64Basic1x2K128:
-      return run_out<GemmTmaTile::kSwapM64N64Basic1x2K128>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM128N64Basic4x1:
+      return run_out<GemmTmaTile::kSwapM128N64Basic4x1>(call, out_f32, stream);
+    case GemmTmaTile::kSwapM128N64Basic4x1K128:
+      return run_out<GemmTmaTile::kSwapM128N64Basic4x1K128>(call, out_f32, stream);
   }
   return invalid_argument("gemm_bf16: unknown GemmTmaTile");
 }

@@ -52,17 +52,19 @@ using Basic = cutlass::gemm::KernelTmaWarpSpecialized;  // non-persistent, one c
 template <GemmTmaTile Tile>
 struct TmaTileTraits;
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1> : TmaTileShape<64, 16, 4, 1, Basic, true> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128> : TmaTileShape<64, 16, 4, 1, Basic, true, 128> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1> : TmaTileShape<64, 16, 4, 1, Pingpong, true> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1K128> : TmaTileShape<64, 16, 4, 1, Pingpong, true, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic4x1K128> : TmaTileShape<64, 32, 4, 1, Basic, true, 128> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> : TmaTileShape<64, 32, 1, 1, Pingpong> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kM64N48Basic1x2> : TmaTileShape<64, 48, 1, 2, Basic> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM32N128Cooperative2x1> : TmaTileShape<128, 32, 2, 1, Cooperative, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2> : TmaTileShape<64, 32, 1, 2, Basic, true> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2K128> : TmaTileShape<64, 32, 1, 2, Basic, true, 128> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic4x1K128> : TmaTileShape<64, 64, 4, 1, Basic, true, 128> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM32N64Pingpong1x2> : TmaTileShape<64, 32, 1, 2, Pingpong, true> {};
 template <>
@@ -80,23 +82,13 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 12
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128> : TmaTileShape<64, 16, 4, 1, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1K128> : TmaTileShape<64, 16, 4, 1, Pingpong, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K256> : TmaTileShape<64, 16, 4, 1, Basic, true, 256> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic4x1K128> : TmaTileShape<64, 32, 4, 1, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic4x1K128> : TmaTileShape<64, 64, 4, 1, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2K128> : TmaTileShape<64, 32, 1, 2, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2K128> : TmaTileShape<64, 64, 1, 2, Basic, true, 128> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic4x1> : TmaTileShape<64, 128, 4, 1, Basic, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic4x1K128> : TmaTileShape<64, 128, 4, 1, Basic, true, 128> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {

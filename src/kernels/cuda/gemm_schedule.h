@@ -53,12 +53,13 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // plan_gemm_launch() picks one from m and how the deployment's n fills the waves. The 16 kept of the 40 swept in
 // v11-v12 (dev/cuda/NOTES.md, v9-v12).
 enum class GemmTmaTile : uint8_t {
-  kSwapM16N64Basic4x1,         // m <= 16 where its tiles fit one wave
-  kSwapM16N64Pingpong4x1,      // m <= 16 otherwise
-  kM64N32Pingpong,             // m = 17-32 (o, down)
-  kM64N48Basic1x2,             // m = 17-64 where its tiles fit one wave and fill it better (qkv)
+  kSwapM16N64Basic4x1K128,     // m <= 16 where its tiles fit one wave
+  kSwapM16N64Pingpong4x1K128,  // m <= 16 otherwise
+  kSwapM32N64Basic4x1K128,     // m = 17-32 where its tiles fit one wave
+  kM64N32Pingpong,             // m = 17-32 otherwise
   kSwapM32N128Cooperative2x1,  // m = 17-32 where n / 128 tiles fill the machine (gate_up)
-  kSwapM32N64Basic1x2,         // m = 33-64 where its tiles fit one wave (o, down)
+  kSwapM32N64Basic1x2K128,     // m = 33-64 where its tiles fit one wave (o, down)
+  kSwapM64N64Basic4x1K128,     // m = 33-64 where its tiles fit one wave (qkv)
   kSwapM32N64Pingpong1x2,      // m = 33-64 where no basic tile fits one wave
   kSwapM64N128Cooperative2x1,  // m = 33-64 where n / 128 tiles fill the machine (gate_up)
   kSwapM64N64Basic1x2,         // m = 65-128 where its tiles fit one wave (o, down)
@@ -69,22 +70,17 @@ enum class GemmTmaTile : uint8_t {
   kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
-  // v13 candidates (sweep only)
-  kSwapM16N64Basic4x1K128,
-  kSwapM16N64Pingpong4x1K128,
-  kSwapM16N64Basic4x1K256,
-  kSwapM32N64Basic4x1K128,
-  kSwapM64N64Basic4x1K128,
-  kSwapM32N64Basic1x2K128,
-  kSwapM64N64Basic1x2K128,
+  kSwapM128N64Basic4x1,        // v13c candidate (sweep only)
+  kSwapM128N64Basic4x1K128,    // v13c candidate (sweep only)
 };
 inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
-    GemmTmaTile::kSwapM16N64Basic4x1,
-    GemmTmaTile::kSwapM16N64Pingpong4x1,
+    GemmTmaTile::kSwapM16N64Basic4x1K128,
+    GemmTmaTile::kSwapM16N64Pingpong4x1K128,
+    GemmTmaTile::kSwapM32N64Basic4x1K128,
     GemmTmaTile::kM64N32Pingpong,
-    GemmTmaTile::kM64N48Basic1x2,
     GemmTmaTile::kSwapM32N128Cooperative2x1,
-    GemmTmaTile::kSwapM32N64Basic1x2,
+    GemmTmaTile::kSwapM32N64Basic1x2K128,
+    GemmTmaTile::kSwapM64N64Basic4x1K128,
     GemmTmaTile::kSwapM32N64Pingpong1x2,
     GemmTmaTile::kSwapM64N128Cooperative2x1,
     GemmTmaTile::kSwapM64N64Basic1x2,
@@ -95,13 +91,8 @@ inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kM128N96Basic2x1,
     GemmTmaTile::kM128N128Cooperative2x1,
     GemmTmaTile::kM128N256Cooperative2x1,
-    GemmTmaTile::kSwapM16N64Basic4x1K128,
-    GemmTmaTile::kSwapM16N64Pingpong4x1K128,
-    GemmTmaTile::kSwapM16N64Basic4x1K256,
-    GemmTmaTile::kSwapM32N64Basic4x1K128,
-    GemmTmaTile::kSwapM64N64Basic4x1K128,
-    GemmTmaTile::kSwapM32N64Basic1x2K128,
-    GemmTmaTile::kSwapM64N64Basic1x2K128,
+    GemmTmaTile::kSwapM128N64Basic4x1,
+    GemmTmaTile::kSwapM128N64Basic4x1K128,
 };
 struct GemmTmaTileShape {
   int m, n;
