@@ -147,15 +147,41 @@ TEST(GemmSchedule, BasicKernelsOnlyWhereTheirTilesFitOneWave) {
   EXPECT_GT(basic_picks, 0);
 }
 
+// A 128-column k-tile over a k that is not a multiple of 128 ends in zero-filled k16 steps that
+// the 64-column tiles do not run (exact, except that they turn an exact -0 sum into +0), so the
+// rule may pick one only where k is a multiple of 128 (gemm_bf16_sm90_tma.h).
+TEST(GemmSchedule, K128TilesOnlyWhereKIsAMultipleOf128) {
+  int k128_picks = 0;
+  for (int64_t k : {64, 576, 1536, 4096, 4160, 14336}) {
+    for (int64_t n : {576, 960, 4096, 6144, 11008, 28672}) {
+      const GemmSchedule g = select_schedule(n, k, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+      for (int64_t m = 1; m <= 600; m += (m < 64 ? 1 : 7)) {
+        const GemmTmaTile tile = gemm_plan_tma_tile(g, m, 132);
+        if (gemm_tma_tile_shape(tile).k != 128) continue;
+        ++k128_picks;
+        ASSERT_EQ(k % 128, 0) << gemm_tma_tile_name(tile) << " n=" << n << " k=" << k << " m=" << m;
+      }
+    }
+  }
+  EXPECT_GT(k128_picks, 0);
+  // Where k is not a multiple of 128 the 64-column tiles stand in at small m.
+  const GemmSchedule smol_qkv = select_schedule(960, 576, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+  EXPECT_EQ(gemm_plan_tma_tile(smol_qkv, 1, 132), GemmTmaTile::kM64N32Pingpong);
+  EXPECT_EQ(gemm_plan_tma_tile(smol_qkv, 64, 132), GemmTmaTile::kSwapM32N64Pingpong1x2);
+}
+
 TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
   std::set<std::string> names;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
     const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
     EXPECT_TRUE(t.m == 16 || t.m == 32 || t.m == 64 || t.m == 128) << gemm_tma_tile_name(tile);
     EXPECT_EQ(t.n % 16, 0) << gemm_tma_tile_name(tile);
+    EXPECT_TRUE(t.k == 64 || t.k == 128) << gemm_tma_tile_name(tile);
+    EXPECT_EQ(std::string(gemm_tma_tile_name(tile)).find("k128") != std::string::npos, t.k == 128)
+        << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 19u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 17u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 

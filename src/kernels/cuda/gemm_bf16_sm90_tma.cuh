@@ -85,10 +85,6 @@ template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic4x1> : TmaTileShape<64, 128, 4, 1, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic4x1K128> : TmaTileShape<64, 128, 4, 1, Basic, true, 128> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {
@@ -188,6 +184,17 @@ Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
     s = gemm.update(args, nullptr);
     if (s != cutlass::Status::kSuccess) return cutlass_status(s, "update");
   } else {
+    // First call on this device: the host-side plan (gemm_tma_tile_shape: rows, columns, k-tile of
+    // y's tile) must describe this kernel, whose rule and launch it was made for.
+    using TS = typename G::T::TileShape;
+    constexpr int kRows = cute::size<(kSwap ? 1 : 0)>(TS{});
+    constexpr int kCols = cute::size<(kSwap ? 0 : 1)>(TS{});
+    constexpr int kKTile = cute::size<2>(TS{});
+    const GemmTmaTileShape plan = gemm_tma_tile_shape(Tile);
+    if (plan.m != kRows || plan.n != kCols || plan.k != kKTile) {
+      return internal_error(std::string("gemm_bf16 (CUTLASS sm_90a): the plan's tile for ") + gemm_tma_tile_name(Tile) +
+                            " does not match its kernel's");
+    }
     s = gemm.initialize(args, nullptr, stream);
     if (s != cutlass::Status::kSuccess) return cutlass_status(s, "initialize");
     attribute_set.fetch_or(device_bit, std::memory_order_acq_rel);

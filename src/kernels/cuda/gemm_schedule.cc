@@ -78,25 +78,23 @@ struct TmaTileInfo {
   const char* name;
 };
 constexpr TmaTileInfo kTmaTileInfo[] = {
-    {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64}, "swap 16x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64}, "swap 16x64 pingpong 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64}, "swap 32x64 basic 4x1 k128"},
-    {GemmTmaTile::kM64N32Pingpong, {64, 32}, "64x32 pingpong"},
-    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128}, "swap 32x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64}, "swap 32x64 basic 1x2 k128"},
-    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64}, "swap 64x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64}, "swap 32x64 pingpong 1x2"},
-    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128}, "swap 64x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64}, "swap 64x64 basic 1x2"},
-    {GemmTmaTile::kM64N96Basic2x1, {64, 96}, "64x96 basic 2x1"},
-    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64}, "swap 128x64 pingpong"},
-    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128}, "swap 128x128 cooperative"},
-    {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64}, "swap 128x64 pingpong 1x2"},
-    {GemmTmaTile::kM128N96Basic2x1, {128, 96}, "128x96 basic 2x1"},
-    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128}, "128x128 cooperative 2x1"},
-    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256}, "128x256 cooperative 2x1"},
-    {GemmTmaTile::kSwapM128N64Basic4x1, {128, 64}, "swap 128x64 basic 4x1"},
-    {GemmTmaTile::kSwapM128N64Basic4x1K128, {128, 64}, "swap 128x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, "swap 16x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64, 128}, "swap 16x64 pingpong 4x1 k128"},
+    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64, 128}, "swap 32x64 basic 4x1 k128"},
+    {GemmTmaTile::kM64N32Pingpong, {64, 32, 64}, "64x32 pingpong"},
+    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128, 64}, "swap 32x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64, 128}, "swap 32x64 basic 1x2 k128"},
+    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64, 128}, "swap 64x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64, 64}, "swap 32x64 pingpong 1x2"},
+    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128, 64}, "swap 64x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64, 64}, "swap 64x64 basic 1x2"},
+    {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
+    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
+    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
+    {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
+    {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
+    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
+    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
 };
 static_assert(std::size(kTmaTileInfo) == std::size(kAllGemmTmaTiles), "one row per instantiation");
 
@@ -109,7 +107,7 @@ const TmaTileInfo* tma_tile_info(GemmTmaTile tile) {
 
 GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
   const TmaTileInfo* info = tma_tile_info(tile);
-  return info != nullptr ? info->shape : GemmTmaTileShape{0, 0};
+  return info != nullptr ? info->shape : GemmTmaTileShape{0, 0, 0};
 }
 
 const char* gemm_tma_tile_name(GemmTmaTile tile) {
@@ -139,22 +137,27 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   const bool wide = (schedule.n + 127) / 128 >= num_sms;
   // Where its tiles fit one wave, a basic (non-persistent, one consumer warpgroup) kernel: measured
   // 1-5% faster than the pingpong kernel of the same tile there (v12b), slower where it needs waves.
+  // Up to 64 rows, one swapped tile of all of x per 64 columns of w where those fit one wave, with
+  // 128-column k-tiles (v13: 2-8% faster there than the 64-column ones and the unswapped tiles).
+  // Only where k is a multiple of 128: elsewhere their last k-tile adds zero-filled k16 steps that
+  // the 64-column tiles do not (exact, but they would turn an exact -0 sum into +0).
+  const bool k128 = schedule.k % 128 == 0;
+  const GemmTmaTile k64_small_m = wide ? GemmTmaTile::kSwapM32N128Cooperative2x1 : GemmTmaTile::kM64N32Pingpong;
   if (m <= kMaxMForTmaM16) {
+    if (!k128) return k64_small_m;
     return fits_one_wave(GemmTmaTile::kSwapM16N64Basic4x1K128) ? GemmTmaTile::kSwapM16N64Basic4x1K128
                                                                : GemmTmaTile::kSwapM16N64Pingpong4x1K128;
   }
-  // Up to 64 rows, one swapped tile of all of x per 64 columns of w where those fit one wave, with
-  // 128-column k-tiles (v13: 2-8% faster there than the 64-column ones and the unswapped tiles).
   if (m <= kMaxMForTmaM32) {
-    if (fits_one_wave(GemmTmaTile::kSwapM32N64Basic4x1K128)) return GemmTmaTile::kSwapM32N64Basic4x1K128;
-    return wide ? GemmTmaTile::kSwapM32N128Cooperative2x1 : GemmTmaTile::kM64N32Pingpong;
+    if (k128 && fits_one_wave(GemmTmaTile::kSwapM32N64Basic4x1K128)) return GemmTmaTile::kSwapM32N64Basic4x1K128;
+    return k64_small_m;
   }
   if (m <= kMaxMForTmaM64) {
     if (wide) return GemmTmaTile::kSwapM64N128Cooperative2x1;
     // Two 32-row tiles sharing each weight tile where those fit one wave (o, down), else one
     // 64-row tile per weight tile (qkv).
-    if (fits_one_wave(GemmTmaTile::kSwapM32N64Basic1x2K128)) return GemmTmaTile::kSwapM32N64Basic1x2K128;
-    if (fits_one_wave(GemmTmaTile::kSwapM64N64Basic4x1K128)) return GemmTmaTile::kSwapM64N64Basic4x1K128;
+    if (k128 && fits_one_wave(GemmTmaTile::kSwapM32N64Basic1x2K128)) return GemmTmaTile::kSwapM32N64Basic1x2K128;
+    if (k128 && fits_one_wave(GemmTmaTile::kSwapM64N64Basic4x1K128)) return GemmTmaTile::kSwapM64N64Basic4x1K128;
     return GemmTmaTile::kSwapM32N64Pingpong1x2;
   }
   if (m <= kMaxMForTmaM128) {

@@ -50,8 +50,8 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // that the weight fills wgmma's 64-row side and the shared-memory ring holds mostly weight at small m. Names give the
 // tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
-// plan_gemm_launch() picks one from m and how the deployment's n fills the waves. The 16 kept of the 40 swept in
-// v11-v12 (dev/cuda/NOTES.md, v9-v12).
+// plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 17 kept of the 55
+// swept in v11-v13 (dev/cuda/NOTES.md, v9-v13); "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1K128,     // m <= 16 where its tiles fit one wave
   kSwapM16N64Pingpong4x1K128,  // m <= 16 otherwise
@@ -70,8 +70,6 @@ enum class GemmTmaTile : uint8_t {
   kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
-  kSwapM128N64Basic4x1,        // v13c candidate (sweep only)
-  kSwapM128N64Basic4x1K128,    // v13c candidate (sweep only)
 };
 inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kSwapM16N64Basic4x1K128,
@@ -91,13 +89,11 @@ inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kM128N96Basic2x1,
     GemmTmaTile::kM128N128Cooperative2x1,
     GemmTmaTile::kM128N256Cooperative2x1,
-    GemmTmaTile::kSwapM128N64Basic4x1,
-    GemmTmaTile::kSwapM128N64Basic4x1K128,
 };
 struct GemmTmaTileShape {
-  int m, n;
+  int m, n, k;
 };
-// The CTA tile's rows (of y, from x) and columns (of y, from w).
+// The CTA tile's rows (of y, from x), columns (of y, from w) and k-tile columns (64 or 128).
 GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile);
 // A short name for logs and benchmarks, e.g. "128x64 cooperative".
 const char* gemm_tma_tile_name(GemmTmaTile tile);
