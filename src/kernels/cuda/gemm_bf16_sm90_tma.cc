@@ -49,10 +49,6 @@ Status launch_wgmma_tma(const TmaGemmCall& call, GemmTmaTile tile, bool out_f32,
       return run_out<GemmTmaTile::kM128N128Cooperative2x1>(call, out_f32, stream);
     case GemmTmaTile::kM128N256Cooperative2x1:
       return run_out<GemmTmaTile::kM128N256Cooperative2x1>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM16N256Basic4x1:
-      return run_out<GemmTmaTile::kSwapM16N256Basic4x1>(call, out_f32, stream);
-    case GemmTmaTile::kSwapM16N256Basic4x1K128:
-      return run_out<GemmTmaTile::kSwapM16N256Basic4x1K128>(call, out_f32, stream);
   }
   return invalid_argument("gemm_bf16: unknown GemmTmaTile");
 }

@@ -85,10 +85,6 @@ template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N256Basic4x1> : TmaTileShape<256, 16, 4, 1, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N256Basic4x1K128> : TmaTileShape<256, 16, 4, 1, Basic, true, 128> {};
 
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {

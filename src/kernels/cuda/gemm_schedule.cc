@@ -95,8 +95,6 @@ constexpr TmaTileInfo kTmaTileInfo[] = {
     {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
-    {GemmTmaTile::kSwapM16N256Basic4x1, {16, 256, 64}, "swap 16x256 basic 4x1"},
-    {GemmTmaTile::kSwapM16N256Basic4x1K128, {16, 256, 128}, "swap 16x256 basic 4x1 k128"},
 };
 static_assert(std::size(kTmaTileInfo) == std::size(kAllGemmTmaTiles), "one row per instantiation");
 

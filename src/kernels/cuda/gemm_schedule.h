@@ -70,8 +70,6 @@ enum class GemmTmaTile : uint8_t {
   kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
-  kSwapM16N256Basic4x1,        // v13d candidate (sweep only)
-  kSwapM16N256Basic4x1K128,    // v13d candidate (sweep only)
 };
 inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kSwapM16N64Basic4x1K128,
@@ -91,8 +89,6 @@ inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
     GemmTmaTile::kM128N96Basic2x1,
     GemmTmaTile::kM128N128Cooperative2x1,
     GemmTmaTile::kM128N256Cooperative2x1,
-    GemmTmaTile::kSwapM16N256Basic4x1,
-    GemmTmaTile::kSwapM16N256Basic4x1K128,
 };
 struct GemmTmaTileShape {
   int m, n, k;
