@@ -160,13 +160,14 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 
 // The kWgmmaTmaWarpSpecialized instantiation plan_gemm_launch() runs for m rows on num_sms
 // multiprocessors (one persistent CTA per SM; the basic kernel one per tile), from m, n and
-// num_sms (rules fitted to `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9-v12; "wide":
-// n / 128 >= num_sms):
-//   m <= 16:   swap 16 x 64 4x1, basic where its tiles fit one wave, else pingpong;
-//   m <= 32:   wide: swap 32 x 128 2x1; else 64 x 32, or 64 x 48 basic 1x2 where its tiles fit
-//              one wave and fill it > 5 points better;
-//   m <= 64:   wide: swap 64 x 128 2x1; else swap 32 x 64 basic 1x2, else 64 x 48 basic 1x2,
-//              where its tiles fit one wave; else swap 32 x 64 pingpong 1x2;
+// num_sms (rules fitted to `gemm_cuda_bench --sweep`, dev/cuda/NOTES.md v9-v13; "wide":
+// n / 128 >= num_sms; "k128": the 128-column k-tile instantiations, only where k % 128 == 0):
+//   m <= 16:   k128: swap 16 x 64 4x1 k128, basic where its tiles fit one wave, else pingpong;
+//              otherwise as m <= 32 without k128;
+//   m <= 32:   k128: swap 32 x 64 basic 4x1 k128 where its tiles fit one wave; else wide: swap
+//              32 x 128 2x1; else 64 x 32;
+//   m <= 64:   wide: swap 64 x 128 2x1; else (k128) swap 32 x 64 basic 1x2 k128, else swap 64 x 64
+//              basic 4x1 k128, where its tiles fit one wave; else swap 32 x 64 pingpong 1x2;
 //   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 basic 2x1, where
 //              its tiles fit one wave; else swap 128 x 64;
 //   m <= 256:  swap 128 x 64 1x2, else 128 x 96 basic 2x1, where its tiles fit one wave; else
