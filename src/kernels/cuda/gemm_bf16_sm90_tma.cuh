@@ -32,10 +32,9 @@
 namespace vosti::gemm_detail {
 
 // Tile shape (kM x kN x kK: kK = 64 or 128 columns of k per pipeline stage), cluster shape
-// (kClusterM x kClusterN) and kernel schedule of one GemmTmaTile; the epilogue schedule follows the
-// kernel schedule. A cluster along CUTLASS's M
-// multicasts the B tile to its CTAs, one along N the A tile (unswapped B = w and A = x; swapped,
-// kSwap, the reverse).
+// (kClusterM x kClusterN) and kernel schedule of one GemmTmaTile; the epilogue schedule follows
+// the kernel schedule. A cluster along CUTLASS's M multicasts the B tile to its CTAs, one along N
+// the A tile (unswapped B = w and A = x; swapped, kSwap, the reverse).
 template <int kM, int kN, int kClusterM, int kClusterN, typename Schedule, bool kSwap = false, int kK = 64>
 struct TmaTileShape {
   static constexpr bool kSwapAB = kSwap;

@@ -137,8 +137,8 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   const bool wide = (schedule.n + 127) / 128 >= num_sms;
   // Where its tiles fit one wave, a basic (non-persistent, one consumer warpgroup) kernel: measured
   // 1-5% faster than the pingpong kernel of the same tile there (v12b), slower where it needs waves.
-  // Up to 64 rows, one swapped tile of all of x per 64 columns of w where those fit one wave, with
-  // 128-column k-tiles (v13: 2-8% faster there than the 64-column ones and the unswapped tiles).
+  // Up to 64 rows, swapped basic tiles with 128-column k-tiles where their tiles fit one wave
+  // (v13: 1-8% faster there than the 64-column ones and than the unswapped tiles).
   // Only where k is a multiple of 128: elsewhere their last k-tile adds zero-filled k16 steps that
   // the 64-column tiles do not (exact, but they would turn an exact -0 sum into +0).
   const bool k128 = schedule.k % 128 == 0;
