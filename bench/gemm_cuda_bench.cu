@@ -9,7 +9,7 @@
 // per call, a ratio table per instruction family last; writes JSON with every number.
 //   gemm_cuda_bench [--json out.json] [--quick] [--sweep] [--instruction mma.sync|wgmma|wgmma_tma]...
 //                   [--no-rows] [--m 1,8,...] [--reps N] [--shape qkv|o|gate_up|down]...
-//                   [--flush memset|read]
+//                   [--flush memset|read] [--placements P]
 // --sweep times every launch plan of each (shape, m) (for wgmma_tma: every CUTLASS
 // instantiation, for every m) and prints which wins, so plan thresholds come from measurements.
 // --instruction limits the run to the named families (repeatable; default: every family the
@@ -17,7 +17,10 @@
 // kernels; --m replaces the list of row counts; --reps sets the timed launches per number (default
 // 50, --quick 10; --reps 1 for a profiler run that should see each kernel a few times only);
 // --shape limits the GEMMs to the named projection shapes (repeatable); --flush read evicts the L2
-// by reading a buffer instead of the default memset (clean lines instead of dirty ones).
+// by reading a buffer instead of the default memset (clean lines instead of dirty ones);
+// --placements P gives each GEMM P copies of its operands and outputs (separate allocations, the
+// same values) and round r of the timing uses copy r % P, for ours and cuBLAS alike: the medians
+// then cover P placements of the buffers in memory (default 1).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -72,6 +75,8 @@ struct Timing {
 void* g_flush = nullptr;
 constexpr size_t kFlushBytes = size_t{256} << 20;
 bool g_read_flush = false;         // --flush read: evict L2 by reading the buffer, leaving clean lines
+int g_placements = 1;              // --placements P: operand copies a GEMM's rounds rotate through
+int g_round = 0;                   // the round time_interleaved is in (warm-ups: 0, 1, 2)
 __device__ unsigned g_flush_sink;  // a global, not an allocation: allocations move the benchmark's buffers
 
 // Reads the flush buffer once (16 bytes per thread and step); the sink write, never taken for
@@ -104,10 +109,15 @@ std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& f
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (const auto& fn : fns)
-    for (int i = 0; i < 3; ++i) fn();
+  for (const auto& fn : fns) {
+    for (int i = 0; i < 3; ++i) {
+      g_round = i;
+      fn();
+    }
+  }
   std::vector<std::vector<double>> t(fns.size()), host(fns.size());
   for (int i = 0; i < reps; ++i) {
+    g_round = i;
     for (size_t f = 0; f < fns.size(); ++f) {
       flush_l2(i + int(f));
       CK(cudaEventRecord(a));
@@ -279,14 +289,22 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
   const char* iname = instruction_name(instruction);
   const bool tma = instruction == vosti::GemmInstruction::kWgmmaTmaWarpSpecialized;
   const int max_m = *std::max_element(ms.begin(), ms.end());
-  auto* w = dalloc<__nv_bfloat16>(size_t(s.n) * s.k);
-  auto* x = dalloc<__nv_bfloat16>(size_t(max_m) * s.k);
-  auto* y = dalloc<__nv_bfloat16>(size_t(max_m) * s.n);
-  auto* yc = dalloc<__nv_bfloat16>(size_t(max_m) * s.n);
-  auto* y1 = dalloc<__nv_bfloat16>(size_t(s.n));
-  fill_bf16<<<1024, 256>>>(w, size_t(s.n) * s.k, 1234u + s.n, 0.1f);
-  fill_bf16<<<1024, 256>>>(x, size_t(max_m) * s.k, 99u + s.k, 2.0f);
+  // Placement p's operands (w, x) and outputs (y ours, yc cuBLAS); every p holds the same values.
+  struct Operands {
+    __nv_bfloat16 *w, *x, *y, *yc;
+  };
+  std::vector<Operands> set(static_cast<size_t>(g_placements));
+  for (Operands& o : set) {
+    o.w = dalloc<__nv_bfloat16>(size_t(s.n) * s.k);
+    o.x = dalloc<__nv_bfloat16>(size_t(max_m) * s.k);
+    o.y = dalloc<__nv_bfloat16>(size_t(max_m) * s.n);
+    o.yc = dalloc<__nv_bfloat16>(size_t(max_m) * s.n);
+    fill_bf16<<<1024, 256>>>(o.w, size_t(s.n) * s.k, 1234u + s.n, 0.1f);
+    fill_bf16<<<1024, 256>>>(o.x, size_t(max_m) * s.k, 99u + s.k, 2.0f);
+  }
   CK(cudaGetLastError());
+  __nv_bfloat16 *w = set[0].w, *x = set[0].x, *y = set[0].y, *yc = set[0].yc;  // checks and sweeps: placement 0
+  auto* y1 = dalloc<__nv_bfloat16>(size_t(s.n));
   const vosti::GemmSchedule sched = vosti::select_schedule(s.n, s.k, instruction).value();
   const int sweep_max_m = 1024;  // every plan is timed up to this m
   const size_t ws_bytes =
@@ -305,13 +323,26 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     // x and y hold max_m rows: the CUTLASS family may compute up to a whole tile of rows
     // (GemmArgs::row_capacity), as an engine with activation buffers of max_m rows does.
     a.row_capacity = max_m;
-    auto ours = [&] { CKS(vosti::gemm_bf16(sched, a, {ws, ws_bytes}, nullptr)); };
     auto cublas = [&](int rows, void* out) {
       CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.k, &alpha, w, CUDA_R_16BF, s.k, x, CUDA_R_16BF,
                        s.k, &beta, out, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    // Ours, cuBLAS and ours again (the same version twice: the spread of the measurement), interleaved.
-    const std::vector<Timing> times = time_interleaved({ours, [&] { cublas(m, yc); }, ours}, reps);
+    // Ours, cuBLAS and ours again (the same version twice: the spread of the measurement),
+    // interleaved, round r on placement r % P.
+    auto ours_placed = [&] {
+      const Operands& o = set[static_cast<size_t>(g_round % g_placements)];
+      vosti::GemmArgs b = a;
+      b.x = reinterpret_cast<const uint16_t*>(o.x);
+      b.w = reinterpret_cast<const uint16_t*>(o.w);
+      b.y = o.y;
+      CKS(vosti::gemm_bf16(sched, b, {ws, ws_bytes}, nullptr));
+    };
+    auto cublas_placed = [&] {
+      const Operands& o = set[static_cast<size_t>(g_round % g_placements)];
+      CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, m, s.k, &alpha, o.w, CUDA_R_16BF, s.k, o.x, CUDA_R_16BF,
+                       s.k, &beta, o.yc, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    const std::vector<Timing> times = time_interleaved({ours_placed, cublas_placed, ours_placed}, reps);
     const Timing to = times[0], tc = times[1], to2 = times[2];
     Timing tight{0, 0, 0};  // the CUTLASS family without spare rows (TMA zero-fills the tile's rows past m)
     if (tma) {
@@ -355,12 +386,13 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
                   "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
                   "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
                   "\"block_m\": %d, \"groups\": %d, \"segments\": %d, \"ours_no_spare_rows_us\": %.3f, "
-                  "\"ours_host_us\": %.2f, \"cublas_host_us\": %.2f, \"flush\": \"%s\"}",
+                  "\"ours_host_us\": %.2f, \"cublas_host_us\": %.2f, \"flush\": \"%s\", \"placements\": %d}",
                   iname, s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us,
                   tc.p10_us, tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3,
                   flops / to.median_us / 1e6, bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff,
                   ours_inv ? "true" : "false", cublas_inv ? "true" : "false", l.block_m, l.num_groups,
-                  sched.num_segments, tight.median_us, to.host_us, tc.host_us, g_read_flush ? "read" : "memset");
+                  sched.num_segments, tight.median_us, to.host_us, tc.host_us, g_read_flush ? "read" : "memset",
+                  g_placements);
     json_add(buf);
     a.y = y;  // the sweep writes m rows
     a.row_capacity = max_m;
@@ -371,10 +403,12 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
       sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
     }
   }
-  CK(cudaFree(w));
-  CK(cudaFree(x));
-  CK(cudaFree(y));
-  CK(cudaFree(yc));
+  for (const Operands& o : set) {
+    CK(cudaFree(o.w));
+    CK(cudaFree(o.x));
+    CK(cudaFree(o.y));
+    CK(cudaFree(o.yc));
+  }
   CK(cudaFree(y1));
   CK(cudaFree(ws));
 }
@@ -519,6 +553,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--instruction") && i + 1 < argc) only.push_back(argv[++i]);
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shapes.push_back(argv[++i]);
     if (!std::strcmp(argv[i], "--flush") && i + 1 < argc) g_read_flush = !std::strcmp(argv[++i], "read");
+    if (!std::strcmp(argv[i], "--placements") && i + 1 < argc) g_placements = std::max(1, std::atoi(argv[++i]));
     if (!std::strcmp(argv[i], "--m") && i + 1 < argc) {
       ms.clear();
       for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ","))
@@ -533,6 +568,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  if (g_placements > 1)
+    std::printf("placements: %d copies of each GEMM's buffers, round r on copy r %% %d\n", g_placements, g_placements);
   CK(cudaMalloc(&g_flush, kFlushBytes));
   CK(cudaMemset(g_flush, 0, kFlushBytes));
   const int reps = reps_arg > 0 ? reps_arg : (quick ? 10 : 50);
