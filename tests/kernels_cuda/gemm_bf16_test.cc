@@ -377,6 +377,10 @@ INSTANTIATE_TEST_SUITE_P(
                       AccuracyCase{1, 4096, 4096, DType::kF32, true}, AccuracyCase{130, 256, 4096, DType::kF32, true},
                       // m = 65-128 on 132 SMs: swap 64x64 basic 1x2, 64x96 basic 2x1
                       AccuracyCase{100, 4096, 1024, DType::kBF16, true}, AccuracyCase{96, 6144, 576, DType::kF32, true},
+                      // the 128-column k-tile plans the cases above do not reach (132 SMs): swap 32x64
+                      // basic 4x1, swap 64x64 basic 4x1, swap 16x64 pingpong 4x1
+                      AccuracyCase{24, 4096, 4096, DType::kBF16, false},
+                      AccuracyCase{48, 6144, 1024, DType::kF32, true}, AccuracyCase{8, 11008, 1024, DType::kBF16, true},
                       AccuracyCase{2200, 1024, 4096, DType::kF32, false},
                       AccuracyCase{300, 1536, 576, DType::kBF16, false}));
 

@@ -38,6 +38,8 @@ namespace vosti::gemm_detail {
 template <int kM, int kN, int kClusterM, int kClusterN, typename Schedule, bool kSwap = false, int kK = 64>
 struct TmaTileShape {
   static constexpr bool kSwapAB = kSwap;
+  // The tile of y (swapped: CUTLASS's N is y's rows) and the k-tile, as kGemmTmaTileInfo lists them.
+  static constexpr GemmTmaTileShape kYTile = {kSwap ? kN : kM, kSwap ? kM : kN, kK};
   using TileShape = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kK>>;
   using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = Schedule;
@@ -89,6 +91,9 @@ struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 2
 template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {
   using T = TmaTileTraits<Tile>;
+  static_assert(T::kYTile.m == gemm_tma_tile_shape(Tile).m && T::kYTile.n == gemm_tma_tile_shape(Tile).n &&
+                    T::kYTile.k == gemm_tma_tile_shape(Tile).k,
+                "the GemmTmaTile's row of kGemmTmaTileInfo (the plan's tile) must describe its CUTLASS tile");
   using ElementD = std::conditional_t<std::is_same_v<Out, float>, float, cutlass::bfloat16_t>;
   static constexpr int kAlignAB = 8;  // bf16 elements in 16 bytes
   static constexpr int kAlignD = 16 / static_cast<int>(sizeof(ElementD));
@@ -184,17 +189,6 @@ Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
     s = gemm.update(args, nullptr);
     if (s != cutlass::Status::kSuccess) return cutlass_status(s, "update");
   } else {
-    // First call on this device: the host-side plan (gemm_tma_tile_shape: rows, columns, k-tile of
-    // y's tile) must describe this kernel, whose rule and launch it was made for.
-    using TS = typename G::T::TileShape;
-    constexpr int kRows = cute::size<(kSwap ? 1 : 0)>(TS{});
-    constexpr int kCols = cute::size<(kSwap ? 0 : 1)>(TS{});
-    constexpr int kKTile = cute::size<2>(TS{});
-    const GemmTmaTileShape plan = gemm_tma_tile_shape(Tile);
-    if (plan.m != kRows || plan.n != kCols || plan.k != kKTile) {
-      return internal_error(std::string("gemm_bf16 (CUTLASS sm_90a): the plan's tile for ") + gemm_tma_tile_name(Tile) +
-                            " does not match its kernel's");
-    }
     s = gemm.initialize(args, nullptr, stream);
     if (s != cutlass::Status::kSuccess) return cutlass_status(s, "initialize");
     attribute_set.fetch_or(device_bit, std::memory_order_acq_rel);

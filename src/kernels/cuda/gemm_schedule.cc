@@ -1,7 +1,6 @@
 #include "kernels/cuda/gemm_schedule.h"
 
 #include <algorithm>
-#include <iterator>
 #include <string>
 
 namespace vosti {
@@ -68,51 +67,6 @@ Result<GemmSchedule> select_schedule(int64_t n, int64_t k, GemmInstruction instr
 GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
   if (has_wgmma && n % 8 == 0 && k % kGemmBlockK == 0) return GemmInstruction::kWgmmaTmaWarpSpecialized;
   return GemmInstruction::kMmaSyncM16N8K16;
-}
-
-namespace {
-// Each instantiation's tile of y and its name, one row per GemmTmaTile.
-struct TmaTileInfo {
-  GemmTmaTile tile;
-  GemmTmaTileShape shape;
-  const char* name;
-};
-constexpr TmaTileInfo kTmaTileInfo[] = {
-    {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, "swap 16x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64, 128}, "swap 16x64 pingpong 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64, 128}, "swap 32x64 basic 4x1 k128"},
-    {GemmTmaTile::kM64N32Pingpong, {64, 32, 64}, "64x32 pingpong"},
-    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128, 64}, "swap 32x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64, 128}, "swap 32x64 basic 1x2 k128"},
-    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64, 128}, "swap 64x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64, 64}, "swap 32x64 pingpong 1x2"},
-    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128, 64}, "swap 64x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64, 64}, "swap 64x64 basic 1x2"},
-    {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
-    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
-    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
-    {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
-    {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
-    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
-    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
-};
-static_assert(std::size(kTmaTileInfo) == std::size(kAllGemmTmaTiles), "one row per instantiation");
-
-const TmaTileInfo* tma_tile_info(GemmTmaTile tile) {
-  for (const TmaTileInfo& info : kTmaTileInfo)
-    if (info.tile == tile) return &info;
-  return nullptr;
-}
-}  // namespace
-
-GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
-  const TmaTileInfo* info = tma_tile_info(tile);
-  return info != nullptr ? info->shape : GemmTmaTileShape{0, 0, 0};
-}
-
-const char* gemm_tma_tile_name(GemmTmaTile tile) {
-  const TmaTileInfo* info = tma_tile_info(tile);
-  return info != nullptr ? info->name : "?";
 }
 
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms) {

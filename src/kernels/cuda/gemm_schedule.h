@@ -27,8 +27,10 @@
 // Thread safety: value types and pure functions.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 #include "core/status.h"
 
@@ -71,32 +73,56 @@ enum class GemmTmaTile : uint8_t {
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
 };
-inline constexpr GemmTmaTile kAllGemmTmaTiles[] = {
-    GemmTmaTile::kSwapM16N64Basic4x1K128,
-    GemmTmaTile::kSwapM16N64Pingpong4x1K128,
-    GemmTmaTile::kSwapM32N64Basic4x1K128,
-    GemmTmaTile::kM64N32Pingpong,
-    GemmTmaTile::kSwapM32N128Cooperative2x1,
-    GemmTmaTile::kSwapM32N64Basic1x2K128,
-    GemmTmaTile::kSwapM64N64Basic4x1K128,
-    GemmTmaTile::kSwapM32N64Pingpong1x2,
-    GemmTmaTile::kSwapM64N128Cooperative2x1,
-    GemmTmaTile::kSwapM64N64Basic1x2,
-    GemmTmaTile::kM64N96Basic2x1,
-    GemmTmaTile::kSwapM128N64Pingpong,
-    GemmTmaTile::kSwapM128N128Cooperative,
-    GemmTmaTile::kSwapM128N64Pingpong1x2,
-    GemmTmaTile::kM128N96Basic2x1,
-    GemmTmaTile::kM128N128Cooperative2x1,
-    GemmTmaTile::kM128N256Cooperative2x1,
-};
 struct GemmTmaTileShape {
   int m, n, k;
 };
-// The CTA tile's rows (of y, from x), columns (of y, from w) and k-tile columns (64 or 128).
-GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile);
-// A short name for logs and benchmarks, e.g. "128x64 cooperative".
-const char* gemm_tma_tile_name(GemmTmaTile tile);
+// One row per GemmTmaTile, in enum order: the CTA's tile of y (rows, from x; columns, from w),
+// its k-tile (columns of k per pipeline stage: 64 or 128) and a short name for logs and
+// benchmarks. The CUTLASS traits (gemm_bf16_sm90_tma.cuh) are checked against it at compile time.
+struct GemmTmaTileInfo {
+  GemmTmaTile tile;
+  GemmTmaTileShape shape;
+  const char* name;
+};
+inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
+    {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, "swap 16x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64, 128}, "swap 16x64 pingpong 4x1 k128"},
+    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64, 128}, "swap 32x64 basic 4x1 k128"},
+    {GemmTmaTile::kM64N32Pingpong, {64, 32, 64}, "64x32 pingpong"},
+    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128, 64}, "swap 32x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64, 128}, "swap 32x64 basic 1x2 k128"},
+    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64, 128}, "swap 64x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64, 64}, "swap 32x64 pingpong 1x2"},
+    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128, 64}, "swap 64x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64, 64}, "swap 64x64 basic 1x2"},
+    {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
+    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
+    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
+    {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
+    {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
+    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
+    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
+};
+constexpr bool gemm_tma_tile_info_in_enum_order() {
+  for (size_t i = 0; i < std::size(kGemmTmaTileInfo); ++i)
+    if (kGemmTmaTileInfo[i].tile != static_cast<GemmTmaTile>(i)) return false;
+  return std::size(kGemmTmaTileInfo) == static_cast<size_t>(GemmTmaTile::kM128N256Cooperative2x1) + 1;
+}
+static_assert(gemm_tma_tile_info_in_enum_order(), "kGemmTmaTileInfo: one row per GemmTmaTile, in enum order");
+// Every instantiation, in enum order: what the dispatch, the tests and the benchmark iterate.
+inline constexpr auto kAllGemmTmaTiles = [] {
+  std::array<GemmTmaTile, std::size(kGemmTmaTileInfo)> all{};
+  for (size_t i = 0; i < all.size(); ++i) all[i] = kGemmTmaTileInfo[i].tile;
+  return all;
+}();
+constexpr GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
+  const auto i = static_cast<size_t>(tile);
+  return i < std::size(kGemmTmaTileInfo) ? kGemmTmaTileInfo[i].shape : GemmTmaTileShape{0, 0, 0};
+}
+constexpr const char* gemm_tma_tile_name(GemmTmaTile tile) {
+  const auto i = static_cast<size_t>(tile);
+  return i < std::size(kGemmTmaTileInfo) ? kGemmTmaTileInfo[i].name : "?";
+}
 
 inline constexpr int kGemmBlockN = 128;  // output columns per CTA tile
 inline constexpr int kGemmBlockK = 64;   // k columns per pipeline stage (one smem tile)
