@@ -216,36 +216,51 @@ struct Summary {
 std::vector<Summary> g_summary;
 std::vector<Summary> g_sweep_best;
 
+// The plan's name: its tile, and the tail's tile and first column where the columns are split.
+std::string tma_plan_name(const vosti::GemmLaunch& l) {
+  std::string name = vosti::gemm_tma_tile_name(l.tma_tile);
+  if (l.tma_split_n != 0)
+    name += std::string(" + ") + vosti::gemm_tma_tile_name(l.tma_tail_tile) + " from " + std::to_string(l.tma_split_n);
+  return name;
+}
+
 // Times every CUTLASS instantiation of the wgmma_tma family for one call, interleaved with
-// cuBLAS (`cublas`): all give the same bits (tests/kernels_cuda), so the fastest is what
-// plan_gemm_launch should pick; its ratio is to the cuBLAS time of the same rounds.
-void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmArgs a, int m, double default_us,
-                     const std::function<void()>& cublas, int reps) {
+// cuBLAS (`cublas`), and, where gemm_plan_tma_split() would split 128 x 256's columns, that split
+// with every 128-row tail tile: all give the same bits (tests/kernels_cuda), so the fastest is
+// what plan_gemm_launch should pick; its ratio is to the cuBLAS time of the same rounds.
+void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmArgs a, int m, int num_sms,
+                     double default_us, const std::function<void()>& cublas, int reps) {
   a.m = m;
-  std::vector<std::function<void()>> fns = {cublas};
-  for (vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) {
-    const vosti::GemmLaunch l = vosti::make_gemm_tma_launch(sched, m, tile);
-    fns.push_back([&sched, a, l] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, {nullptr, 0}, nullptr)); });
+  std::vector<vosti::GemmLaunch> plans;
+  for (vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) plans.push_back(vosti::make_gemm_tma_launch(sched, m, tile));
+  const vosti::GemmTmaTile head = vosti::GemmTmaTile::kM128N256Cooperative2x1;
+  const vosti::GemmTmaSplit split = vosti::gemm_plan_tma_split(sched, m, head, num_sms);
+  if (split.split_n != 0) {
+    for (vosti::GemmTmaTile tail : vosti::kAllGemmTmaTiles) {
+      if (vosti::gemm_tma_tile_shape(tail).m == 128)
+        plans.push_back(vosti::make_gemm_tma_split_launch(sched, m, head, split.split_n, tail));
+    }
   }
+  std::vector<std::function<void()>> fns = {cublas};
+  for (const vosti::GemmLaunch& l : plans)
+    fns.push_back([&sched, a, l] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, {nullptr, 0}, nullptr)); });
   const std::vector<Timing> t = time_interleaved(fns, reps);
   const double cublas_us = t[0].median_us;
   double best = 1e30;
-  vosti::GemmTmaTile best_tile = vosti::kAllGemmTmaTiles[0];
-  std::string list;
-  for (size_t i = 0; i < std::size(vosti::kAllGemmTmaTiles); ++i) {
-    const vosti::GemmTmaTile tile = vosti::kAllGemmTmaTiles[i];
-    char item[96];
-    std::snprintf(item, sizeof(item), "%s[\"%s\", %.2f]", list.empty() ? "" : ", ", vosti::gemm_tma_tile_name(tile),
-                  t[i + 1].median_us);
+  std::string best_name, list;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const std::string name = tma_plan_name(plans[i]);
+    char item[160];
+    std::snprintf(item, sizeof(item), "%s[\"%s\", %.2f]", list.empty() ? "" : ", ", name.c_str(), t[i + 1].median_us);
     list += item;
-    if (t[i + 1].median_us < best) best = t[i + 1].median_us, best_tile = tile;
+    if (t[i + 1].median_us < best) best = t[i + 1].median_us, best_name = name;
   }
   std::printf("    tiles (name, us): %s | cublas %.2f us | best %s %.2f us = %.2fx default, %.2fx cublas\n",
-              list.c_str(), cublas_us, vosti::gemm_tma_tile_name(best_tile), best, best / default_us, best / cublas_us);
-  g_sweep_best.push_back({"wgmma_tma", s.name, m, best, cublas_us, vosti::gemm_tma_tile_name(best_tile)});
+              list.c_str(), cublas_us, best_name.c_str(), best, best / default_us, best / cublas_us);
+  g_sweep_best.push_back({"wgmma_tma", s.name, m, best, cublas_us, best_name});
   json_add("{\"kind\": \"gemm_tma_tiles\", \"shape\": \"" + std::string(s.name) + "\", \"M\": " + std::to_string(m) +
            ", \"cublas_us\": " + std::to_string(cublas_us) + ", \"tiles_us\": [" + list + "], \"best\": \"" +
-           vosti::gemm_tma_tile_name(best_tile) + "\"}");
+           best_name + "\"}");
 }
 
 // Times every launch plan (m-tile height x group count dividing S) of one call: all give the
@@ -372,11 +387,10 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
         " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | host %.1f / %.1f us | bm %d groups %d S %d%s%s%s\n",
         iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
         tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff, ours_inv, cublas_inv, to.host_us,
-        tc.host_us, l.block_m, l.num_groups, sched.num_segments, tma ? " | " : "",
-        tma ? vosti::gemm_tma_tile_name(l.tma_tile) : "",
+        tc.host_us, l.block_m, l.num_groups, sched.num_segments, tma ? " | " : "", tma ? tma_plan_name(l).c_str() : "",
         tma ? (" | no spare rows " + std::to_string(tight.median_us) + " us").c_str() : "");
-    g_summary.push_back({iname, s.name, m, to.median_us, tc.median_us,
-                         tma ? vosti::gemm_tma_tile_name(l.tma_tile) : std::to_string(l.block_m)});
+    g_summary.push_back(
+        {iname, s.name, m, to.median_us, tc.median_us, tma ? tma_plan_name(l) : std::to_string(l.block_m)});
     char buf[1024];
     std::snprintf(buf, sizeof(buf),
                   "{\"kind\": \"gemm\", \"instruction\": \"%s\", \"shape\": \"%s\", \"N\": %d, \"K\": %d, \"M\": %d, "
@@ -398,7 +412,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     a.row_capacity = max_m;
     if (sweep && tma)
       sweep_tma_tiles(
-          s, sched, a, m, to.median_us, [&] { cublas(m, yc); }, std::max(10, reps / 2));
+          s, sched, a, m, num_sms, to.median_us, [&] { cublas(m, yc); }, std::max(10, reps / 2));
     if (sweep && !tma && m <= sweep_max_m) {
       sweep_plans(s, sched, a, m, {ws, ws_bytes}, num_sms, to.median_us, tc.median_us);
     }

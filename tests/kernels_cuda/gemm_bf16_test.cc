@@ -170,6 +170,55 @@ TEST(GemmSchedule, K128TilesOnlyWhereKIsAMultipleOf128) {
   EXPECT_EQ(gemm_plan_tma_tile(smol_qkv, 64, 132), GemmTmaTile::kSwapM32N64Pingpong1x2);
 }
 
+// gate_up (28672 columns) at m = 129-256 on 132 SMs: 224 tiles of 128 x 256 are 1.7 waves; the plan
+// runs one wave of them (66 column tiles x 2 m-tiles) and the other 11776 columns as 124 tiles of
+// 128 x 192 (v14). Nothing else splits at the Llama-3-8B shapes.
+TEST(GemmSchedule, GateUpColumnsSplitIntoOneWaveOfEachTile) {
+  const GemmSchedule gate_up = select_schedule(28672, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+  for (int64_t m = 129; m <= 256; ++m) {
+    const GemmLaunch l = plan_gemm_launch(gate_up, m, 132);
+    ASSERT_EQ(l.tma_tile, GemmTmaTile::kM128N256Cooperative2x1) << m;
+    ASSERT_EQ(l.tma_split_n, 66 * 256) << m;
+    ASSERT_EQ(l.tma_tail_tile, GemmTmaTile::kM128N192Cooperative2x1) << m;
+  }
+  for (int64_t n : {6144, 4096, 28672}) {
+    const GemmSchedule g = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+    for (int64_t m = 1; m <= 9000; m += (m < 300 ? 1 : 61)) {
+      if (n == 28672 && m > 128 && m <= 256) continue;
+      ASSERT_EQ(plan_gemm_launch(g, m, 132).tma_split_n, 0) << "n=" << n << " m=" << m;
+    }
+  }
+  EXPECT_EQ(plan_gemm_launch(select_schedule(4096, 14336, GemmInstruction::kWgmmaTmaWarpSpecialized).value(), 200, 132)
+                .tma_split_n,
+            0);
+}
+
+// Wherever the rule splits (any width, row count and SM count): the head covers whole waves of
+// whole tiles, the tail's tiles fit one wave, and the split is inside the weight.
+TEST(GemmSchedule, ColumnSplitsCoverWholeWavesThenOneWave) {
+  int splits = 0;
+  for (int sms : {16, 66, 114, 132}) {
+    for (int64_t n = 8; n <= 60000; n += 248) {
+      const GemmSchedule g = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+      for (int64_t m = 1; m <= 600; m += (m < 64 ? 1 : 7)) {
+        const GemmLaunch l = plan_gemm_launch(g, m, sms);
+        if (l.tma_split_n == 0) continue;
+        ++splits;
+        const GemmTmaTileShape h = gemm_tma_tile_shape(l.tma_tile), t = gemm_tma_tile_shape(l.tma_tail_tile);
+        const int64_t m_tiles = (m + h.m - 1) / h.m;
+        ASSERT_GT(l.tma_split_n, 0);
+        ASSERT_LT(l.tma_split_n, n);
+        ASSERT_EQ(l.tma_split_n % h.n, 0);
+        const int64_t head_tiles = m_tiles * (l.tma_split_n / h.n);
+        ASSERT_GE(head_tiles, sms - m_tiles + 1) << "n=" << n << " m=" << m << " sms=" << sms;  // >= one wave
+        ASSERT_LE(((m + t.m - 1) / t.m) * ((n - l.tma_split_n + t.n - 1) / t.n), sms)
+            << "n=" << n << " m=" << m << " sms=" << sms;
+      }
+    }
+  }
+  EXPECT_GT(splits, 0);
+}
+
 TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
   std::set<std::string> names;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
@@ -181,7 +230,7 @@ TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
         << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 17u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 18u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 
@@ -441,6 +490,41 @@ TEST(GemmInvariance, QuickSplitAndLoopPlans) {  // the subset compute-sanitizer 
   check_invariance(1024, 4096, {1, 16, 17, 64, 65, 300, 2200}, DType::kF32, true, 11);
 }
 
+// A plan that splits y's columns between two instantiations (gemm_plan_tma_split(); here forced by
+// a 6-SM plan on a 1000-column weight: 128 x 256 on columns 0-767, 128 x 192 on 768-999, whose
+// last tile is partial) gives the bits of one launch over all columns and writes no row past m.
+// compute-sanitizer runs it.
+TEST(GemmInvariance, ColumnSplitPlanMatchesOneLaunch) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  Result<bool> sm90 = device_has_wgmma();
+  if (!sm90.ok() || !sm90.value()) GTEST_SKIP() << "the CUTLASS family needs sm_90";
+  const int64_t n = 1000, k = 576, rows = 300;
+  GemmHarness g(n, k, rows, 91, GemmInstruction::kWgmmaTmaWarpSpecialized);
+  DeviceBuffer<uint16_t> x(cuda_test::random_bf16(static_cast<size_t>(rows * k), 92));
+  for (DType out : {DType::kBF16, DType::kF32}) {
+    const size_t esize = dtype_size(out);
+    DeviceBuffer<uint8_t> one(static_cast<size_t>(rows * n) * esize), split(static_cast<size_t>(rows * n) * esize);
+    for (int64_t m : {129, 200, 256}) {
+      const GemmLaunch l = plan_gemm_launch(g.schedule(), m, 6);
+      ASSERT_EQ(l.tma_tile, GemmTmaTile::kM128N256Cooperative2x1) << m;
+      ASSERT_EQ(l.tma_split_n, 768) << m;
+      ASSERT_EQ(l.tma_tail_tile, GemmTmaTile::kM128N192Cooperative2x1) << m;
+      const GemmLaunch whole = make_gemm_tma_launch(g.schedule(), m, l.tma_tile);
+      for (bool bias : {false, true}) {
+        one.poison();
+        split.poison();
+        ASSERT_TRUE(g.run(x.get(), m, one.get(), out, bias, &whole).ok());
+        const Status s = g.run(x.get(), m, split.get(), out, bias, &l);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        const std::vector<uint8_t> a = one.download(0, static_cast<size_t>(rows * n) * esize);
+        const std::vector<uint8_t> b = split.download(0, static_cast<size_t>(rows * n) * esize);
+        ASSERT_TRUE(cuda_test::same_bits(a.data(), b.data(), a.size()))
+            << "m=" << m << " bias=" << bias << ": the split plan differs from one launch (or wrote past row m)";
+      }
+    }
+  }
+}
+
 TEST(GemmInvariance, EveryMUpTo300F32Out) {
   VOSTI_SKIP_WITHOUT_CUDA();
   check_invariance(1024, 4096, range_m(1, 300), DType::kF32, true, 21);
@@ -565,6 +649,23 @@ void check_every_tma_tile(int64_t n, int64_t k, DType out, bool bias, uint64_t s
       ASSERT_TRUE(cuda_test::same_bits(y.data(), first.data(), bytes))
           << "m=" << m << ": " << gemm_tma_tile_name(tile) << " differs from " << gemm_tma_tile_name(first_tile);
     }
+    // Split launches: each instantiation on the columns before a split, the next one in the list on
+    // the rest (every tile is a head once and a tail once).
+    for (size_t i = 0; i < kAllGemmTmaTiles.size(); ++i) {
+      const GemmTmaTile head = kAllGemmTmaTiles[i];
+      const GemmTmaTile tail = kAllGemmTmaTiles[(i + 1) % kAllGemmTmaTiles.size()];
+      const int64_t head_n = gemm_tma_tile_shape(head).n;
+      const int64_t split_n = std::max<int64_t>(n / 2 / head_n, 1) * head_n;
+      if (split_n >= n) continue;
+      const GemmLaunch l = make_gemm_tma_split_launch(g.schedule(), m, head, split_n, tail);
+      got.poison();
+      const Status s = g.run(x.get(), m, got.get(), out, bias, &l);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      const std::vector<uint8_t> y = got.download(0, bytes);
+      ASSERT_TRUE(cuda_test::same_bits(y.data(), first.data(), bytes))
+          << "m=" << m << ": " << gemm_tma_tile_name(head) << " on columns [0, " << split_n << ") and "
+          << gemm_tma_tile_name(tail) << " after differ from " << gemm_tma_tile_name(first_tile);
+    }
     // The default plan is one of them.
     want.poison();
     ASSERT_TRUE(g.run(x.get(), m, want.get(), out, bias).ok());
@@ -621,6 +722,15 @@ TEST(GemmErrors, BadArgumentsAreReported) {
   const GemmLaunch wrong_m = make_gemm_launch(g.schedule(), 200, 16, 1, 132);
   EXPECT_EQ(gemm_bf16_with_launch(g.schedule(), a, wrong_m, GemmWorkspace{nullptr, 0}, nullptr).code(),
             StatusCode::kInvalidArgument);
+  // A column split of the CUTLASS family off the head tile's columns, or outside the weight.
+  const GemmSchedule tma = select_schedule(256, 1024, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+  for (int64_t split_n : {int64_t{96}, int64_t{256}, int64_t{-128}}) {
+    const GemmLaunch bad = make_gemm_tma_split_launch(tma, 4, GemmTmaTile::kM128N128Cooperative2x1, split_n,
+                                                      GemmTmaTile::kM128N192Cooperative2x1);
+    const Status split = gemm_bf16_with_launch(tma, a, bad, GemmWorkspace{nullptr, 0}, nullptr);
+    EXPECT_EQ(split.code(), StatusCode::kInvalidArgument) << split_n;
+    EXPECT_NE(split.message().find("column split"), std::string::npos) << split.message();
+  }
 }
 
 }  // namespace

@@ -271,33 +271,50 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
   if (schedule.num_segments != 1 || schedule.n % 8 != 0) {
     return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   }
-  const GemmLaunch want = make_gemm_tma_launch(schedule, args.m, l.tma_tile);
+  const GemmLaunch want = make_gemm_tma_split_launch(schedule, args.m, l.tma_tile, l.tma_split_n, l.tma_tail_tile);
   if (l.block_m != want.block_m || l.num_m_tiles != want.num_m_tiles || l.num_n_tiles != want.num_n_tiles ||
       l.num_groups != 1 || l.split_segments) {
     return invalid_argument("gemm_bf16: launch not made for this schedule and m (use make_gemm_tma_launch)");
+  }
+  const int64_t head_n = gemm_tma_tile_shape(l.tma_tile).n;
+  if (l.tma_split_n < 0 || l.tma_split_n >= schedule.n || l.tma_split_n % head_n != 0) {
+    return invalid_argument("gemm_bf16: column split " + std::to_string(l.tma_split_n) +
+                            " is not a multiple of the head tile's " + std::to_string(head_n) +
+                            " columns in [0, n=" + std::to_string(schedule.n) + ")");
   }
   Result<bool> sm90 = device_has_wgmma();
   if (!sm90.ok()) return sm90.status();
   if (!sm90.value()) {
     return failed_precondition("gemm_bf16: the kWgmmaTmaWarpSpecialized schedule runs on sm_90 (H100/H200) only");
   }
-  gemm_detail::TmaGemmCall c;
-  c.x = args.x;
-  c.w = args.w;
-  c.bias = args.bias;
-  c.y = args.y;
-  // Rows computed: m rounded up to the tile height where the caller's buffers hold them (see
-  // GemmArgs::row_capacity), so no TMA box reads past the end of x.
-  const int64_t tile_m = gemm_tma_tile_shape(l.tma_tile).m;
-  c.m = static_cast<int>(std::min(std::max(args.row_capacity, args.m), (args.m + tile_m - 1) / tile_m * tile_m));
-  c.n = static_cast<int>(schedule.n);
-  c.k = static_cast<int>(schedule.k);
   Result<int> sms = current_device_sm_count();
   if (!sms.ok()) return sms.status();
-  c.num_sms = sms.value();
-  const Status got_device = cuda_status(cudaGetDevice(&c.device), "cudaGetDevice");
+  int device = 0;
+  const Status got_device = cuda_status(cudaGetDevice(&device), "cudaGetDevice");
   if (!got_device.ok()) return got_device;
-  return gemm_detail::launch_wgmma_tma(c, l.tma_tile, args.out_dtype == DType::kF32, stream);
+  const bool out_f32 = args.out_dtype == DType::kF32;
+  // Columns [col0, col1) of y by `tile`: w's rows, the bias and y's columns from col0 on.
+  const auto run_part = [&](GemmTmaTile tile, int64_t col0, int64_t col1) {
+    gemm_detail::TmaGemmCall c;
+    c.x = args.x;
+    c.w = static_cast<const uint16_t*>(args.w) + col0 * schedule.k;
+    c.bias = args.bias != nullptr ? args.bias + col0 : nullptr;
+    c.y = static_cast<char*>(args.y) + col0 * (out_f32 ? sizeof(float) : sizeof(uint16_t));
+    // Rows computed: m rounded up to the tile height where the caller's buffers hold them (see
+    // GemmArgs::row_capacity), so no TMA box reads past the end of x.
+    const int64_t tile_m = gemm_tma_tile_shape(tile).m;
+    c.m = static_cast<int>(std::min(std::max(args.row_capacity, args.m), (args.m + tile_m - 1) / tile_m * tile_m));
+    c.n = static_cast<int>(col1 - col0);
+    c.k = static_cast<int>(schedule.k);
+    c.ldy = static_cast<int>(schedule.n);
+    c.num_sms = sms.value();
+    c.device = device;
+    return gemm_detail::launch_wgmma_tma(c, tile, out_f32, stream);
+  };
+  if (l.tma_split_n == 0) return run_part(l.tma_tile, 0, schedule.n);
+  const Status head = run_part(l.tma_tile, 0, l.tma_split_n);
+  if (!head.ok()) return head;
+  return run_part(l.tma_tail_tile, l.tma_split_n, schedule.n);
 }
 }  // namespace
 

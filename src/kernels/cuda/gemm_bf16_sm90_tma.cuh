@@ -86,6 +86,8 @@ struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
+struct TmaTileTraits<GemmTmaTile::kM128N192Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative> {};
+template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
 
 template <GemmTmaTile Tile, typename Out>
@@ -150,13 +152,14 @@ Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
   typename Kernel::StrideB stride_b{};
   cute::get<0>(stride_b) = static_cast<int64_t>(c.k);
   cute::get<2>(stride_b) = static_cast<int64_t>(pn) * c.k;
+  // y's rows are c.ldy elements apart (c.n columns of a wider y when the launch is split).
   typename Kernel::StrideD stride_d{};
   if constexpr (kSwap) {
-    cute::get<1>(stride_d) = static_cast<int64_t>(pm);
+    cute::get<1>(stride_d) = static_cast<int64_t>(c.ldy);
   } else {
-    cute::get<0>(stride_d) = static_cast<int64_t>(pn);
+    cute::get<0>(stride_d) = static_cast<int64_t>(c.ldy);
   }
-  cute::get<2>(stride_d) = static_cast<int64_t>(pm) * pn;
+  cute::get<2>(stride_d) = static_cast<int64_t>(c.m) * c.ldy;
 
   typename G::Device::Arguments args{};
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;

@@ -41,8 +41,9 @@ struct TmaGemmCall {
   const void* x = nullptr;      // [m, k] bf16, rows contiguous, 16-byte aligned
   const void* w = nullptr;      // [n, k] bf16, 16-byte aligned
   const float* bias = nullptr;  // [n] f32, 16-byte aligned, or nullptr
-  void* y = nullptr;            // [m, n] bf16 or f32
+  void* y = nullptr;            // [m, n] bf16 or f32, rows ldy elements apart
   int m = 0, n = 0, k = 0;      // n % 8 == 0, k % 64 == 0
+  int ldy = 0;                  // >= n, a multiple of 8
   int num_sms = 0;              // the persistent grid's size bound
   int device = 0;               // the current CUDA device
 };

@@ -138,6 +138,25 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   return unless_fills_better(GemmTmaTile::kM128N256Cooperative2x1, GemmTmaTile::kM128N128Cooperative2x1);
 }
 
+GemmTmaSplit gemm_plan_tma_split(const GemmSchedule& schedule, int64_t m, GemmTmaTile head, int num_sms) {
+  // Only the measured case: two 128-row tiles of 128 x 256 (v14).
+  constexpr GemmTmaTile kTail = GemmTmaTile::kM128N192Cooperative2x1;
+  if (head != GemmTmaTile::kM128N256Cooperative2x1 || m <= kMaxMForTmaM128 || m > kMaxMForTmaM256) return {};
+  const GemmTmaTileShape h = gemm_tma_tile_shape(head);
+  const GemmTmaTileShape t = gemm_tma_tile_shape(kTail);
+  const int64_t m_tiles = (m + h.m - 1) / h.m;
+  const int64_t column_tiles_per_wave = num_sms / m_tiles;
+  if (column_tiles_per_wave < 1 || m_tiles * ((schedule.n + h.n - 1) / h.n) <= num_sms) return {};
+  // Whole waves of head tiles (whole column tiles of every m-tile), then the rest in one wave of
+  // tail tiles.
+  const int64_t whole_waves = (schedule.n / h.n) / column_tiles_per_wave;
+  const int64_t split_n = whole_waves * column_tiles_per_wave * h.n;
+  if (split_n == 0 || split_n >= schedule.n) return {};
+  const int64_t tail_tiles = m_tiles * ((schedule.n - split_n + t.n - 1) / t.n);
+  if (tail_tiles > num_sms) return {};
+  return {split_n, kTail};
+}
+
 GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTmaTile tile) {
   const GemmTmaTileShape shape = gemm_tma_tile_shape(tile);
   GemmLaunch l;
@@ -149,6 +168,14 @@ GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTma
   l.counter_bytes = 0;
   l.workspace_bytes = 0;
   l.tma_tile = tile;
+  return l;
+}
+
+GemmLaunch make_gemm_tma_split_launch(const GemmSchedule& schedule, int64_t m, GemmTmaTile head, int64_t split_n,
+                                      GemmTmaTile tail) {
+  GemmLaunch l = make_gemm_tma_launch(schedule, m, head);
+  l.tma_split_n = split_n;
+  l.tma_tail_tile = tail;
   return l;
 }
 
@@ -178,7 +205,9 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 
 GemmLaunch plan_gemm_launch(const GemmSchedule& schedule, int64_t m, int num_sms) {
   if (schedule.instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) {
-    return make_gemm_tma_launch(schedule, m, gemm_plan_tma_tile(schedule, m, num_sms));
+    const GemmTmaTile head = gemm_plan_tma_tile(schedule, m, num_sms);
+    const GemmTmaSplit split = gemm_plan_tma_split(schedule, m, head, num_sms);
+    return make_gemm_tma_split_launch(schedule, m, head, split.split_n, split.tail);
   }
   const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
   const int block_m = wgmma ? (m <= kMaxMForWgmmaM64Tiles ? 64 : 128)

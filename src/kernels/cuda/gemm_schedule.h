@@ -52,8 +52,8 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // that the weight fills wgmma's 64-row side and the shared-memory ring holds mostly weight at small m. Names give the
 // tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
-// plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 17 kept of the 55
-// swept in v11-v13 (dev/cuda/NOTES.md, v9-v13); "k128" ones load 128 columns of k per pipeline stage, the others 64.
+// plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 18 kept of the 56
+// swept in v11-v14 (dev/cuda/NOTES.md, v9-v14); "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1K128,     // m <= 16 where its tiles fit one wave
   kSwapM16N64Pingpong4x1K128,  // m <= 16 otherwise
@@ -71,6 +71,7 @@ enum class GemmTmaTile : uint8_t {
   kSwapM128N64Pingpong1x2,     // m = 129-256 where its tiles fit one wave (o, down)
   kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
+  kM128N192Cooperative2x1,     // m = 129-256: the columns after whole waves of 128 x 256 (gate_up)
   kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
 };
 struct GemmTmaTileShape {
@@ -101,6 +102,7 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
     {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
+    {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
 };
 constexpr bool gemm_tma_tile_info_in_enum_order() {
@@ -168,6 +170,11 @@ struct GemmLaunch {
   size_t workspace_bytes = 0;       // counters + f32 partials [num_segments, m, n]; 0 when not split
   int wgmma_batches_in_flight = 1;  // wgmma only: k-block batches left running while the next is issued (0 or 1)
   GemmTmaTile tma_tile = GemmTmaTile::kM64N32Pingpong;  // kWgmmaTmaWarpSpecialized only
+  // kWgmmaTmaWarpSpecialized only: 0, or columns [0, tma_split_n) of y by tma_tile and
+  // [tma_split_n, n) by tma_tail_tile, two launches in that order (a multiple of tma_tile's columns,
+  // below n). Both run the same chain per element, so the split moves no bits.
+  int64_t tma_split_n = 0;
+  GemmTmaTile tma_tail_tile = GemmTmaTile::kM64N32Pingpong;
 };
 
 // CTAs of each kernel configuration resident per multiprocessor on sm_90 (their registers
@@ -197,15 +204,31 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 //   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 basic 2x1, where
 //              its tiles fit one wave; else swap 128 x 64;
 //   m <= 256:  swap 128 x 64 1x2, else 128 x 96 basic 2x1, where its tiles fit one wave; else
-//              128 x 256;
+//              128 x 256 (with gemm_plan_tma_split()'s 128 x 192 tail where that applies);
 //   m <= 512:  swap 128 x 128 where its tiles fit one wave or fill >= 80% of their waves, else
 //              128 x 256;
 //   m > 512:   128 x 256, or 128 x 128 where its tiles fill the waves > 5 points better
 // (wave fill = tiles / (waves * num_sms)). It moves where elements are computed, never their bits.
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms);
 
+// Where whole waves of `head` tiles leave a last partial wave, plan_gemm_launch() splits y's columns:
+// the whole waves by `head`, the rest by a narrower tile that fits one wave, so that no SM runs a
+// tile more than the others (gate_up at m = 129-256: one wave of 128 x 256, then one of 128 x 192,
+// instead of 1.7 waves of 128 x 256; NOTES v14). Returns the split column (a multiple of head's
+// columns) and the tail's tile, or split_n = 0 where no split applies. Pure.
+struct GemmTmaSplit {
+  int64_t split_n = 0;
+  GemmTmaTile tail = GemmTmaTile::kM64N32Pingpong;
+};
+GemmTmaSplit gemm_plan_tma_split(const GemmSchedule& schedule, int64_t m, GemmTmaTile head, int num_sms);
+
 // A kWgmmaTmaWarpSpecialized launch of a given instantiation, for tests and benchmarks that
 // check every instantiation computes the same bits. REQUIRES: that instruction, m >= 1.
 GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTmaTile tile);
+
+// The same with y's columns split at split_n between `head` and `tail` (see GemmLaunch), for tests
+// and benchmarks. REQUIRES: as make_gemm_tma_launch; gemm_bf16_with_launch() checks split_n.
+GemmLaunch make_gemm_tma_split_launch(const GemmSchedule& schedule, int64_t m, GemmTmaTile head, int64_t split_n,
+                                      GemmTmaTile tail);
 
 }  // namespace vosti
