@@ -68,6 +68,8 @@ enum class GemmTmaTile : uint8_t {
   kM64N96Basic2x1,             // m = 65-128 where its tiles fit one wave (qkv)
   kSwapM128N64Pingpong,        // m = 65-128 otherwise
   kSwapM128N128Cooperative,    // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
+  kSwapM192N128Cooperative,    // v14 candidate: m = 129-192, wide
+  kSwapM192N128Cooperative2x1,  // v14 candidate: m = 129-192, wide
   kSwapM128N64Pingpong1x2,     // m = 129-256 where its tiles fit one wave (o, down)
   kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
@@ -99,6 +101,8 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
+    {GemmTmaTile::kSwapM192N128Cooperative, {192, 128, 64}, "swap 192x128 cooperative"},
+    {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, "swap 192x128 cooperative 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
     {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
