@@ -55,26 +55,26 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 18 kept of the 56
 // swept in v11-v14 (dev/cuda/NOTES.md, v9-v14); "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
-  kSwapM16N64Basic4x1K128,     // m <= 16 where its tiles fit one wave
-  kSwapM16N64Pingpong4x1K128,  // m <= 16 otherwise
-  kSwapM32N64Basic4x1K128,     // m = 17-32 where its tiles fit one wave
-  kM64N32Pingpong,             // m = 17-32 otherwise
-  kSwapM32N128Cooperative2x1,  // m = 17-32 where n / 128 tiles fill the machine (gate_up)
-  kSwapM32N64Basic1x2K128,     // m = 33-64 where its tiles fit one wave (o, down)
-  kSwapM64N64Basic4x1K128,     // m = 33-64 where its tiles fit one wave (qkv)
-  kSwapM32N64Pingpong1x2,      // m = 33-64 where no basic tile fits one wave
-  kSwapM64N128Cooperative2x1,  // m = 33-64 where n / 128 tiles fill the machine (gate_up)
-  kSwapM64N64Basic1x2,         // m = 65-128 where its tiles fit one wave (o, down)
-  kM64N96Basic2x1,             // m = 65-128 where its tiles fit one wave (qkv)
-  kSwapM128N64Pingpong,        // m = 65-128 otherwise
-  kSwapM128N128Cooperative,    // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
-  kSwapM192N128Cooperative,    // v14 candidate: m = 129-192, wide
+  kSwapM16N64Basic4x1K128,      // m <= 16 where its tiles fit one wave
+  kSwapM16N64Pingpong4x1K128,   // m <= 16 otherwise
+  kSwapM32N64Basic4x1K128,      // m = 17-32 where its tiles fit one wave
+  kM64N32Pingpong,              // m = 17-32 otherwise
+  kSwapM32N128Cooperative2x1,   // m = 17-32 where n / 128 tiles fill the machine (gate_up)
+  kSwapM32N64Basic1x2K128,      // m = 33-64 where its tiles fit one wave (o, down)
+  kSwapM64N64Basic4x1K128,      // m = 33-64 where its tiles fit one wave (qkv)
+  kSwapM32N64Pingpong1x2,       // m = 33-64 where no basic tile fits one wave
+  kSwapM64N128Cooperative2x1,   // m = 33-64 where n / 128 tiles fill the machine (gate_up)
+  kSwapM64N64Basic1x2,          // m = 65-128 where its tiles fit one wave (o, down)
+  kM64N96Basic2x1,              // m = 65-128 where its tiles fit one wave (qkv)
+  kSwapM128N64Pingpong,         // m = 65-128 otherwise
+  kSwapM128N128Cooperative,     // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
+  kSwapM192N128Cooperative,     // v14 candidate: m = 129-192, wide
   kSwapM192N128Cooperative2x1,  // v14 candidate: m = 129-192, wide
-  kSwapM128N64Pingpong1x2,     // m = 129-256 where its tiles fit one wave (o, down)
-  kM128N96Basic2x1,            // m = 129-256 where its tiles fit one wave (qkv)
-  kM128N128Cooperative2x1,     // m > 512 where it fills the waves clearly better than 128 x 256
-  kM128N192Cooperative2x1,     // m = 129-256: the columns after whole waves of 128 x 256 (gate_up)
-  kM128N256Cooperative2x1,     // otherwise from m = 129 (gate_up), and m > 512
+  kSwapM128N64Pingpong1x2,      // m = 129-256 where its tiles fit one wave (o, down)
+  kM128N96Basic2x1,             // m = 129-256 where its tiles fit one wave (qkv)
+  kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than 128 x 256
+  kM128N192Cooperative2x1,      // m = 129-256: the columns after whole waves of 128 x 256 (gate_up)
+  kM128N256Cooperative2x1,      // otherwise from m = 129 (gate_up), and m > 512
 };
 struct GemmTmaTileShape {
   int m, n, k;
