@@ -100,11 +100,14 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   EXPECT_EQ(plan(11008, 4096, 32), GemmTmaTile::kM64N32Pingpong);            // 172 swapped tiles
   EXPECT_EQ(plan(11008, 4096, 64), GemmTmaTile::kSwapM32N64Pingpong1x2);     // 344 and 172 tiles
   EXPECT_EQ(plan(11008, 4096, 128), GemmTmaTile::kSwapM128N64Pingpong);
-  for (int64_t m : {129, 256}) {
+  for (int64_t m : {129, 192, 193, 256}) {
     EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;  // 128 tiles: one wave
     EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;
     EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM128N96Basic2x1) << m;  // 2 x 64 tiles
-    EXPECT_EQ(plan(28672, 4096, m), GemmTmaTile::kM128N256Cooperative2x1) << m;
+    // gate_up: one 192-row tile of x per weight tile up to 192 rows, then 128 x 256 (split, below).
+    EXPECT_EQ(plan(28672, 4096, m),
+              m <= 192 ? GemmTmaTile::kSwapM192N128Cooperative2x1 : GemmTmaTile::kM128N256Cooperative2x1)
+        << m;
   }
   EXPECT_EQ(plan(4096, 4096, 384), GemmTmaTile::kSwapM128N128Cooperative);   // 96 tiles: one wave
   EXPECT_EQ(plan(28672, 4096, 384), GemmTmaTile::kSwapM128N128Cooperative);  // 672 tiles: 85% of 6 waves
@@ -170,12 +173,12 @@ TEST(GemmSchedule, K128TilesOnlyWhereKIsAMultipleOf128) {
   EXPECT_EQ(gemm_plan_tma_tile(smol_qkv, 64, 132), GemmTmaTile::kSwapM32N64Pingpong1x2);
 }
 
-// gate_up (28672 columns) at m = 129-256 on 132 SMs: 224 tiles of 128 x 256 are 1.7 waves; the plan
+// gate_up (28672 columns) at m = 193-256 on 132 SMs: 224 tiles of 128 x 256 are 1.7 waves; the plan
 // runs one wave of them (66 column tiles x 2 m-tiles) and the other 11776 columns as 124 tiles of
 // 128 x 192 (v14). Nothing else splits at the Llama-3-8B shapes.
 TEST(GemmSchedule, GateUpColumnsSplitIntoOneWaveOfEachTile) {
   const GemmSchedule gate_up = select_schedule(28672, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
-  for (int64_t m = 129; m <= 256; ++m) {
+  for (int64_t m = 193; m <= 256; ++m) {
     const GemmLaunch l = plan_gemm_launch(gate_up, m, 132);
     ASSERT_EQ(l.tma_tile, GemmTmaTile::kM128N256Cooperative2x1) << m;
     ASSERT_EQ(l.tma_split_n, 66 * 256) << m;
@@ -184,7 +187,7 @@ TEST(GemmSchedule, GateUpColumnsSplitIntoOneWaveOfEachTile) {
   for (int64_t n : {6144, 4096, 28672}) {
     const GemmSchedule g = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
     for (int64_t m = 1; m <= 9000; m += (m < 300 ? 1 : 61)) {
-      if (n == 28672 && m > 128 && m <= 256) continue;
+      if (n == 28672 && m > 192 && m <= 256) continue;
       ASSERT_EQ(plan_gemm_launch(g, m, 132).tma_split_n, 0) << "n=" << n << " m=" << m;
     }
   }
@@ -230,7 +233,7 @@ TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
         << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 20u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 21u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 
@@ -491,7 +494,7 @@ TEST(GemmInvariance, QuickSplitAndLoopPlans) {  // the subset compute-sanitizer 
 }
 
 // A plan that splits y's columns between two instantiations (gemm_plan_tma_split(); here forced by
-// a 6-SM plan on a 1000-column weight: 128 x 256 on columns 0-767, 128 x 192 on 768-999, whose
+// a 6-SM plan on a 1000-column weight at m = 193-256: 128 x 256 on columns 0-767, 128 x 192 on 768-999, whose
 // last tile is partial) gives the bits of one launch over all columns and writes no row past m.
 // compute-sanitizer runs it.
 TEST(GemmInvariance, ColumnSplitPlanMatchesOneLaunch) {
@@ -504,7 +507,7 @@ TEST(GemmInvariance, ColumnSplitPlanMatchesOneLaunch) {
   for (DType out : {DType::kBF16, DType::kF32}) {
     const size_t esize = dtype_size(out);
     DeviceBuffer<uint8_t> one(static_cast<size_t>(rows * n) * esize), split(static_cast<size_t>(rows * n) * esize);
-    for (int64_t m : {129, 200, 256}) {
+    for (int64_t m : {193, 200, 256}) {
       const GemmLaunch l = plan_gemm_launch(g.schedule(), m, 6);
       ASSERT_EQ(l.tma_tile, GemmTmaTile::kM128N256Cooperative2x1) << m;
       ASSERT_EQ(l.tma_split_n, 768) << m;

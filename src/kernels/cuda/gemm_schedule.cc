@@ -26,6 +26,7 @@ constexpr int64_t kMaxMForTmaM16 = 16;  // one 16-row tile of x per weight tile
 constexpr int64_t kMaxMForTmaM32 = 32;
 constexpr int64_t kMaxMForTmaM64 = 64;
 constexpr int64_t kMaxMForTmaM128 = 128;
+constexpr int64_t kMaxMForTmaM192 = 192;
 constexpr int64_t kMaxMForTmaM256 = 256;
 constexpr int64_t kMaxMForTmaSwap128 = 512;  // beyond, the unswapped 128-row tiles
 constexpr double kTmaWaveFillMargin = 0.05;  // the alternative tile must fill the waves this much better
@@ -125,6 +126,9 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
   // Two 128-row tiles: one wave of 128 x 64 (swapped, the two row tiles of a column sharing the
   // weight tile) or of 128 x 96 (the two sharing it through a 2 x 1 cluster), else 128 x 256.
   if (m <= kMaxMForTmaM256) {
+    // Up to 192 rows of a wide weight, one 192-row tile of x per weight tile (swapped, two weight
+    // tiles sharing it): 1.7 waves of 192 x 128 cost less than 128 x 256's (v14).
+    if (wide && m <= kMaxMForTmaM192) return GemmTmaTile::kSwapM192N128Cooperative2x1;
     if (fits_one_wave(GemmTmaTile::kSwapM128N64Pingpong1x2)) return GemmTmaTile::kSwapM128N64Pingpong1x2;
     if (fits_one_wave(GemmTmaTile::kM128N96Basic2x1)) return GemmTmaTile::kM128N96Basic2x1;
     return GemmTmaTile::kM128N256Cooperative2x1;
@@ -139,7 +143,7 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
 }
 
 GemmTmaSplit gemm_plan_tma_split(const GemmSchedule& schedule, int64_t m, GemmTmaTile head, int num_sms) {
-  // Only the measured case: two 128-row tiles of 128 x 256 (v14).
+  // Only the measured case: two 128-row tiles of 128 x 256 (gate_up at m = 193-256, v14).
   constexpr GemmTmaTile kTail = GemmTmaTile::kM128N192Cooperative2x1;
   if (head != GemmTmaTile::kM128N256Cooperative2x1 || m <= kMaxMForTmaM128 || m > kMaxMForTmaM256) return {};
   const GemmTmaTileShape h = gemm_tma_tile_shape(head);

@@ -68,13 +68,14 @@ enum class GemmTmaTile : uint8_t {
   kM64N96Basic2x1,              // m = 65-128 where its tiles fit one wave (qkv)
   kSwapM128N64Pingpong,         // m = 65-128 otherwise
   kSwapM128N128Cooperative,     // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
-  kSwapM192N128Cooperative,     // v14 candidate: m = 129-192, wide
-  kSwapM192N128Cooperative2x1,  // v14 candidate: m = 129-192, wide
+  kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
   kSwapM128N64Pingpong1x2,      // m = 129-256 where its tiles fit one wave (o, down)
+  kSwapM192N64Basic4x1,         // v14 candidate: m = 129-192, qkv
+  kSwapM192N64Basic4x1K128,     // v14 candidate: m = 129-192, qkv
   kM128N96Basic2x1,             // m = 129-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than 128 x 256
-  kM128N192Cooperative2x1,      // m = 129-256: the columns after whole waves of 128 x 256 (gate_up)
-  kM128N256Cooperative2x1,      // otherwise from m = 129 (gate_up), and m > 512
+  kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up)
+  kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
 };
 struct GemmTmaTileShape {
   int m, n, k;
@@ -101,9 +102,10 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
-    {GemmTmaTile::kSwapM192N128Cooperative, {192, 128, 64}, "swap 192x128 cooperative"},
     {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, "swap 192x128 cooperative 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
+    {GemmTmaTile::kSwapM192N64Basic4x1, {192, 64, 64}, "swap 192x64 basic 4x1"},
+    {GemmTmaTile::kSwapM192N64Basic4x1K128, {192, 64, 128}, "swap 192x64 basic 4x1 k128"},
     {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
@@ -207,8 +209,9 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 //              basic 4x1 k128, where its tiles fit one wave; else swap 32 x 64 pingpong 1x2;
 //   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 basic 2x1, where
 //              its tiles fit one wave; else swap 128 x 64;
-//   m <= 256:  swap 128 x 64 1x2, else 128 x 96 basic 2x1, where its tiles fit one wave; else
-//              128 x 256 (with gemm_plan_tma_split()'s 128 x 192 tail where that applies);
+//   m <= 256:  wide and m <= 192: swap 192 x 128 2x1; else swap 128 x 64 1x2, else 128 x 96 basic
+//              2x1, where its tiles fit one wave; else 128 x 256 (with gemm_plan_tma_split()'s
+//              128 x 192 tail where that applies);
 //   m <= 512:  swap 128 x 128 where its tiles fit one wave or fill >= 80% of their waves, else
 //              128 x 256;
 //   m > 512:   128 x 256, or 128 x 128 where its tiles fill the waves > 5 points better
@@ -217,7 +220,7 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
 
 // Where whole waves of `head` tiles leave a last partial wave, plan_gemm_launch() splits y's columns:
 // the whole waves by `head`, the rest by a narrower tile that fits one wave, so that no SM runs a
-// tile more than the others (gate_up at m = 129-256: one wave of 128 x 256, then one of 128 x 192,
+// tile more than the others (gate_up at m = 193-256: one wave of 128 x 256, then one of 128 x 192,
 // instead of 1.7 waves of 128 x 256; NOTES v14). Returns the split column (a multiple of head's
 // columns) and the tail's tile, or split_n = 0 where no split applies. Pure.
 struct GemmTmaSplit {
