@@ -233,7 +233,7 @@ TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
         << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 21u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 19u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 
@@ -493,11 +493,12 @@ TEST(GemmInvariance, QuickSplitAndLoopPlans) {  // the subset compute-sanitizer 
   check_invariance(1024, 4096, {1, 16, 17, 64, 65, 300, 2200}, DType::kF32, true, 11);
 }
 
-// A plan that splits y's columns between two instantiations (gemm_plan_tma_split(); here forced by
-// a 6-SM plan on a 1000-column weight at m = 193-256: 128 x 256 on columns 0-767, 128 x 192 on 768-999, whose
-// last tile is partial) gives the bits of one launch over all columns and writes no row past m.
-// compute-sanitizer runs it.
-TEST(GemmInvariance, ColumnSplitPlanMatchesOneLaunch) {
+// The plans of a wide weight above 128 rows (forced here by a 6-SM plan on a 1000-column weight,
+// whose last column tile is partial at every width): up to 192 rows the swapped 192 x 128 tile,
+// then y's columns split between two instantiations (gemm_plan_tma_split(): 128 x 256 on columns
+// 0-767, 128 x 192 on 768-999). Each gives the bits of one 128 x 256 launch over all columns and
+// writes no row past m. compute-sanitizer runs it.
+TEST(GemmInvariance, WidePlansAbove128RowsMatchOneLaunch) {
   VOSTI_SKIP_WITHOUT_CUDA();
   Result<bool> sm90 = device_has_wgmma();
   if (!sm90.ok() || !sm90.value()) GTEST_SKIP() << "the CUTLASS family needs sm_90";
@@ -506,23 +507,28 @@ TEST(GemmInvariance, ColumnSplitPlanMatchesOneLaunch) {
   DeviceBuffer<uint16_t> x(cuda_test::random_bf16(static_cast<size_t>(rows * k), 92));
   for (DType out : {DType::kBF16, DType::kF32}) {
     const size_t esize = dtype_size(out);
-    DeviceBuffer<uint8_t> one(static_cast<size_t>(rows * n) * esize), split(static_cast<size_t>(rows * n) * esize);
-    for (int64_t m : {193, 200, 256}) {
+    DeviceBuffer<uint8_t> one(static_cast<size_t>(rows * n) * esize), plan(static_cast<size_t>(rows * n) * esize);
+    for (int64_t m : {129, 150, 192, 193, 200, 256}) {
       const GemmLaunch l = plan_gemm_launch(g.schedule(), m, 6);
-      ASSERT_EQ(l.tma_tile, GemmTmaTile::kM128N256Cooperative2x1) << m;
-      ASSERT_EQ(l.tma_split_n, 768) << m;
-      ASSERT_EQ(l.tma_tail_tile, GemmTmaTile::kM128N192Cooperative2x1) << m;
-      const GemmLaunch whole = make_gemm_tma_launch(g.schedule(), m, l.tma_tile);
+      if (m <= 192) {
+        ASSERT_EQ(l.tma_tile, GemmTmaTile::kSwapM192N128Cooperative2x1) << m;
+        ASSERT_EQ(l.tma_split_n, 0) << m;
+      } else {
+        ASSERT_EQ(l.tma_tile, GemmTmaTile::kM128N256Cooperative2x1) << m;
+        ASSERT_EQ(l.tma_split_n, 768) << m;
+        ASSERT_EQ(l.tma_tail_tile, GemmTmaTile::kM128N192Cooperative2x1) << m;
+      }
+      const GemmLaunch whole = make_gemm_tma_launch(g.schedule(), m, GemmTmaTile::kM128N256Cooperative2x1);
       for (bool bias : {false, true}) {
         one.poison();
-        split.poison();
+        plan.poison();
         ASSERT_TRUE(g.run(x.get(), m, one.get(), out, bias, &whole).ok());
-        const Status s = g.run(x.get(), m, split.get(), out, bias, &l);
+        const Status s = g.run(x.get(), m, plan.get(), out, bias, &l);
         ASSERT_TRUE(s.ok()) << s.to_string();
         const std::vector<uint8_t> a = one.download(0, static_cast<size_t>(rows * n) * esize);
-        const std::vector<uint8_t> b = split.download(0, static_cast<size_t>(rows * n) * esize);
+        const std::vector<uint8_t> b = plan.download(0, static_cast<size_t>(rows * n) * esize);
         ASSERT_TRUE(cuda_test::same_bits(a.data(), b.data(), a.size()))
-            << "m=" << m << " bias=" << bias << ": the split plan differs from one launch (or wrote past row m)";
+            << "m=" << m << " bias=" << bias << ": the plan differs from one 128 x 256 launch (or wrote past row m)";
       }
     }
   }
