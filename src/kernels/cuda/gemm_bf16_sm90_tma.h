@@ -12,10 +12,10 @@
 // partial last k-tile that another does not: those are exact, but turn an exact -0 sum into +0);
 // then acc + bias[c] in f32 (bias[c] = 0 without a bias: CUTLASS's row broadcast with a zero null
 // default); then one round-to-nearest-even to bf16, or the f32 sum stored as is. The tile shape,
-// cluster and kernel schedule (pingpong, cooperative, basic) only move which CTA and warpgroup
-// computes an element; m reaches the kernels only through the problem shape (TMA bounds that
-// zero-fill rows past m and clip their stores, the grid or the scheduler's tile count), never the
-// k loop, whose trip count is k / 64 (ceil(k / 128) for the 128-column k-tiles): fixed per
+// cluster and kernel schedule (pingpong, cooperative, basic), and a plan's split of y's columns
+// between two launches, only move which launch, CTA and warpgroup computes an element; m reaches the kernels only
+// through the problem shape (TMA bounds that zero-fill rows past m and clip their stores, the grid or the scheduler's
+// tile count), never the k loop, whose trip count is k / 64 (ceil(k / 128) for the 128-column k-tiles): fixed per
 // instantiation.
 // The swapped instantiations (GemmTmaTile::kSwap...) run the same chain on y^T = w x^T: w is
 // wgmma's A operand and x its B, so an element's products are the same bf16 pairs, multiplied
