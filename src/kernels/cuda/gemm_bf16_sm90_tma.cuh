@@ -86,12 +86,6 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 12
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic4x1> : TmaTileShape<64, 128, 4, 1, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic4x1K128> : TmaTileShape<64, 128, 4, 1, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x2> : TmaTileShape<128, 96, 2, 2, Basic> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N192Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative> {};

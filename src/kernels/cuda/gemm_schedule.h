@@ -72,9 +72,6 @@ enum class GemmTmaTile : uint8_t {
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
   kSwapM128N64Pingpong1x2,      // m = 129-256 where its tiles fit one wave (o, down)
   kM128N96Basic2x1,             // m = 129-256 where its tiles fit one wave (qkv)
-  kSwapM128N64Basic4x1,         // v15 candidate
-  kSwapM128N64Basic4x1K128,     // v15 candidate
-  kM128N96Basic2x2,             // v15 candidate
   kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up)
   kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
@@ -107,9 +104,6 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, "swap 192x128 cooperative 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
     {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
-    {GemmTmaTile::kSwapM128N64Basic4x1, {128, 64, 64}, "swap 128x64 basic 4x1"},
-    {GemmTmaTile::kSwapM128N64Basic4x1K128, {128, 64, 128}, "swap 128x64 basic 4x1 k128"},
-    {GemmTmaTile::kM128N96Basic2x2, {128, 96, 64}, "128x96 basic 2x2"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
