@@ -740,6 +740,16 @@ TEST(GemmErrors, BadArgumentsAreReported) {
     EXPECT_EQ(split.code(), StatusCode::kInvalidArgument) << split_n;
     EXPECT_NE(split.message().find("column split"), std::string::npos) << split.message();
   }
+  // A launch naming no instantiation (as head, or as the tail of a split).
+  GemmLaunch unknown = make_gemm_tma_launch(tma, 4, GemmTmaTile::kM128N128Cooperative2x1);
+  unknown.tma_tile = static_cast<GemmTmaTile>(200);
+  EXPECT_EQ(gemm_bf16_with_launch(tma, a, unknown, GemmWorkspace{nullptr, 0}, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  unknown =
+      make_gemm_tma_split_launch(tma, 4, GemmTmaTile::kM128N128Cooperative2x1, 128, static_cast<GemmTmaTile>(200));
+  const Status tail = gemm_bf16_with_launch(tma, a, unknown, GemmWorkspace{nullptr, 0}, nullptr);
+  EXPECT_EQ(tail.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(tail.message().find("unknown GemmTmaTile"), std::string::npos) << tail.message();
 }
 
 }  // namespace

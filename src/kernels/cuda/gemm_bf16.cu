@@ -271,7 +271,11 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
   if (schedule.num_segments != 1 || schedule.n % 8 != 0) {
     return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   }
-  const GemmLaunch want = make_gemm_tma_split_launch(schedule, args.m, l.tma_tile, l.tma_split_n, l.tma_tail_tile);
+  const bool split = l.tma_split_n != 0;
+  if (gemm_tma_tile_shape(l.tma_tile).m == 0 || (split && gemm_tma_tile_shape(l.tma_tail_tile).m == 0)) {
+    return invalid_argument("gemm_bf16: unknown GemmTmaTile in the launch");
+  }
+  const GemmLaunch want = make_gemm_tma_launch(schedule, args.m, l.tma_tile);
   if (l.block_m != want.block_m || l.num_m_tiles != want.num_m_tiles || l.num_n_tiles != want.num_n_tiles ||
       l.num_groups != 1 || l.split_segments) {
     return invalid_argument("gemm_bf16: launch not made for this schedule and m (use make_gemm_tma_launch)");
@@ -311,7 +315,7 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
     c.device = device;
     return gemm_detail::launch_wgmma_tma(c, tile, out_f32, stream);
   };
-  if (l.tma_split_n == 0) return run_part(l.tma_tile, 0, schedule.n);
+  if (!split) return run_part(l.tma_tile, 0, schedule.n);
   const Status head = run_part(l.tma_tile, 0, l.tma_split_n);
   if (!head.ok()) return head;
   return run_part(l.tma_tail_tile, l.tma_split_n, schedule.n);

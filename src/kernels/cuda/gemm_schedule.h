@@ -20,11 +20,11 @@
 // CTAs (partials summed in segment order by the tile's last CTA, or a running total in one CTA
 // in the same order), or, for kWgmmaTmaWarpSpecialized, which CUTLASS instantiation (tile,
 // cluster, kernel schedule) runs, and whether y's columns are split between two of them (each
-// launch computes whole elements of its own columns; nothing is summed across launches). m and the row index appear in
-// the kernels only in grid sizes, tile-scheduler bounds and the predicates (or TMA bounds) that zero-fill rows past m
-// and skip their stores, never in a k-loop bound. Every launch plan evaluates the contract above, which
-// tests/kernels_cuda checks bit for bit (every m in 1..300, samples up to 8192, and every plan
-// against every other).
+// launch computes whole elements of its own columns; nothing is summed across launches). m and
+// the row index appear in the kernels only in grid sizes, tile-scheduler bounds and the
+// predicates (or TMA bounds) that zero-fill rows past m and skip their stores, never in a k-loop
+// bound. Every launch plan evaluates the contract above, which tests/kernels_cuda checks bit for
+// bit (every m in 1..300, samples up to 8192, and every plan against every other).
 // Thread safety: value types and pure functions.
 #pragma once
 
