@@ -100,10 +100,11 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   EXPECT_EQ(plan(11008, 4096, 32), GemmTmaTile::kM64N32Pingpong);            // 172 swapped tiles
   EXPECT_EQ(plan(11008, 4096, 64), GemmTmaTile::kSwapM32N64Pingpong1x2);     // 344 and 172 tiles
   EXPECT_EQ(plan(11008, 4096, 128), GemmTmaTile::kSwapM128N64Pingpong);
-  for (int64_t m : {129, 192, 193, 256}) {
+  for (int64_t m : {129, 160, 161, 192, 193, 256}) {
     EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;  // 128 tiles: one wave
     EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;
-    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM128N96Basic2x1) << m;  // 2 x 64 tiles
+    // qkv: 96 tiles of 160 rows up to 160 rows, then 2 x 64 tiles of 128 x 96.
+    EXPECT_EQ(plan(6144, 4096, m), m <= 160 ? GemmTmaTile::kSwapM160N64Basic4x1 : GemmTmaTile::kM128N96Basic2x1) << m;
     // gate_up: one 192-row tile of x per weight tile up to 192 rows, then 128 x 256 (split, below).
     EXPECT_EQ(plan(28672, 4096, m),
               m <= 192 ? GemmTmaTile::kSwapM192N128Cooperative2x1 : GemmTmaTile::kM128N256Cooperative2x1)
@@ -226,14 +227,15 @@ TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
   std::set<std::string> names;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
     const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
-    EXPECT_TRUE(t.m == 16 || t.m == 32 || t.m == 64 || t.m == 128 || t.m == 192) << gemm_tma_tile_name(tile);
+    EXPECT_TRUE(t.m == 16 || t.m == 32 || t.m == 64 || t.m == 128 || t.m == 160 || t.m == 192)
+        << gemm_tma_tile_name(tile);
     EXPECT_EQ(t.n % 16, 0) << gemm_tma_tile_name(tile);
     EXPECT_TRUE(t.k == 64 || t.k == 128) << gemm_tma_tile_name(tile);
     EXPECT_EQ(std::string(gemm_tma_tile_name(tile)).find("k128") != std::string::npos, t.k == 128)
         << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 19u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 20u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 
@@ -433,6 +435,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // basic 4x1, swap 64x64 basic 4x1, swap 16x64 pingpong 4x1
                       AccuracyCase{24, 4096, 4096, DType::kBF16, false},
                       AccuracyCase{48, 6144, 1024, DType::kF32, true}, AccuracyCase{8, 11008, 1024, DType::kBF16, true},
+                      // m = 129-160 of a 6144-column weight: swap 160x64 basic 4x1
+                      AccuracyCase{150, 6144, 1024, DType::kBF16, true},
                       AccuracyCase{2200, 1024, 4096, DType::kF32, false},
                       AccuracyCase{300, 1536, 576, DType::kBF16, false}));
 

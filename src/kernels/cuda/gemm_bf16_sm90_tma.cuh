@@ -84,6 +84,8 @@ struct TmaTileTraits<GemmTmaTile::kSwapM192N128Cooperative2x1> : TmaTileShape<12
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 128, 1, 2, Pingpong, true> {};
 template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM160N64Basic4x1> : TmaTileShape<64, 160, 4, 1, Basic, true> {};
+template <>
 struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};

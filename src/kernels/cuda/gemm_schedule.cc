@@ -26,6 +26,7 @@ constexpr int64_t kMaxMForTmaM16 = 16;  // one 16-row tile of x per weight tile
 constexpr int64_t kMaxMForTmaM32 = 32;
 constexpr int64_t kMaxMForTmaM64 = 64;
 constexpr int64_t kMaxMForTmaM128 = 128;
+constexpr int64_t kMaxMForTmaM160 = 160;
 constexpr int64_t kMaxMForTmaM192 = 192;
 constexpr int64_t kMaxMForTmaM256 = 256;
 constexpr int64_t kMaxMForTmaSwap128 = 512;  // beyond, the unswapped 128-row tiles
@@ -130,6 +131,11 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
     // tiles sharing it): 1.7 waves of 192 x 128 cost less than 128 x 256's (v14).
     if (wide && m <= kMaxMForTmaM192) return GemmTmaTile::kSwapM192N128Cooperative2x1;
     if (fits_one_wave(GemmTmaTile::kSwapM128N64Pingpong1x2)) return GemmTmaTile::kSwapM128N64Pingpong1x2;
+    // Up to 160 rows, one 160-row tile of x per weight tile where those fit one wave (qkv), rather
+    // than two 128-row tiles (v16).
+    if (m <= kMaxMForTmaM160 && fits_one_wave(GemmTmaTile::kSwapM160N64Basic4x1)) {
+      return GemmTmaTile::kSwapM160N64Basic4x1;
+    }
     if (fits_one_wave(GemmTmaTile::kM128N96Basic2x1)) return GemmTmaTile::kM128N96Basic2x1;
     return GemmTmaTile::kM128N256Cooperative2x1;
   }
