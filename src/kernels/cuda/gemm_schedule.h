@@ -54,7 +54,7 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
 // plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 20 kept of the 63
-// swept in v11-v16 (dev/cuda/NOTES.md, v9-v14); "k128" ones load 128 columns of k per pipeline stage, the others 64.
+// swept in v11-v16 (dev/cuda/NOTES.md, v9-v16); "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1K128,      // m <= 16 where its tiles fit one wave
   kSwapM16N64Pingpong4x1K128,   // m <= 16 otherwise
@@ -72,7 +72,7 @@ enum class GemmTmaTile : uint8_t {
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
   kSwapM128N64Pingpong1x2,      // m = 129-256 where its tiles fit one wave (o, down)
   kSwapM160N64Basic4x1,         // m = 129-160 where its tiles fit one wave (qkv)
-  kM128N96Basic2x1,             // m = 129-256 where its tiles fit one wave (qkv)
+  kM128N96Basic2x1,             // m = 161-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up)
   kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
