@@ -14,8 +14,9 @@
 // instantiation, for every m) and prints which wins, so plan thresholds come from measurements.
 // --instruction limits the run to the named families (repeatable; default: every family the
 // device runs; --instruction none: only the row-wise kernels); --no-rows leaves out the row-wise
-// kernels; --m replaces the list of row counts; --reps sets the timed launches per number (default
-// 50, --quick 10; --reps 1 for a profiler run that should see each kernel a few times only);
+// kernels; --m replaces the list of row counts (default 1, 8, 32, 64, 128, 129, 192, 256, 1024,
+// 4096); --reps sets the timed launches per number (default 50, --quick 10; --reps 1 for a
+// profiler run that should see each kernel a few times only);
 // --shape limits the GEMMs to the named projection shapes (repeatable); --flush read evicts the L2
 // by reading a buffer instead of the default memset (clean lines instead of dirty ones);
 // --placements P gives each GEMM P copies of its operands and outputs (separate allocations, the
@@ -557,7 +558,9 @@ int main(int argc, char** argv) {
   bool quick = false, sweep = false, rows = true;
   int reps_arg = 0;
   std::vector<std::string> only, only_shapes;
-  std::vector<int> ms = {1, 8, 32, 64, 128, 256, 1024, 4096};
+  // The issue's row counts, plus 129 and 192: just past the 128-row plans, where the cost steps up
+  // (dev/cuda/NOTES.md v14), so that the table shows that region too.
+  std::vector<int> ms = {1, 8, 32, 64, 128, 129, 192, 256, 1024, 4096};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
