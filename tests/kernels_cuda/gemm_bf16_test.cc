@@ -130,24 +130,33 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   EXPECT_EQ(gemm_plan_tma_tile(qkv, 8, 64), GemmTmaTile::kSwapM16N64Pingpong4x1K128);  // 96 tiles on 64 SMs
 }
 
-// The basic kernels have no tile scheduler: one CTA per tile, so the rule may pick one only where
-// all its tiles fit one wave of the multiprocessors (beyond, a second partial wave costs up to 2x:
-// NOTES v12b). Checked over weight widths, row counts and SM counts far from the tuned shapes.
-TEST(GemmSchedule, BasicKernelsOnlyWhereTheirTilesFitOneWave) {
-  int basic_picks = 0;
+// Calls f(launch, n, m, sms) for the CUTLASS family's plan over weight widths (k = 4096), row
+// counts and SM counts far from the tuned shapes; stops at the first fatal failure f reports.
+template <typename F>
+void for_each_tma_plan(F f) {
   for (int sms : {16, 66, 114, 132}) {
-    for (int64_t n = 8; n <= 40960; n += 104) {
+    for (int64_t n = 8; n <= 60000; n += 104) {
       const GemmSchedule g = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
       for (int64_t m = 1; m <= 600; m += (m < 64 ? 1 : 7)) {
-        const GemmTmaTile tile = gemm_plan_tma_tile(g, m, sms);
-        if (std::string(gemm_tma_tile_name(tile)).find("basic") == std::string::npos) continue;
-        ++basic_picks;
-        const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
-        ASSERT_LE(((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n), sms)
-            << gemm_tma_tile_name(tile) << " n=" << n << " m=" << m << " sms=" << sms;
+        f(plan_gemm_launch(g, m, sms), n, m, sms);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
+}
+
+// The basic kernels have no tile scheduler: one CTA per tile, so the rule may pick one only where
+// all its tiles fit one wave of the multiprocessors (beyond, a second partial wave costs up to 2x:
+// NOTES v12b).
+TEST(GemmSchedule, BasicKernelsOnlyWhereTheirTilesFitOneWave) {
+  int basic_picks = 0;
+  for_each_tma_plan([&](const GemmLaunch& l, int64_t n, int64_t m, int sms) {
+    if (std::string(gemm_tma_tile_name(l.tma_tile)).find("basic") == std::string::npos) return;
+    ++basic_picks;
+    const GemmTmaTileShape t = gemm_tma_tile_shape(l.tma_tile);
+    ASSERT_LE(((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n), sms)
+        << gemm_tma_tile_name(l.tma_tile) << " n=" << n << " m=" << m << " sms=" << sms;
+  });
   EXPECT_GT(basic_picks, 0);
 }
 
@@ -201,25 +210,19 @@ TEST(GemmSchedule, GateUpColumnsSplitIntoOneWaveOfEachTile) {
 // whole tiles, the tail's tiles fit one wave, and the split is inside the weight.
 TEST(GemmSchedule, ColumnSplitsCoverWholeWavesThenOneWave) {
   int splits = 0;
-  for (int sms : {16, 66, 114, 132}) {
-    for (int64_t n = 8; n <= 60000; n += 248) {
-      const GemmSchedule g = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
-      for (int64_t m = 1; m <= 600; m += (m < 64 ? 1 : 7)) {
-        const GemmLaunch l = plan_gemm_launch(g, m, sms);
-        if (l.tma_split_n == 0) continue;
-        ++splits;
-        const GemmTmaTileShape h = gemm_tma_tile_shape(l.tma_tile), t = gemm_tma_tile_shape(l.tma_tail_tile);
-        const int64_t m_tiles = (m + h.m - 1) / h.m;
-        ASSERT_GT(l.tma_split_n, 0);
-        ASSERT_LT(l.tma_split_n, n);
-        ASSERT_EQ(l.tma_split_n % h.n, 0);
-        const int64_t head_tiles = m_tiles * (l.tma_split_n / h.n);
-        ASSERT_GE(head_tiles, sms - m_tiles + 1) << "n=" << n << " m=" << m << " sms=" << sms;  // >= one wave
-        ASSERT_LE(((m + t.m - 1) / t.m) * ((n - l.tma_split_n + t.n - 1) / t.n), sms)
-            << "n=" << n << " m=" << m << " sms=" << sms;
-      }
-    }
-  }
+  for_each_tma_plan([&](const GemmLaunch& l, int64_t n, int64_t m, int sms) {
+    if (l.tma_split_n == 0) return;
+    ++splits;
+    const GemmTmaTileShape h = gemm_tma_tile_shape(l.tma_tile), t = gemm_tma_tile_shape(l.tma_tail_tile);
+    const int64_t m_tiles = (m + h.m - 1) / h.m;
+    ASSERT_GT(l.tma_split_n, 0);
+    ASSERT_LT(l.tma_split_n, n);
+    ASSERT_EQ(l.tma_split_n % h.n, 0);
+    const int64_t head_tiles = m_tiles * (l.tma_split_n / h.n);
+    ASSERT_GE(head_tiles, sms - m_tiles + 1) << "n=" << n << " m=" << m << " sms=" << sms;  // >= one wave
+    ASSERT_LE(((m + t.m - 1) / t.m) * ((n - l.tma_split_n + t.n - 1) / t.n), sms)
+        << "n=" << n << " m=" << m << " sms=" << sms;
+  });
   EXPECT_GT(splits, 0);
 }
 

@@ -71,11 +71,16 @@ GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
   return GemmInstruction::kMmaSyncM16N8K16;
 }
 
+namespace {
+// CTA tiles of `tile` over m rows and n columns of y.
+int64_t tma_tiles(GemmTmaTile tile, int64_t m, int64_t n) {
+  const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
+  return ((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n);
+}
+}  // namespace
+
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms) {
-  const auto tiles = [&](GemmTmaTile tile) {
-    const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
-    return ((m + t.m - 1) / t.m) * ((schedule.n + t.n - 1) / t.n);
-  };
+  const auto tiles = [&](GemmTmaTile tile) { return tma_tiles(tile, m, schedule.n); };
   const auto fits_one_wave = [&](GemmTmaTile tile) { return tiles(tile) <= num_sms; };
   // Fraction of the CTA slots of all waves that hold a tile (1 = whole waves; one CTA per SM).
   const auto wave_fill = [&](GemmTmaTile tile) {
@@ -153,17 +158,14 @@ GemmTmaSplit gemm_plan_tma_split(const GemmSchedule& schedule, int64_t m, GemmTm
   constexpr GemmTmaTile kTail = GemmTmaTile::kM128N192Cooperative2x1;
   if (head != GemmTmaTile::kM128N256Cooperative2x1 || m <= kMaxMForTmaM128 || m > kMaxMForTmaM256) return {};
   const GemmTmaTileShape h = gemm_tma_tile_shape(head);
-  const GemmTmaTileShape t = gemm_tma_tile_shape(kTail);
   const int64_t m_tiles = (m + h.m - 1) / h.m;
   const int64_t column_tiles_per_wave = num_sms / m_tiles;
-  if (column_tiles_per_wave < 1 || m_tiles * ((schedule.n + h.n - 1) / h.n) <= num_sms) return {};
+  if (column_tiles_per_wave < 1 || tma_tiles(head, m, schedule.n) <= num_sms) return {};
   // Whole waves of head tiles (whole column tiles of every m-tile), then the rest in one wave of
   // tail tiles.
   const int64_t whole_waves = (schedule.n / h.n) / column_tiles_per_wave;
   const int64_t split_n = whole_waves * column_tiles_per_wave * h.n;
-  if (split_n == 0 || split_n >= schedule.n) return {};
-  const int64_t tail_tiles = m_tiles * ((schedule.n - split_n + t.n - 1) / t.n);
-  if (tail_tiles > num_sms) return {};
+  if (split_n == 0 || split_n >= schedule.n || tma_tiles(kTail, m, schedule.n - split_n) > num_sms) return {};
   return {split_n, kTail};
 }
 
