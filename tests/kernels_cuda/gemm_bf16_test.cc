@@ -238,8 +238,37 @@ TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
         << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 20u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 27u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
+}
+
+TEST(GemmSchedule, CutlassSegmentedTilesSayHowTheySplitK) {
+  for (GemmTmaTile tile : kAllGemmTmaTiles) {
+    const std::string name = gemm_tma_tile_name(tile);
+    const int segments = gemm_tma_tile_segments(tile);
+    EXPECT_TRUE(segments == 1 || segments == 2) << name;
+    const bool split_k = gemm_tma_tile_split_k(tile);
+    EXPECT_EQ(name.find("seg2") != std::string::npos, segments == 2 && !split_k) << name;
+    EXPECT_EQ(name.find("split2") != std::string::npos, split_k) << name;
+    if (split_k) {
+      EXPECT_NE(name.find("cooperative"), std::string::npos) << name;  // CUTLASS's split-K kernel
+    }
+    // Only the split_k ones ask for a workspace, enough for every tile (rounded up to clusters).
+    const GemmSchedule sched{4096, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized, 64, segments};
+    const GemmLaunch l = make_gemm_tma_launch(sched, 300, tile);
+    const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
+    if (split_k) {
+      EXPECT_GE(l.workspace_bytes, static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * t.m * t.n * sizeof(float))
+          << name;
+    } else {
+      EXPECT_EQ(l.workspace_bytes, 0u) << name;
+    }
+  }
+  // The rule picks one-segment instantiations only (select_schedule gives S = 1).
+  const GemmSchedule qkv = select_schedule(6144, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+  EXPECT_EQ(qkv.num_segments, 1);
+  for (int64_t m = 1; m <= 8192; m += (m < 512 ? 1 : 97))
+    ASSERT_EQ(gemm_tma_tile_segments(gemm_plan_tma_tile(qkv, m, 132)), 1) << m;
 }
 
 TEST(GemmSchedule, InstructionIsTheCutlassFamilyOnSm90) {
@@ -319,16 +348,29 @@ const char* instruction_name(GemmInstruction i) {
 // A weight, bias and zeroed workspace on the device, for calls of up to max_m rows.
 class GemmHarness {
  public:
+  // segments > 0 replaces the schedule's k segment count (the same weights and bias for a seed).
   GemmHarness(int64_t n, int64_t k, int64_t max_m, uint64_t seed,
-              GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16)
-      : schedule_(select_schedule(n, k, instruction).value()),
+              GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16, int segments = 0)
+      : schedule_(with_segments(select_schedule(n, k, instruction).value(), segments)),
         w_(cuda_test::random_bf16(static_cast<size_t>(n * k), seed, 0.05f)),
         bias_(cuda_test::random_f32(static_cast<size_t>(n), seed + 1, 0.5f)),
         workspace_(
-            std::max(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
-                     make_gemm_launch(schedule_, max_m, 64, schedule_.num_segments, current_device_sm_count().value())
-                         .workspace_bytes)) {
+            std::max({gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
+                      make_gemm_launch(schedule_, max_m, 64, schedule_.num_segments, current_device_sm_count().value())
+                          .workspace_bytes,
+                      tma_workspace_bytes(schedule_, max_m)})) {
     EXPECT_EQ(cudaMemset(workspace_.get(), 0, workspace_.size()), cudaSuccess);
+  }
+  static GemmSchedule with_segments(GemmSchedule s, int segments) {
+    if (segments > 0) s.num_segments = segments;
+    return s;
+  }
+  // The largest workspace of any CUTLASS instantiation (the split_k ones) at up to max_m rows.
+  static size_t tma_workspace_bytes(const GemmSchedule& s, int64_t max_m) {
+    size_t most = 0;
+    for (GemmTmaTile tile : kAllGemmTmaTiles)
+      most = std::max(most, make_gemm_tma_launch(s, max_m, tile).workspace_bytes);
+    return most;
   }
   // Runs with the default plan, or with `launch` when given.
   Status run(const uint16_t* x, int64_t m, void* y, DType out, bool with_bias, const GemmLaunch* launch = nullptr,
@@ -610,6 +652,7 @@ TEST(GemmInvariance, WorkspaceReusedAcrossPlans) {  // m values whose plans diff
 
 void check_every_plan(GemmInstruction instruction);
 void check_every_tma_tile(int64_t n, int64_t k, DType out, bool bias, uint64_t seed);
+void check_tma_tiles_with_segments(int64_t n, int64_t k, DType out, bool bias, uint64_t seed, int segments);
 
 // Every launch plan (every m-tile height x every group count dividing S; for the CUTLASS
 // family every instantiation) gives the default plan's bits for the whole output.
@@ -640,18 +683,40 @@ TEST(GemmInvariance, EveryCutlassInstantiationComputesTheSameBits) {
   check_every_tma_tile(1000, 576, DType::kBF16, true, 89);
 }
 
+// The instantiations that evaluate `segments` k segments and can cut this k into them.
+std::vector<GemmTmaTile> tma_tiles_with_segments(int segments, int64_t k) {
+  std::vector<GemmTmaTile> tiles;
+  for (GemmTmaTile tile : kAllGemmTmaTiles) {
+    const int64_t tile_k = gemm_tma_tile_shape(tile).k;
+    if (gemm_tma_tile_segments(tile) == segments && k % tile_k == 0 && (k / tile_k) % segments == 0)
+      tiles.push_back(tile);
+  }
+  return tiles;
+}
+
 void check_every_tma_tile(int64_t n, int64_t k, DType out, bool bias, uint64_t seed) {
-  SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + (out == DType::kF32 ? " f32" : " bf16"));
+  for (int segments : {1, 2}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + (out == DType::kF32 ? " f32" : " bf16") +
+                 " segments=" + std::to_string(segments));
+    check_tma_tiles_with_segments(n, k, out, bias, seed, segments);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+void check_tma_tiles_with_segments(int64_t n, int64_t k, DType out, bool bias, uint64_t seed, int segments) {
+  const std::vector<GemmTmaTile> tiles = tma_tiles_with_segments(segments, k);
+  if (tiles.empty()) return;  // k does not cut into this many whole k-tile segments
   const int64_t max_m = 300;
-  GemmHarness g(n, k, max_m, seed, GemmInstruction::kWgmmaTmaWarpSpecialized);
+  GemmHarness g(n, k, max_m, seed, GemmInstruction::kWgmmaTmaWarpSpecialized, segments);
   DeviceBuffer<uint16_t> x(cuda_test::random_bf16(static_cast<size_t>(max_m * k), seed + 1));
   const size_t esize = dtype_size(out);
   DeviceBuffer<uint8_t> want(static_cast<size_t>(max_m * n) * esize), got(static_cast<size_t>(max_m * n) * esize);
+  std::vector<uint8_t> previous;  // the previous m's output: its rows are the first rows of this m's
   for (int64_t m : {1, 5, 31, 64, 65, 100, 129, 255, 256, 300}) {
     const size_t bytes = static_cast<size_t>(m * n) * esize;
     std::vector<uint8_t> first;
-    GemmTmaTile first_tile = kAllGemmTmaTiles[0];
-    for (GemmTmaTile tile : kAllGemmTmaTiles) {
+    GemmTmaTile first_tile = tiles[0];
+    for (GemmTmaTile tile : tiles) {
       const GemmLaunch l = make_gemm_tma_launch(g.schedule(), m, tile);
       got.poison();
       const Status s = g.run(x.get(), m, got.get(), out, bias, &l);
@@ -665,11 +730,18 @@ void check_every_tma_tile(int64_t n, int64_t k, DType out, bool bias, uint64_t s
       ASSERT_TRUE(cuda_test::same_bits(y.data(), first.data(), bytes))
           << "m=" << m << ": " << gemm_tma_tile_name(tile) << " differs from " << gemm_tma_tile_name(first_tile);
     }
+    // Rows do not depend on m: the previous m's rows are this m's first rows, bit for bit.
+    if (!previous.empty()) {
+      ASSERT_TRUE(cuda_test::same_bits(first.data(), previous.data(), previous.size()))
+          << "m=" << m << ": the first rows differ from those computed with fewer rows";
+    }
+    previous = first;
     // Split launches: each instantiation on the columns before a split, the next one in the list on
-    // the rest (every tile is a head once and a tail once).
-    for (size_t i = 0; i < kAllGemmTmaTiles.size(); ++i) {
-      const GemmTmaTile head = kAllGemmTmaTiles[i];
-      const GemmTmaTile tail = kAllGemmTmaTiles[(i + 1) % kAllGemmTmaTiles.size()];
+    // the rest (every tile is a head once and a tail once; split_k ones only as tails).
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const GemmTmaTile head = tiles[i];
+      const GemmTmaTile tail = tiles[(i + 1) % tiles.size()];
+      if (gemm_tma_tile_split_k(head)) continue;
       const int64_t head_n = gemm_tma_tile_shape(head).n;
       const int64_t split_n = std::max<int64_t>(n / 2 / head_n, 1) * head_n;
       if (split_n >= n) continue;
@@ -682,11 +754,41 @@ void check_every_tma_tile(int64_t n, int64_t k, DType out, bool bias, uint64_t s
           << "m=" << m << ": " << gemm_tma_tile_name(head) << " on columns [0, " << split_n << ") and "
           << gemm_tma_tile_name(tail) << " after differ from " << gemm_tma_tile_name(first_tile);
     }
+    if (segments != 1) continue;  // the rule plans one segment
     // The default plan is one of them.
     want.poison();
     ASSERT_TRUE(g.run(x.get(), m, want.get(), out, bias).ok());
     const std::vector<uint8_t> y = want.download(0, bytes);
     ASSERT_TRUE(cuda_test::same_bits(y.data(), first.data(), bytes)) << "m=" << m << ": default plan differs";
+  }
+}
+
+// The CUTLASS family and the hand-written wgmma family (gemm_bf16_wgmma.cu) evaluate the same
+// contract for the same S (GemmSchedule): one and two segments, bit for bit, two independent
+// implementations of the k16 chains and of the segment sum.
+TEST(GemmInvariance, CutlassSegmentsMatchTheHandWrittenWgmmaFamily) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  Result<bool> sm90 = device_has_wgmma();
+  if (!sm90.ok() || !sm90.value()) GTEST_SKIP() << "both families need sm_90";
+  const int64_t n = 1024, k = 4096, max_m = 200;
+  DeviceBuffer<uint16_t> x(cuda_test::random_bf16(static_cast<size_t>(max_m * k), 93));
+  DeviceBuffer<float> a(static_cast<size_t>(max_m * n)), b(static_cast<size_t>(max_m * n));
+  for (int segments : {1, 2}) {
+    GemmHarness cutlass(n, k, max_m, 91, GemmInstruction::kWgmmaTmaWarpSpecialized, segments);
+    GemmHarness hand(n, k, max_m, 91, GemmInstruction::kWgmmaM64N128K16, segments);
+    for (int64_t m : {1, 70, 200}) {
+      for (GemmTmaTile tile : tma_tiles_with_segments(segments, k)) {
+        const GemmLaunch l = make_gemm_tma_launch(cutlass.schedule(), m, tile);
+        a.poison();
+        b.poison();
+        ASSERT_TRUE(cutlass.run(x.get(), m, a.get(), DType::kF32, true, &l).ok());
+        ASSERT_TRUE(hand.run(x.get(), m, b.get(), DType::kF32, true).ok());
+        const std::vector<float> ya = a.download(0, static_cast<size_t>(m * n)), yb = b.download(0, ya.size());
+        ASSERT_TRUE(cuda_test::same_bits(ya.data(), yb.data(), ya.size() * sizeof(float)))
+            << "segments=" << segments << " m=" << m << ": " << gemm_tma_tile_name(tile)
+            << " differs from the hand-written wgmma kernel";
+      }
+    }
   }
 }
 
@@ -757,6 +859,24 @@ TEST(GemmErrors, BadArgumentsAreReported) {
   const Status tail = gemm_bf16_with_launch(tma, a, unknown, GemmWorkspace{nullptr, 0}, nullptr);
   EXPECT_EQ(tail.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(tail.message().find("unknown GemmTmaTile"), std::string::npos) << tail.message();
+  // An instantiation of another segment count than the schedule's, k not cut into whole k-tile
+  // segments, and a split-K one without its workspace.
+  const GemmLaunch seg2 = make_gemm_tma_launch(tma, 4, GemmTmaTile::kM128N128Cooperative2x1Seg2);
+  const Status other_s = gemm_bf16_with_launch(tma, a, seg2, GemmWorkspace{nullptr, 0}, nullptr);
+  EXPECT_EQ(other_s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(other_s.message().find("segment"), std::string::npos) << other_s.message();
+  GemmSchedule odd = select_schedule(256, 576, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+  odd.num_segments = 2;
+  const GemmLaunch odd_l = make_gemm_tma_launch(odd, 4, GemmTmaTile::kM128N128Cooperative2x1Seg2);
+  const Status uncut = gemm_bf16_with_launch(odd, a, odd_l, GemmWorkspace{nullptr, 0}, nullptr);
+  EXPECT_EQ(uncut.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(uncut.message().find("cannot cut k=576"), std::string::npos) << uncut.message();
+  GemmSchedule two = tma;
+  two.num_segments = 2;
+  const GemmLaunch split_k = make_gemm_tma_launch(two, 4, GemmTmaTile::kM128N128Cooperative2x1Split2);
+  const Status no_ws = gemm_bf16_with_launch(two, a, split_k, GemmWorkspace{nullptr, 0}, nullptr);
+  EXPECT_EQ(no_ws.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_ws.message().find("workspace"), std::string::npos) << no_ws.message();
 }
 
 }  // namespace

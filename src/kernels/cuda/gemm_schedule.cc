@@ -179,6 +179,14 @@ GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTma
   l.split_segments = false;
   l.counter_bytes = 0;
   l.workspace_bytes = 0;
+  if (gemm_tma_tile_split_k(tile)) {
+    // CUTLASS's split-K workspace: an f32 partial tile and a lock per consumer warpgroup for
+    // each output tile, the tile counts rounded up to whole clusters (at most one more tile per
+    // side); run_tma_gemm() checks CUTLASS's own count against this bound.
+    const size_t tiles = static_cast<size_t>(l.num_m_tiles + 1) * static_cast<size_t>(l.num_n_tiles + 1);
+    const size_t per_tile = static_cast<size_t>(shape.m) * static_cast<size_t>(shape.n) * sizeof(float) + 64;
+    l.workspace_bytes = tiles * per_tile + kWorkspaceAlign;
+  }
   l.tma_tile = tile;
   return l;
 }

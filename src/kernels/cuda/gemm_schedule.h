@@ -8,9 +8,11 @@
 //         instruction: mma.sync m16n8k16 or wgmma m64nNk16, bf16 in, f32 accumulate) per
 //         16-column chunk of k, over the k-blocks of segment s in increasing k order;
 //   segment s covers k-blocks [s * kb / S, (s + 1) * kb / S), kb = k / kBlockK, S = num_segments.
-// The kWgmmaTmaWarpSpecialized family (CUTLASS 3 kernels, gemm_bf16_sm90_tma.h) always has
-// S = 1: one chain of wgmma k16 steps over all of k in increasing order from a zero f32
-// accumulator, then + bias[c] (0 when there is no bias), then one rounding to the output dtype.
+// The kWgmmaTmaWarpSpecialized family (CUTLASS 3 kernels, gemm_bf16_sm90_tma.h) evaluates the
+// same contract with the S of its instantiation (GemmTmaTileInfo::segments; select_schedule()
+// gives S = 1): per segment one chain of wgmma k16 steps in increasing k order from a zero f32
+// accumulator, the segments added in order, then + bias[c] (0 when there is no bias), then one
+// rounding to the output dtype.
 // The tensor core computes each output element from its own row of x and its own row of w,
 // so other rows, the row's place in its m-tile and the number of rows never reach it.
 //
@@ -76,6 +78,17 @@ enum class GemmTmaTile : uint8_t {
   kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than 128 x 256
   kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up)
   kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
+  // Two k segments (GemmSchedule::num_segments = 2; NOTES v17, measured by the sweep, not yet in
+  // the rule): one CTA running both segments from a zero accumulator each and adding the second
+  // to the first ("seg2"), or each segment on its own CTA, the second added to the first through
+  // CUTLASS's split-K turnstile in k order ("split2", cooperative only).
+  kSwapM16N64Basic4x1K128Seg2,
+  kSwapM64N64Basic1x2Seg2,
+  kM128N128Cooperative2x1Seg2,
+  kM128N192Cooperative2x1Seg2,
+  kSwapM160N128CooperativeSplit2,
+  kM128N128Cooperative2x1Split2,
+  kM128N256Cooperative2x1Split2,
 };
 struct GemmTmaTileShape {
   int m, n, k;
@@ -83,10 +96,15 @@ struct GemmTmaTileShape {
 // One row per GemmTmaTile, in enum order: the CTA's tile of y (rows, from x; columns, from w),
 // its k-tile (columns of k per pipeline stage: 64 or 128) and a short name for logs and
 // benchmarks. The CUTLASS traits (gemm_bf16_sm90_tma.cuh) are checked against it at compile time.
+// segments: the k segments S of the contract it evaluates (its GemmSchedule's num_segments);
+// split_k: each segment on its own CTA (CUTLASS's stream-K scheduler in split-K mode with the
+// deterministic reduction, which needs a workspace), else one CTA runs them in order.
 struct GemmTmaTileInfo {
   GemmTmaTile tile;
   GemmTmaTileShape shape;
   const char* name;
+  int segments = 1;
+  bool split_k = false;
 };
 inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, "swap 16x64 basic 4x1 k128"},
@@ -109,11 +127,18 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
+    {GemmTmaTile::kSwapM16N64Basic4x1K128Seg2, {16, 64, 128}, "swap 16x64 basic 4x1 k128 seg2", 2},
+    {GemmTmaTile::kSwapM64N64Basic1x2Seg2, {64, 64, 64}, "swap 64x64 basic 1x2 seg2", 2},
+    {GemmTmaTile::kM128N128Cooperative2x1Seg2, {128, 128, 64}, "128x128 cooperative 2x1 seg2", 2},
+    {GemmTmaTile::kM128N192Cooperative2x1Seg2, {128, 192, 64}, "128x192 cooperative 2x1 seg2", 2},
+    {GemmTmaTile::kSwapM160N128CooperativeSplit2, {160, 128, 64}, "swap 160x128 cooperative split2", 2, true},
+    {GemmTmaTile::kM128N128Cooperative2x1Split2, {128, 128, 64}, "128x128 cooperative 2x1 split2", 2, true},
+    {GemmTmaTile::kM128N256Cooperative2x1Split2, {128, 256, 64}, "128x256 cooperative 2x1 split2", 2, true},
 };
 constexpr bool gemm_tma_tile_info_in_enum_order() {
   for (size_t i = 0; i < std::size(kGemmTmaTileInfo); ++i)
     if (kGemmTmaTileInfo[i].tile != static_cast<GemmTmaTile>(i)) return false;
-  return std::size(kGemmTmaTileInfo) == static_cast<size_t>(GemmTmaTile::kM128N256Cooperative2x1) + 1;
+  return std::size(kGemmTmaTileInfo) == static_cast<size_t>(GemmTmaTile::kM128N256Cooperative2x1Split2) + 1;
 }
 static_assert(gemm_tma_tile_info_in_enum_order(), "kGemmTmaTileInfo: one row per GemmTmaTile, in enum order");
 // Every instantiation, in enum order: what the dispatch, the tests and the benchmark iterate.
@@ -130,6 +155,14 @@ constexpr const char* gemm_tma_tile_name(GemmTmaTile tile) {
   const auto i = static_cast<size_t>(tile);
   return i < std::size(kGemmTmaTileInfo) ? kGemmTmaTileInfo[i].name : "?";
 }
+constexpr int gemm_tma_tile_segments(GemmTmaTile tile) {
+  const auto i = static_cast<size_t>(tile);
+  return i < std::size(kGemmTmaTileInfo) ? kGemmTmaTileInfo[i].segments : 0;
+}
+constexpr bool gemm_tma_tile_split_k(GemmTmaTile tile) {
+  const auto i = static_cast<size_t>(tile);
+  return i < std::size(kGemmTmaTileInfo) && kGemmTmaTileInfo[i].split_k;
+}
 
 inline constexpr int kGemmBlockN = 128;  // output columns per CTA tile
 inline constexpr int kGemmBlockK = 64;   // k columns per pipeline stage (one smem tile)
@@ -140,7 +173,7 @@ struct GemmSchedule {
   GemmInstruction instruction = GemmInstruction::kMmaSyncM16N8K16;
   int num_k_blocks = 0;  // k / kGemmBlockK
   int num_segments = 1;  // S (divides num_k_blocks): k cut into S equal segments, summed in order 0..S-1
-                         // (always 1 for kWgmmaTmaWarpSpecialized)
+                         // (kWgmmaTmaWarpSpecialized: that of the instantiation, see GemmTmaTileInfo)
 };
 
 // The instruction for weight shape [n, k] on a GPU with or without wgmma (sm_90a): on sm_90a the
@@ -164,7 +197,9 @@ inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
 // num_groups == 1: one CTA runs all segments, adding each to a running f32 total.
 // num_groups > 1: each CTA stores every P_s of its group to the workspace; the tile's
 // last CTA (an integer counter decides which) sums P_0 + P_1 + ... in segment order.
-// kWgmmaTmaWarpSpecialized: one group, no workspace; tma_tile names the CUTLASS instantiation.
+// kWgmmaTmaWarpSpecialized: tma_tile names the CUTLASS instantiation; one group, no workspace,
+// except the split_k instantiations (CUTLASS's split-K workspace: one f32 partial tile per output
+// tile and its lock, workspace_bytes an upper bound).
 struct GemmLaunch {
   int block_m = 16;  // rows per CTA tile: 16, 64 or 128 (mma.sync); 64 or 128 (wgmma); the tile's M (TMA)
   int num_m_tiles = 0;
