@@ -254,14 +254,10 @@ void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::Ge
       }
     }
   }
-  // The split-K instantiations' workspace (CUTLASS zeroes its locks before each launch).
-  size_t ws_bytes = 256;
-  for (const vosti::GemmLaunch& l : plans) ws_bytes = std::max(ws_bytes, l.workspace_bytes);
-  void* ws = dalloc<unsigned char>(ws_bytes);
   std::vector<std::function<void()>> fns = {cublas};
   for (size_t i = 0; i < plans.size(); ++i) {
-    fns.push_back([t = scheds[i], a, l = plans[i], ws, ws_bytes] {
-      CKS(vosti::gemm_bf16_with_launch(t, a, l, {ws, ws_bytes}, nullptr));
+    fns.push_back([t = scheds[i], a, l = plans[i]] {
+      CKS(vosti::gemm_bf16_with_launch(t, a, l, {nullptr, 0}, nullptr));
     });
   }
   const std::vector<Timing> t = time_interleaved(fns, reps);
@@ -277,7 +273,6 @@ void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::Ge
     const int si = scheds[i].num_segments == 1 ? 0 : 1;
     if (t[i + 1].median_us < best[si]) best[si] = t[i + 1].median_us, best_name[si] = name;
   }
-  CK(cudaFree(ws));
   std::printf(
       "    tiles (name, us): %s | cublas %.2f us | best %s %.2f us = %.2fx default, %.2fx cublas | best of two "
       "segments %s %.2f us = %.2fx cublas\n",

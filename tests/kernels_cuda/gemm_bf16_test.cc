@@ -115,7 +115,10 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   EXPECT_EQ(plan(6144, 4096, 384), GemmTmaTile::kM128N256Cooperative2x1);    // 144 tiles: 55% of 2 waves
   EXPECT_EQ(plan(4096, 14336, 512), GemmTmaTile::kSwapM128N128Cooperative);
   EXPECT_EQ(plan(4096, 4096, 1024), GemmTmaTile::kM128N256Cooperative2x1);
-  EXPECT_EQ(plan(6144, 4096, 1024), GemmTmaTile::kM128N128Cooperative2x1);  // 192 wide tiles: 1.45 waves
+  // qkv at m = 1024: 192 tiles of 128 x 256 fill 73% of two waves, 256 of 128 x 192 and 384 of
+  // 128 x 128 97% of theirs: the wider of those two (v17).
+  EXPECT_EQ(plan(6144, 4096, 1024), GemmTmaTile::kM128N192Cooperative2x1);
+  EXPECT_EQ(plan(6144, 4096, 1536), GemmTmaTile::kM128N192Cooperative2x1);  // 288 x 256: 73%; 384 x 192: 97%
   EXPECT_EQ(plan(6144, 4096, 4096), GemmTmaTile::kM128N256Cooperative2x1);
   EXPECT_EQ(plan(28672, 4096, 4096), GemmTmaTile::kM128N256Cooperative2x1);
   // The rule reads the multiprocessor count: on 114 SMs qkv's 96 swapped 32 x 64 tiles still fit
@@ -238,37 +241,24 @@ TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
         << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 27u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 22u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 
-TEST(GemmSchedule, CutlassSegmentedTilesSayHowTheySplitK) {
+TEST(GemmSchedule, CutlassSegmentedTilesAreNotPlanned) {
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
     const std::string name = gemm_tma_tile_name(tile);
     const int segments = gemm_tma_tile_segments(tile);
     EXPECT_TRUE(segments == 1 || segments == 2) << name;
-    const bool split_k = gemm_tma_tile_split_k(tile);
-    EXPECT_EQ(name.find("seg2") != std::string::npos, segments == 2 && !split_k) << name;
-    EXPECT_EQ(name.find("split2") != std::string::npos, split_k) << name;
-    if (split_k) {
-      EXPECT_NE(name.find("cooperative"), std::string::npos) << name;  // CUTLASS's split-K kernel
-    }
-    // Only the split_k ones ask for a workspace, enough for every tile (rounded up to clusters).
-    const GemmSchedule sched{4096, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized, 64, segments};
-    const GemmLaunch l = make_gemm_tma_launch(sched, 300, tile);
-    const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
-    if (split_k) {
-      EXPECT_GE(l.workspace_bytes, static_cast<size_t>(l.num_m_tiles) * l.num_n_tiles * t.m * t.n * sizeof(float))
-          << name;
-    } else {
-      EXPECT_EQ(l.workspace_bytes, 0u) << name;
-    }
+    EXPECT_EQ(name.find("seg2") != std::string::npos, segments == 2) << name;
   }
   // The rule picks one-segment instantiations only (select_schedule gives S = 1).
-  const GemmSchedule qkv = select_schedule(6144, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
-  EXPECT_EQ(qkv.num_segments, 1);
-  for (int64_t m = 1; m <= 8192; m += (m < 512 ? 1 : 97))
-    ASSERT_EQ(gemm_tma_tile_segments(gemm_plan_tma_tile(qkv, m, 132)), 1) << m;
+  for (int64_t n : {6144, 4096, 28672}) {
+    const GemmSchedule s = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+    EXPECT_EQ(s.num_segments, 1);
+    for (int64_t m = 1; m <= 8192; m += (m < 512 ? 1 : 97))
+      ASSERT_EQ(gemm_tma_tile_segments(gemm_plan_tma_tile(s, m, 132)), 1) << "n=" << n << " m=" << m;
+  }
 }
 
 TEST(GemmSchedule, InstructionIsTheCutlassFamilyOnSm90) {
@@ -355,22 +345,14 @@ class GemmHarness {
         w_(cuda_test::random_bf16(static_cast<size_t>(n * k), seed, 0.05f)),
         bias_(cuda_test::random_f32(static_cast<size_t>(n), seed + 1, 0.5f)),
         workspace_(
-            std::max({gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
-                      make_gemm_launch(schedule_, max_m, 64, schedule_.num_segments, current_device_sm_count().value())
-                          .workspace_bytes,
-                      tma_workspace_bytes(schedule_, max_m)})) {
+            std::max(gemm_workspace_bytes(schedule_, max_m, current_device_sm_count().value()),
+                     make_gemm_launch(schedule_, max_m, 64, schedule_.num_segments, current_device_sm_count().value())
+                         .workspace_bytes)) {
     EXPECT_EQ(cudaMemset(workspace_.get(), 0, workspace_.size()), cudaSuccess);
   }
   static GemmSchedule with_segments(GemmSchedule s, int segments) {
     if (segments > 0) s.num_segments = segments;
     return s;
-  }
-  // The largest workspace of any CUTLASS instantiation (the split_k ones) at up to max_m rows.
-  static size_t tma_workspace_bytes(const GemmSchedule& s, int64_t max_m) {
-    size_t most = 0;
-    for (GemmTmaTile tile : kAllGemmTmaTiles)
-      most = std::max(most, make_gemm_tma_launch(s, max_m, tile).workspace_bytes);
-    return most;
   }
   // Runs with the default plan, or with `launch` when given.
   Status run(const uint16_t* x, int64_t m, void* y, DType out, bool with_bias, const GemmLaunch* launch = nullptr,
@@ -737,11 +719,10 @@ void check_tma_tiles_with_segments(int64_t n, int64_t k, DType out, bool bias, u
     }
     previous = first;
     // Split launches: each instantiation on the columns before a split, the next one in the list on
-    // the rest (every tile is a head once and a tail once; split_k ones only as tails).
+    // the rest (every tile is a head once and a tail once).
     for (size_t i = 0; i < tiles.size(); ++i) {
       const GemmTmaTile head = tiles[i];
       const GemmTmaTile tail = tiles[(i + 1) % tiles.size()];
-      if (gemm_tma_tile_split_k(head)) continue;
       const int64_t head_n = gemm_tma_tile_shape(head).n;
       const int64_t split_n = std::max<int64_t>(n / 2 / head_n, 1) * head_n;
       if (split_n >= n) continue;
@@ -859,24 +840,23 @@ TEST(GemmErrors, BadArgumentsAreReported) {
   const Status tail = gemm_bf16_with_launch(tma, a, unknown, GemmWorkspace{nullptr, 0}, nullptr);
   EXPECT_EQ(tail.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(tail.message().find("unknown GemmTmaTile"), std::string::npos) << tail.message();
-  // An instantiation of another segment count than the schedule's, k not cut into whole k-tile
-  // segments, and a split-K one without its workspace.
+  // An instantiation of another segment count than the schedule's (either way), and a k whose
+  // 128-column k-tiles (33 of them) do not cut into two segments.
   const GemmLaunch seg2 = make_gemm_tma_launch(tma, 4, GemmTmaTile::kM128N128Cooperative2x1Seg2);
   const Status other_s = gemm_bf16_with_launch(tma, a, seg2, GemmWorkspace{nullptr, 0}, nullptr);
   EXPECT_EQ(other_s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(other_s.message().find("segment"), std::string::npos) << other_s.message();
-  GemmSchedule odd = select_schedule(256, 576, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
-  odd.num_segments = 2;
-  const GemmLaunch odd_l = make_gemm_tma_launch(odd, 4, GemmTmaTile::kM128N128Cooperative2x1Seg2);
-  const Status uncut = gemm_bf16_with_launch(odd, a, odd_l, GemmWorkspace{nullptr, 0}, nullptr);
-  EXPECT_EQ(uncut.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(uncut.message().find("cannot cut k=576"), std::string::npos) << uncut.message();
   GemmSchedule two = tma;
   two.num_segments = 2;
-  const GemmLaunch split_k = make_gemm_tma_launch(two, 4, GemmTmaTile::kM128N128Cooperative2x1Split2);
-  const Status no_ws = gemm_bf16_with_launch(two, a, split_k, GemmWorkspace{nullptr, 0}, nullptr);
-  EXPECT_EQ(no_ws.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(no_ws.message().find("workspace"), std::string::npos) << no_ws.message();
+  const GemmLaunch one = make_gemm_tma_launch(two, 4, GemmTmaTile::kM128N128Cooperative2x1);
+  EXPECT_EQ(gemm_bf16_with_launch(two, a, one, GemmWorkspace{nullptr, 0}, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  GemmSchedule odd = select_schedule(256, 4224, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+  odd.num_segments = 2;
+  const GemmLaunch odd_l = make_gemm_tma_launch(odd, 4, GemmTmaTile::kSwapM16N64Basic4x1K128Seg2);
+  const Status uncut = gemm_bf16_with_launch(odd, a, odd_l, GemmWorkspace{nullptr, 0}, nullptr);
+  EXPECT_EQ(uncut.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(uncut.message().find("cannot cut k=4224"), std::string::npos) << uncut.message();
 }
 
 }  // namespace

@@ -266,10 +266,9 @@ Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspa
 }
 
 namespace {
-// The kWgmmaTmaWarpSpecialized family, sm_90a only: the instantiations' segment count is the
-// schedule's; a workspace only for the split_k ones.
-Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l,
-                         GemmWorkspace workspace, cudaStream_t stream) {
+// The kWgmmaTmaWarpSpecialized family, sm_90a only: no workspace; the instantiations' segment
+// count is the schedule's.
+Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l, cudaStream_t stream) {
   if (schedule.n % 8 != 0) return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   const bool split = l.tma_split_n != 0;
   if (gemm_tma_tile_shape(l.tma_tile).m == 0 || (split && gemm_tma_tile_shape(l.tma_tail_tile).m == 0)) {
@@ -289,16 +288,9 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
                               " segments of whole k-tiles");
     }
   }
-  if (gemm_tma_tile_split_k(l.tma_tile) && split) {
-    return invalid_argument("gemm_bf16: a split_k instantiation cannot head a column split");
-  }
-  if (gemm_tma_tile_split_k(l.tma_tile) && (workspace.data == nullptr || workspace.bytes < l.workspace_bytes)) {
-    return invalid_argument("gemm_bf16: workspace of " + std::to_string(workspace.bytes) + " bytes, " +
-                            gemm_tma_tile_name(l.tma_tile) + " needs " + std::to_string(l.workspace_bytes));
-  }
   const GemmLaunch want = make_gemm_tma_launch(schedule, args.m, l.tma_tile);
   if (l.block_m != want.block_m || l.num_m_tiles != want.num_m_tiles || l.num_n_tiles != want.num_n_tiles ||
-      l.num_groups != 1 || l.split_segments || l.workspace_bytes != want.workspace_bytes) {
+      l.num_groups != 1 || l.split_segments) {
     return invalid_argument("gemm_bf16: launch not made for this schedule and m (use make_gemm_tma_launch)");
   }
   const int64_t head_n = gemm_tma_tile_shape(l.tma_tile).n;
@@ -334,10 +326,6 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
     c.ldy = static_cast<int>(schedule.n);
     c.num_sms = sms.value();
     c.device = device;
-    if (gemm_tma_tile_split_k(tile)) {
-      c.workspace = workspace.data;
-      c.workspace_bytes = workspace.bytes;
-    }
     return gemm_detail::launch_wgmma_tma(c, tile, out_f32, stream);
   };
   if (!split) return run_part(l.tma_tile, 0, schedule.n);
@@ -367,7 +355,7 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
     return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   }
   if (schedule.instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) {
-    return launch_tma_family(schedule, args, l, workspace, stream);
+    return launch_tma_family(schedule, args, l, stream);
   }
   const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
   if ((l.block_m != 64 && l.block_m != 128 && (wgmma || l.block_m != 16)) ||

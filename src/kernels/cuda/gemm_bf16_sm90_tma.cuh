@@ -35,16 +35,12 @@ namespace vosti::gemm_detail {
 // (kClusterM x kClusterN) and kernel schedule of one GemmTmaTile; the epilogue schedule follows
 // the kernel schedule. A cluster along CUTLASS's M multicasts the B tile to its CTAs, one along N
 // the A tile (unswapped B = w and A = x; swapped, kSwap, the reverse).
-// kSegments k segments (the contract's S): with kSplitK each on its own CTA (CUTLASS's stream-K
-// scheduler in split-K mode), else all in one CTA (SegmentedMainloop).
+// kSegments k segments (the contract's S), run in order by one CTA (SegmentedMainloop).
 template <int kM, int kN, int kClusterM, int kClusterN, typename Schedule, bool kSwap = false, int kK = 64,
-          int kSegments = 1, bool kSplitK = false>
+          int kSegments = 1>
 struct TmaTileShape {
   static constexpr bool kSwapAB = kSwap;
   static constexpr int kTileSegments = kSegments;
-  static constexpr bool kTileSplitK = kSplitK;
-  static_assert(!kSplitK || std::is_same_v<Schedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative>,
-                "CUTLASS's split-K (stream-K scheduler) runs with the cooperative kernel only");
   // The tile of y (swapped: CUTLASS's N is y's rows) and the k-tile, as kGemmTmaTileInfo lists them.
   static constexpr GemmTmaTileShape kYTile = {kSwap ? kN : kM, kSwap ? kM : kN, kK};
   using TileShape = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kK>>;
@@ -103,22 +99,8 @@ struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 2
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128Seg2> : TmaTileShape<64, 16, 4, 1, Basic, true, 128, 2> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2Seg2> : TmaTileShape<64, 64, 1, 2, Basic, true, 64, 2> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1Seg2>
     : TmaTileShape<128, 128, 2, 1, Cooperative, false, 64, 2> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N192Cooperative2x1Seg2>
-    : TmaTileShape<128, 192, 2, 1, Cooperative, false, 64, 2> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM160N128CooperativeSplit2>
-    : TmaTileShape<128, 160, 1, 1, Cooperative, true, 64, 2, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1Split2>
-    : TmaTileShape<128, 128, 2, 1, Cooperative, false, 64, 2, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1Split2>
-    : TmaTileShape<128, 256, 2, 1, Cooperative, false, 64, 2, true> {};
 
 // CUTLASS's warp-specialized mainloop run once per k segment, for the instantiations that
 // evaluate kSegments > 1 in one CTA: segment s is the k-tiles [s * t / S, (s + 1) * t / S) of the
@@ -187,13 +169,11 @@ struct TmaGemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename T::KernelSchedule>::CollectiveOp;
-  using Mainloop = std::conditional_t<(T::kTileSegments > 1 && !T::kTileSplitK),
-                                      SegmentedMainloop<CollectiveMainloop, T::kTileSegments>, CollectiveMainloop>;
-  using Scheduler =
-      std::conditional_t<T::kTileSplitK, cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
+  using Mainloop = std::conditional_t<(T::kTileSegments > 1), SegmentedMainloop<CollectiveMainloop, T::kTileSegments>,
+                                      CollectiveMainloop>;
 
-  using Kernel =
-      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, CollectiveEpilogue, Scheduler>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, CollectiveEpilogue,
+                                                      cutlass::gemm::PersistentScheduler>;
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
@@ -242,33 +222,10 @@ Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
   args.hw_info.device_id = c.device;
   args.hw_info.sm_count = c.num_sms;
 
-  if constexpr (G::T::kTileSplitK) {
-    // Exactly S splits of the k-tiles (never the stream-K heuristic), each split's partial added
-    // to the ones before it in k order (the deterministic turnstile), the last adding its own.
-    using SchedulerParams = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams;
-    args.scheduler.splits = G::T::kTileSegments;
-    args.scheduler.decomposition_mode = SchedulerParams::DecompositionMode::SplitK;
-    args.scheduler.reduction_mode = SchedulerParams::ReductionMode::Deterministic;
-  }
   typename G::Device gemm;
   cutlass::Status s = gemm.can_implement(args);
   if (s != cutlass::Status::kSuccess) return cutlass_status(s, "can_implement");
-  const size_t workspace_bytes = G::Device::get_workspace_size(args);
-  if constexpr (G::T::kTileSplitK) {
-    if (c.workspace == nullptr || workspace_bytes > c.workspace_bytes) {
-      return internal_error("gemm_bf16 (CUTLASS sm_90a): split-K needs a workspace of " +
-                            std::to_string(workspace_bytes) + " bytes, got " + std::to_string(c.workspace_bytes));
-    }
-    // initialize() zeroes the turnstile's locks (a memset on the stream) before every launch.
-    s = gemm.initialize(args, c.workspace, stream);
-    if (s != cutlass::Status::kSuccess) return cutlass_status(s, "initialize");
-    s = gemm.run(stream);
-    if (s != cutlass::Status::kSuccess) return cutlass_status(s, "run");
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return internal_error(std::string("gemm_bf16 (CUTLASS sm_90a): ") + cudaGetErrorString(e));
-    return Status();
-  }
-  if (workspace_bytes != 0) {
+  if (G::Device::get_workspace_size(args) != 0) {
     return internal_error("gemm_bf16 (CUTLASS sm_90a): the data-parallel kernel asked for a workspace");
   }
   // CUTLASS's initialize() sets the kernel's dynamic shared-memory attribute (a driver call) on

@@ -1,20 +1,17 @@
 // The kWgmmaTmaWarpSpecialized GEMM family (sm_90a only): CUTLASS 3 / CuTe kernels with TMA
 // loads on an mbarrier ring, a producer warp, consumer warpgroups issuing wgmma, a TMA-store
 // epilogue and CUTLASS's persistent data-parallel tile scheduler, or (the basic kernel) one CTA
-// per tile without a scheduler; the split_k instantiations use CUTLASS's stream-K scheduler in
-// split-K mode only (a fixed split count, never the stream-K heuristic). Internal to
+// per tile without a scheduler (never stream-K, no split-K, no atomics). Internal to
 // src/kernels/cuda: gemm_bf16_with_launch() calls it.
 //
 // Reduction order, per output element y[r, c], the same in every instantiation (GemmTmaTile) of
 // one segment count S (GemmTmaTileInfo::segments; the k-tiles cut into S equal runs, the segment
 // s of GemmSchedule's contract): per segment, from a zero f32 accumulator (the first wgmma of the
 // segment runs with scale-d = 0), one wgmma k16 step per 16 columns of its k, k increasing; the
-// segment results added in order, total = P_0, total = total + P_s (in one CTA: a register
-// fragment per segment, SegmentedMainloop; split_k: segment s on its own CTA, which waits on a
-// lock until the segments before it are in the workspace tile and then adds its own: the first
-// stores P_0, the last computes P_{S-1} + total in registers, f32 addition being commutative).
-// For S = 1: one wgmma k16 step per 16 columns of k, k increasing over all of k (64- or 128-column k-tiles in order,
-// their four or eight k16 steps in order: the same chain of k16 steps; the rule uses 128-column
+// segment results added in order in registers of the one CTA, total = P_0, total = total + P_s
+// (SegmentedMainloop, gemm_bf16_sm90_tma.cuh). For S = 1: one wgmma k16 step per 16 columns of
+// k, k increasing over all of k (64- or 128-column k-tiles in order, their four or eight k16
+// steps in order: the same chain of k16 steps; the rule uses 128-column
 // k-tiles only where k is a multiple of 128, so that no plan adds the zero-filled k16 steps of a
 // partial last k-tile that another does not: those are exact, but turn an exact -0 sum into +0);
 // then acc + bias[c] in f32 (bias[c] = 0 without a bias: CUTLASS's row broadcast with a zero null
@@ -39,8 +36,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
 #include "core/status.h"
 #include "kernels/cuda/gemm_schedule.h"
 
@@ -55,8 +50,6 @@ struct TmaGemmCall {
   int ldy = 0;                  // >= n, a multiple of 8
   int num_sms = 0;              // the persistent grid's size bound
   int device = 0;               // the current CUDA device
-  void* workspace = nullptr;    // split_k instantiations only: CUTLASS's split-K workspace
-  size_t workspace_bytes = 0;
 };
 
 // One instantiation (Tile, output element type: uint16_t = bf16, float); defined in

@@ -55,8 +55,9 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // that the weight fills wgmma's 64-row side and the shared-memory ring holds mostly weight at small m. Names give the
 // tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
-// plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 20 kept of the 63
-// swept in v11-v16 (dev/cuda/NOTES.md, v9-v16); "k128" ones load 128 columns of k per pipeline stage, the others 64.
+// plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 20 planned are those
+// kept of the 63 swept in v11-v16 (dev/cuda/NOTES.md, v9-v16), then two with two k segments (v17, seven swept);
+// "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1K128,      // m <= 16 where its tiles fit one wave
   kSwapM16N64Pingpong4x1K128,   // m <= 16 otherwise
@@ -75,20 +76,15 @@ enum class GemmTmaTile : uint8_t {
   kSwapM128N64Pingpong1x2,      // m = 129-256 where its tiles fit one wave (o, down)
   kSwapM160N64Basic4x1,         // m = 129-160 where its tiles fit one wave (qkv)
   kM128N96Basic2x1,             // m = 161-256 where its tiles fit one wave (qkv)
-  kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than 128 x 256
-  kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up)
+  kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than the two below
+  kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up);
+                                //   m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
-  // Two k segments (GemmSchedule::num_segments = 2; NOTES v17, measured by the sweep, not yet in
-  // the rule): one CTA running both segments from a zero accumulator each and adding the second
-  // to the first ("seg2"), or each segment on its own CTA, the second added to the first through
-  // CUTLASS's split-K turnstile in k order ("split2", cooperative only).
+  // Two k segments (GemmSchedule::num_segments = 2), both in one CTA, the second added to the
+  // first: not planned (select_schedule gives S = 1); they check that the family evaluates the
+  // segment contract as the hand-written wgmma kernel does, and the sweep times them (NOTES v17).
   kSwapM16N64Basic4x1K128Seg2,
-  kSwapM64N64Basic1x2Seg2,
   kM128N128Cooperative2x1Seg2,
-  kM128N192Cooperative2x1Seg2,
-  kSwapM160N128CooperativeSplit2,
-  kM128N128Cooperative2x1Split2,
-  kM128N256Cooperative2x1Split2,
 };
 struct GemmTmaTileShape {
   int m, n, k;
@@ -96,15 +92,13 @@ struct GemmTmaTileShape {
 // One row per GemmTmaTile, in enum order: the CTA's tile of y (rows, from x; columns, from w),
 // its k-tile (columns of k per pipeline stage: 64 or 128) and a short name for logs and
 // benchmarks. The CUTLASS traits (gemm_bf16_sm90_tma.cuh) are checked against it at compile time.
-// segments: the k segments S of the contract it evaluates (its GemmSchedule's num_segments);
-// split_k: each segment on its own CTA (CUTLASS's stream-K scheduler in split-K mode with the
-// deterministic reduction, which needs a workspace), else one CTA runs them in order.
+// segments: the k segments S of the contract it evaluates (its GemmSchedule's num_segments),
+// run in order by one CTA.
 struct GemmTmaTileInfo {
   GemmTmaTile tile;
   GemmTmaTileShape shape;
   const char* name;
   int segments = 1;
-  bool split_k = false;
 };
 inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, "swap 16x64 basic 4x1 k128"},
@@ -128,17 +122,12 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
     {GemmTmaTile::kSwapM16N64Basic4x1K128Seg2, {16, 64, 128}, "swap 16x64 basic 4x1 k128 seg2", 2},
-    {GemmTmaTile::kSwapM64N64Basic1x2Seg2, {64, 64, 64}, "swap 64x64 basic 1x2 seg2", 2},
     {GemmTmaTile::kM128N128Cooperative2x1Seg2, {128, 128, 64}, "128x128 cooperative 2x1 seg2", 2},
-    {GemmTmaTile::kM128N192Cooperative2x1Seg2, {128, 192, 64}, "128x192 cooperative 2x1 seg2", 2},
-    {GemmTmaTile::kSwapM160N128CooperativeSplit2, {160, 128, 64}, "swap 160x128 cooperative split2", 2, true},
-    {GemmTmaTile::kM128N128Cooperative2x1Split2, {128, 128, 64}, "128x128 cooperative 2x1 split2", 2, true},
-    {GemmTmaTile::kM128N256Cooperative2x1Split2, {128, 256, 64}, "128x256 cooperative 2x1 split2", 2, true},
 };
 constexpr bool gemm_tma_tile_info_in_enum_order() {
   for (size_t i = 0; i < std::size(kGemmTmaTileInfo); ++i)
     if (kGemmTmaTileInfo[i].tile != static_cast<GemmTmaTile>(i)) return false;
-  return std::size(kGemmTmaTileInfo) == static_cast<size_t>(GemmTmaTile::kM128N256Cooperative2x1Split2) + 1;
+  return std::size(kGemmTmaTileInfo) == static_cast<size_t>(GemmTmaTile::kM128N128Cooperative2x1Seg2) + 1;
 }
 static_assert(gemm_tma_tile_info_in_enum_order(), "kGemmTmaTileInfo: one row per GemmTmaTile, in enum order");
 // Every instantiation, in enum order: what the dispatch, the tests and the benchmark iterate.
@@ -158,10 +147,6 @@ constexpr const char* gemm_tma_tile_name(GemmTmaTile tile) {
 constexpr int gemm_tma_tile_segments(GemmTmaTile tile) {
   const auto i = static_cast<size_t>(tile);
   return i < std::size(kGemmTmaTileInfo) ? kGemmTmaTileInfo[i].segments : 0;
-}
-constexpr bool gemm_tma_tile_split_k(GemmTmaTile tile) {
-  const auto i = static_cast<size_t>(tile);
-  return i < std::size(kGemmTmaTileInfo) && kGemmTmaTileInfo[i].split_k;
 }
 
 inline constexpr int kGemmBlockN = 128;  // output columns per CTA tile
@@ -197,9 +182,7 @@ inline int gemm_segment_begin(const GemmSchedule& s, int seg) {
 // num_groups == 1: one CTA runs all segments, adding each to a running f32 total.
 // num_groups > 1: each CTA stores every P_s of its group to the workspace; the tile's
 // last CTA (an integer counter decides which) sums P_0 + P_1 + ... in segment order.
-// kWgmmaTmaWarpSpecialized: tma_tile names the CUTLASS instantiation; one group, no workspace,
-// except the split_k instantiations (CUTLASS's split-K workspace: one f32 partial tile per output
-// tile and its lock, workspace_bytes an upper bound).
+// kWgmmaTmaWarpSpecialized: one group, no workspace; tma_tile names the CUTLASS instantiation.
 struct GemmLaunch {
   int block_m = 16;  // rows per CTA tile: 16, 64 or 128 (mma.sync); 64 or 128 (wgmma); the tile's M (TMA)
   int num_m_tiles = 0;
@@ -248,7 +231,8 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 //              128 x 256 (with gemm_plan_tma_split()'s 128 x 192 tail where that applies);
 //   m <= 512:  swap 128 x 128 where its tiles fit one wave or fill >= 80% of their waves, else
 //              128 x 256;
-//   m > 512:   128 x 256, or 128 x 128 where its tiles fill the waves > 5 points better
+//   m > 512:   128 x 256, or 128 x 192 where its tiles fill the waves > 5 points better, or 128 x
+//              128 where its fill is > 5 points over that
 // (wave fill = tiles / (waves * num_sms)). It moves where elements are computed, never their bits.
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms);
 
