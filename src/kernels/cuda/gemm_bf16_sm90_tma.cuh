@@ -97,6 +97,12 @@ struct TmaTileTraits<GemmTmaTile::kM128N192Cooperative2x1> : TmaTileShape<128, 1
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
 template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM80N64Basic1x2> : TmaTileShape<64, 80, 1, 2, Basic, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM96N64Basic1x2> : TmaTileShape<64, 96, 1, 2, Basic, true> {};
+template <>
+struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic1x2> : TmaTileShape<64, 128, 1, 2, Basic, true> {};
+template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128Seg2> : TmaTileShape<64, 16, 4, 1, Basic, true, 128, 2> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1Seg2>

@@ -80,6 +80,9 @@ enum class GemmTmaTile : uint8_t {
   kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up);
                                 //   m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
+  kSwapM80N64Basic1x2,          // v18 candidates: two x tiles of 80, 96 or 128 rows sharing each weight tile
+  kSwapM96N64Basic1x2,
+  kSwapM128N64Basic1x2,
   // Two k segments (GemmSchedule::num_segments = 2), both in one CTA, the second added to the
   // first: not planned (select_schedule gives S = 1); they check that the family evaluates the
   // segment contract as the hand-written wgmma kernel does, and the sweep times them (NOTES v17).
@@ -121,6 +124,9 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
+    {GemmTmaTile::kSwapM80N64Basic1x2, {80, 64, 64}, "swap 80x64 basic 1x2"},
+    {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, "swap 96x64 basic 1x2"},
+    {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, "swap 128x64 basic 1x2"},
     {GemmTmaTile::kSwapM16N64Basic4x1K128Seg2, {16, 64, 128}, "swap 16x64 basic 4x1 k128 seg2", 2},
     {GemmTmaTile::kM128N128Cooperative2x1Seg2, {128, 128, 64}, "128x128 cooperative 2x1 seg2", 2},
 };
