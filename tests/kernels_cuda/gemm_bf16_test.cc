@@ -101,10 +101,12 @@ TEST(GemmSchedule, CutlassTilesFollowTheMeasuredThresholds) {
   EXPECT_EQ(plan(11008, 4096, 64), GemmTmaTile::kSwapM32N64Pingpong1x2);     // 344 and 172 tiles
   EXPECT_EQ(plan(11008, 4096, 128), GemmTmaTile::kSwapM128N64Pingpong);
   for (int64_t m : {129, 160, 161, 192, 193, 256}) {
-    EXPECT_EQ(plan(4096, 4096, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;  // 128 tiles: one wave
-    EXPECT_EQ(plan(4096, 14336, m), GemmTmaTile::kSwapM128N64Pingpong1x2) << m;
-    // qkv: 96 tiles of 160 rows up to 160 rows, then 2 x 64 tiles of 128 x 96.
-    EXPECT_EQ(plan(6144, 4096, m), m <= 160 ? GemmTmaTile::kSwapM160N64Basic4x1 : GemmTmaTile::kM128N96Basic2x1) << m;
+    // o, down: 2 x 64 tiles (one wave) of 96 rows up to 192 rows, then of 128.
+    const GemmTmaTile two_x_tiles = m <= 192 ? GemmTmaTile::kSwapM96N64Basic1x2 : GemmTmaTile::kSwapM128N64Basic1x2;
+    EXPECT_EQ(plan(4096, 4096, m), two_x_tiles) << m;
+    EXPECT_EQ(plan(4096, 14336, m), two_x_tiles) << m;
+    // qkv: 2 x 64 tiles of 128 x 96 (its swapped 64-column tiles would be 2 x 96).
+    EXPECT_EQ(plan(6144, 4096, m), GemmTmaTile::kM128N96Basic2x1) << m;
     // gate_up: one 192-row tile of x per weight tile up to 192 rows, then 128 x 256 (split, below).
     EXPECT_EQ(plan(28672, 4096, m),
               m <= 192 ? GemmTmaTile::kSwapM192N128Cooperative2x1 : GemmTmaTile::kM128N256Cooperative2x1)
@@ -241,7 +243,7 @@ TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
         << gemm_tma_tile_name(tile);
     names.insert(gemm_tma_tile_name(tile));
   }
-  EXPECT_EQ(std::size(kAllGemmTmaTiles), 25u);
+  EXPECT_EQ(std::size(kAllGemmTmaTiles), 22u);
   EXPECT_EQ(names.size(), std::size(kAllGemmTmaTiles));
 }
 
@@ -462,8 +464,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // basic 4x1, swap 64x64 basic 4x1, swap 16x64 pingpong 4x1
                       AccuracyCase{24, 4096, 4096, DType::kBF16, false},
                       AccuracyCase{48, 6144, 1024, DType::kF32, true}, AccuracyCase{8, 11008, 1024, DType::kBF16, true},
-                      // m = 129-160 of a 6144-column weight: swap 160x64 basic 4x1
-                      AccuracyCase{150, 6144, 1024, DType::kBF16, true},
+                      // m = 129-256 of a 4096-column weight: swap 96x64 and 128x64 basic 1x2
+                      AccuracyCase{150, 4096, 1024, DType::kBF16, true},
+                      AccuracyCase{240, 4096, 576, DType::kF32, true},
                       AccuracyCase{2200, 1024, 4096, DType::kF32, false},
                       AccuracyCase{300, 1536, 576, DType::kBF16, false}));
 

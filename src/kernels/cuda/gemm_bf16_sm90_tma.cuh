@@ -85,9 +85,9 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N128Cooperative> : TmaTileShape<128, 
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM192N128Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong1x2> : TmaTileShape<64, 128, 1, 2, Pingpong, true> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM96N64Basic1x2> : TmaTileShape<64, 96, 1, 2, Basic, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM160N64Basic4x1> : TmaTileShape<64, 160, 4, 1, Basic, true> {};
+struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic1x2> : TmaTileShape<64, 128, 1, 2, Basic, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
 template <>
@@ -96,12 +96,6 @@ template <>
 struct TmaTileTraits<GemmTmaTile::kM128N192Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM80N64Basic1x2> : TmaTileShape<64, 80, 1, 2, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM96N64Basic1x2> : TmaTileShape<64, 96, 1, 2, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic1x2> : TmaTileShape<64, 128, 1, 2, Basic, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128Seg2> : TmaTileShape<64, 16, 4, 1, Basic, true, 128, 2> {};
 template <>

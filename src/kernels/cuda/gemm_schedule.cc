@@ -26,7 +26,6 @@ constexpr int64_t kMaxMForTmaM16 = 16;  // one 16-row tile of x per weight tile
 constexpr int64_t kMaxMForTmaM32 = 32;
 constexpr int64_t kMaxMForTmaM64 = 64;
 constexpr int64_t kMaxMForTmaM128 = 128;
-constexpr int64_t kMaxMForTmaM160 = 160;
 constexpr int64_t kMaxMForTmaM192 = 192;
 constexpr int64_t kMaxMForTmaM256 = 256;
 constexpr int64_t kMaxMForTmaSwap128 = 512;  // beyond, the unswapped 128-row tiles
@@ -129,18 +128,18 @@ GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_
     if (fits_one_wave(GemmTmaTile::kM64N96Basic2x1)) return GemmTmaTile::kM64N96Basic2x1;
     return GemmTmaTile::kSwapM128N64Pingpong;
   }
-  // Two 128-row tiles: one wave of 128 x 64 (swapped, the two row tiles of a column sharing the
-  // weight tile) or of 128 x 96 (the two sharing it through a 2 x 1 cluster), else 128 x 256.
+  // Two x tiles per weight tile: one wave of swapped 96 x 64 (up to 192 rows) or 128 x 64 tiles,
+  // the two x tiles of a weight tile sharing it through a 1 x 2 cluster (o, down), or of 128 x 96
+  // sharing x's 128-row tiles through a 2 x 1 cluster (qkv), else 128 x 256.
   if (m <= kMaxMForTmaM256) {
     // Up to 192 rows of a wide weight, one 192-row tile of x per weight tile (swapped, two weight
     // tiles sharing it): 1.7 waves of 192 x 128 cost less than 128 x 256's (v14).
     if (wide && m <= kMaxMForTmaM192) return GemmTmaTile::kSwapM192N128Cooperative2x1;
-    if (fits_one_wave(GemmTmaTile::kSwapM128N64Pingpong1x2)) return GemmTmaTile::kSwapM128N64Pingpong1x2;
-    // Up to 160 rows, one 160-row tile of x per weight tile where those fit one wave (qkv), rather
-    // than two 128-row tiles (v16).
-    if (m <= kMaxMForTmaM160 && fits_one_wave(GemmTmaTile::kSwapM160N64Basic4x1)) {
-      return GemmTmaTile::kSwapM160N64Basic4x1;
-    }
+    // 96-row x tiles bring 17% fewer bytes into each SM than 128-row ones (v18: o and down 8-9%
+    // faster at m = 129-192); the 160-row qkv tile of v16 lost to 128 x 96 by 2% (v17a, v18).
+    if (m <= kMaxMForTmaM192 && fits_one_wave(GemmTmaTile::kSwapM96N64Basic1x2))
+      return GemmTmaTile::kSwapM96N64Basic1x2;
+    if (fits_one_wave(GemmTmaTile::kSwapM128N64Basic1x2)) return GemmTmaTile::kSwapM128N64Basic1x2;
     if (fits_one_wave(GemmTmaTile::kM128N96Basic2x1)) return GemmTmaTile::kM128N96Basic2x1;
     return GemmTmaTile::kM128N256Cooperative2x1;
   }

@@ -56,7 +56,7 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
 // plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 20 planned are those
-// kept of the 63 swept in v11-v16 (dev/cuda/NOTES.md, v9-v16), then two with two k segments (v17, seven swept);
+// kept of the 66 swept in v11-v18 (dev/cuda/NOTES.md, v9-v18), then two with two k segments (v17, seven swept);
 // "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1K128,      // m <= 16 where its tiles fit one wave
@@ -73,16 +73,13 @@ enum class GemmTmaTile : uint8_t {
   kSwapM128N64Pingpong,         // m = 65-128 otherwise
   kSwapM128N128Cooperative,     // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
-  kSwapM128N64Pingpong1x2,      // m = 129-256 where its tiles fit one wave (o, down)
-  kSwapM160N64Basic4x1,         // m = 129-160 where its tiles fit one wave (qkv)
-  kM128N96Basic2x1,             // m = 161-256 where its tiles fit one wave (qkv)
+  kSwapM96N64Basic1x2,          // m = 129-192 where its tiles fit one wave (o, down)
+  kSwapM128N64Basic1x2,         // m = 193-256 where its tiles fit one wave (o, down)
+  kM128N96Basic2x1,             // m = 129-256 where its tiles fit one wave (qkv)
   kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than the two below
   kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up);
                                 //   m > 512 where it fills the waves clearly better than 128 x 256
   kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
-  kSwapM80N64Basic1x2,          // v18 candidates: two x tiles of 80, 96 or 128 rows sharing each weight tile
-  kSwapM96N64Basic1x2,
-  kSwapM128N64Basic1x2,
   // Two k segments (GemmSchedule::num_segments = 2), both in one CTA, the second added to the
   // first: not planned (select_schedule gives S = 1); they check that the family evaluates the
   // segment contract as the hand-written wgmma kernel does, and the sweep times them (NOTES v17).
@@ -118,15 +115,12 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
     {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, "swap 192x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM128N64Pingpong1x2, {128, 64, 64}, "swap 128x64 pingpong 1x2"},
-    {GemmTmaTile::kSwapM160N64Basic4x1, {160, 64, 64}, "swap 160x64 basic 4x1"},
+    {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, "swap 96x64 basic 1x2"},
+    {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, "swap 128x64 basic 1x2"},
     {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
     {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
     {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
     {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
-    {GemmTmaTile::kSwapM80N64Basic1x2, {80, 64, 64}, "swap 80x64 basic 1x2"},
-    {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, "swap 96x64 basic 1x2"},
-    {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, "swap 128x64 basic 1x2"},
     {GemmTmaTile::kSwapM16N64Basic4x1K128Seg2, {16, 64, 128}, "swap 16x64 basic 4x1 k128 seg2", 2},
     {GemmTmaTile::kM128N128Cooperative2x1Seg2, {128, 128, 64}, "128x128 cooperative 2x1 seg2", 2},
 };
@@ -232,8 +226,8 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 //              basic 4x1 k128, where its tiles fit one wave; else swap 32 x 64 pingpong 1x2;
 //   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 basic 2x1, where
 //              its tiles fit one wave; else swap 128 x 64;
-//   m <= 256:  wide and m <= 192: swap 192 x 128 2x1; else swap 128 x 64 1x2, else (m <= 160)
-//              swap 160 x 64 basic 4x1, else 128 x 96 basic 2x1, where its tiles fit one wave; else
+//   m <= 256:  wide and m <= 192: swap 192 x 128 2x1; else (m <= 192) swap 96 x 64 basic 1x2, else
+//              swap 128 x 64 basic 1x2, else 128 x 96 basic 2x1, where its tiles fit one wave; else
 //              128 x 256 (with gemm_plan_tma_split()'s 128 x 192 tail where that applies);
 //   m <= 512:  swap 128 x 128 where its tiles fit one wave or fill >= 80% of their waves, else
 //              128 x 256;
