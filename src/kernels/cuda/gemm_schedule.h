@@ -71,7 +71,9 @@ enum class GemmTmaTile : uint8_t {
   kSwapM64N64Basic1x2,          // m = 65-128 where its tiles fit one wave (o, down)
   kM64N96Basic2x1,              // m = 65-128 where its tiles fit one wave (qkv)
   kSwapM128N64Pingpong,         // m = 65-128 otherwise
-  kSwapM128N128Cooperative,     // m = 65-128 where n / 128 tiles fill the machine (gate_up); m = 257-512
+  kSwapM128N128Cooperative,     // m = 257-512 where its tiles fit one wave or fill >= 80% of their waves
+  kSwapM128N256Cooperative2x1,  // m = 65-128 where n / 256 tiles fit one wave and n / 128 fill the machine (gate_up)
+  kSwapM128N256Cooperative,     // v19 candidate (no cluster)
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
   kSwapM96N64Basic1x2,          // m = 129-192 where its tiles fit one wave (o, down)
   kSwapM128N64Basic1x2,         // m = 193-256 where its tiles fit one wave (o, down)
@@ -114,6 +116,8 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
+    {GemmTmaTile::kSwapM128N256Cooperative2x1, {128, 256, 64}, "swap 128x256 cooperative 2x1"},
+    {GemmTmaTile::kSwapM128N256Cooperative, {128, 256, 64}, "swap 128x256 cooperative"},
     {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, "swap 192x128 cooperative 2x1"},
     {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, "swap 96x64 basic 1x2"},
     {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, "swap 128x64 basic 1x2"},
