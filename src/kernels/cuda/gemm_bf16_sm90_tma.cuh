@@ -83,8 +83,6 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong> : TmaTileShape<64, 128, 
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N128Cooperative> : TmaTileShape<128, 128, 1, 1, Cooperative, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N256Cooperative2x1> : TmaTileShape<256, 128, 2, 1, Cooperative, true> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N256Cooperative> : TmaTileShape<256, 128, 1, 1, Cooperative, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM192N128Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative, true> {};

@@ -56,7 +56,7 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
 // plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 20 planned are those
-// kept of the 66 swept in v11-v18 (dev/cuda/NOTES.md, v9-v18), then two with two k segments (v17, seven swept);
+// kept of the 68 swept in v11-v19 (dev/cuda/NOTES.md, v9-v19), then two with two k segments (v17, seven swept);
 // "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1K128,      // m <= 16 where its tiles fit one wave
@@ -72,8 +72,7 @@ enum class GemmTmaTile : uint8_t {
   kM64N96Basic2x1,              // m = 65-128 where its tiles fit one wave (qkv)
   kSwapM128N64Pingpong,         // m = 65-128 otherwise
   kSwapM128N128Cooperative,     // m = 257-512 where its tiles fit one wave or fill >= 80% of their waves
-  kSwapM128N256Cooperative2x1,  // m = 65-128 where n / 256 tiles fit one wave and n / 128 fill the machine (gate_up)
-  kSwapM128N256Cooperative,     // v19 candidate (no cluster)
+  kSwapM128N256Cooperative,     // m = 65-128 where its tiles fit one wave and n / 128 fill the machine (gate_up)
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
   kSwapM96N64Basic1x2,          // m = 129-192 where its tiles fit one wave (o, down)
   kSwapM128N64Basic1x2,         // m = 193-256 where its tiles fit one wave (o, down)
@@ -116,7 +115,6 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
-    {GemmTmaTile::kSwapM128N256Cooperative2x1, {128, 256, 64}, "swap 128x256 cooperative 2x1"},
     {GemmTmaTile::kSwapM128N256Cooperative, {128, 256, 64}, "swap 128x256 cooperative"},
     {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, "swap 192x128 cooperative 2x1"},
     {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, "swap 96x64 basic 1x2"},
@@ -228,8 +226,9 @@ GemmLaunch make_gemm_launch(const GemmSchedule& schedule, int64_t m, int block_m
 //              32 x 128 2x1; else 64 x 32;
 //   m <= 64:   wide: swap 64 x 128 2x1; else (k128) swap 32 x 64 basic 1x2 k128, else swap 64 x 64
 //              basic 4x1 k128, where its tiles fit one wave; else swap 32 x 64 pingpong 1x2;
-//   m <= 128:  wide: swap 128 x 128; else swap 64 x 64 basic 1x2, else 64 x 96 basic 2x1, where
-//              its tiles fit one wave; else swap 128 x 64;
+//   m <= 128:  wide: swap 128 x 256 where its tiles fit one wave, else swap 128 x 128; else swap
+//              64 x 64 basic 1x2, else 64 x 96 basic 2x1, where its tiles fit one wave; else swap
+//              128 x 64;
 //   m <= 256:  wide and m <= 192: swap 192 x 128 2x1; else (m <= 192) swap 96 x 64 basic 1x2, else
 //              swap 128 x 64 basic 1x2, else 128 x 96 basic 2x1, where its tiles fit one wave; else
 //              128 x 256 (with gemm_plan_tma_split()'s 128 x 192 tail where that applies);
