@@ -71,7 +71,8 @@ enum class GemmTmaTile : uint8_t {
   kSwapM64N64Basic1x2,          // m = 65-128 where its tiles fit one wave (o, down)
   kM64N96Basic2x1,              // m = 65-128 where its tiles fit one wave (qkv)
   kSwapM128N64Pingpong,         // m = 65-128 otherwise
-  kSwapM128N128Cooperative,     // m = 257-512 where its tiles fit one wave or fill >= 80% of their waves
+  kSwapM128N128Cooperative,     // m = 65-128 where n / 128 tiles fill the machine but n / 256 need two waves;
+                                //   m = 257-512 where its tiles fit one wave or fill >= 80% of their waves
   kSwapM128N256Cooperative,     // m = 65-128 where its tiles fit one wave and n / 128 fill the machine (gate_up)
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
   kSwapM96N64Basic1x2,          // m = 129-192 where its tiles fit one wave (o, down)
