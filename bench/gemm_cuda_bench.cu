@@ -240,7 +240,7 @@ void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::Ge
     vosti::GemmSchedule t = sched;
     t.num_segments = vosti::gemm_tma_tile_segments(tile);
     const int64_t tile_k = vosti::gemm_tma_tile_shape(tile).k;
-    if (t.k % tile_k != 0 || (t.k / tile_k) % t.num_segments != 0) continue;
+    if (t.num_segments > 1 && (t.k % tile_k != 0 || (t.k / tile_k) % t.num_segments != 0)) continue;
     plans.push_back(vosti::make_gemm_tma_launch(t, m, tile));
     scheds.push_back(t);
   }
@@ -282,10 +282,9 @@ void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::Ge
   std::printf("\n");
   g_sweep_best.push_back({"wgmma_tma", s.name, m, best[0], cublas_us, best_name[0]});
   if (best[1] < 1e30) g_sweep_best.push_back({"wgmma_tma S=2", s.name, m, best[1], cublas_us, best_name[1]});
-  const std::string best_name_json = best_name[0];
   json_add("{\"kind\": \"gemm_tma_tiles\", \"shape\": \"" + std::string(s.name) + "\", \"M\": " + std::to_string(m) +
            ", \"cublas_us\": " + std::to_string(cublas_us) + ", \"tiles_us\": [" + list + "], \"best\": \"" +
-           best_name_json + "\", \"best_two_segments\": \"" + best_name[1] + "\"}");
+           best_name[0] + "\", \"best_two_segments\": \"" + best_name[1] + "\"}");
 }
 
 // Times every launch plan (m-tile height x group count dividing S) of one call: all give the

@@ -671,13 +671,14 @@ TEST(GemmInvariance, EveryCutlassInstantiationComputesTheSameBits) {
   check_every_tma_tile(1000, 576, DType::kBF16, true, 89);
 }
 
-// The instantiations that evaluate `segments` k segments and can cut this k into them.
+// The instantiations that evaluate `segments` k segments and can cut this k into them (one
+// segment: every one, a 128-column k-tile one ending in a partial k-tile where k % 128 != 0).
 std::vector<GemmTmaTile> tma_tiles_with_segments(int segments, int64_t k) {
   std::vector<GemmTmaTile> tiles;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
     const int64_t tile_k = gemm_tma_tile_shape(tile).k;
-    if (gemm_tma_tile_segments(tile) == segments && k % tile_k == 0 && (k / tile_k) % segments == 0)
-      tiles.push_back(tile);
+    if (gemm_tma_tile_segments(tile) != segments) continue;
+    if (segments == 1 || (k % tile_k == 0 && (k / tile_k) % segments == 0)) tiles.push_back(tile);
   }
   return tiles;
 }

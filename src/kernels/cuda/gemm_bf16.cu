@@ -282,7 +282,9 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
                               std::to_string(segments) + " k segment(s), the schedule " +
                               std::to_string(schedule.num_segments));
     }
-    if (schedule.k % gemm_tma_tile_shape(tile).k != 0 || k_tiles % segments != 0) {
+    // One segment may end in a partial, zero-filled k-tile (the rule avoids it, the tests run it);
+    // several must cut k into whole k-tiles, so that segment boundaries are the contract's.
+    if (segments > 1 && (schedule.k % gemm_tma_tile_shape(tile).k != 0 || k_tiles % segments != 0)) {
       return invalid_argument(std::string("gemm_bf16: ") + gemm_tma_tile_name(tile) +
                               " cannot cut k=" + std::to_string(schedule.k) + " into " + std::to_string(segments) +
                               " segments of whole k-tiles");
