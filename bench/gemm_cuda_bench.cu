@@ -381,8 +381,26 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
       CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, m, s.k, &alpha, o.w, CUDA_R_16BF, s.k, o.x, CUDA_R_16BF,
                        s.k, &beta, o.yc, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    const std::vector<Timing> times = time_interleaved({ours_placed, cublas_placed, ours_placed}, reps);
+    // The TMA family's plan also with the weight's L2 hint flipped (GemmLaunch::tma_stream_weights,
+    // NOTES v20), in the same rounds: a cache hint, the same bits.
+    const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
+    vosti::GemmLaunch flipped_hint = l;
+    flipped_hint.tma_stream_weights = !l.tma_stream_weights;
+    auto flipped_placed = [&] {
+      const Operands& o = set[static_cast<size_t>(g_round % g_placements)];
+      vosti::GemmArgs b = a;
+      b.x = reinterpret_cast<const uint16_t*>(o.x);
+      b.w = reinterpret_cast<const uint16_t*>(o.w);
+      b.y = o.y;
+      CKS(vosti::gemm_bf16_with_launch(sched, b, flipped_hint, {ws, ws_bytes}, nullptr));
+    };
+    std::vector<std::function<void()>> fns = {ours_placed, cublas_placed, ours_placed};
+    if (tma) fns.push_back(flipped_placed);
+    const std::vector<Timing> times = time_interleaved(fns, reps);
     const Timing to = times[0], tc = times[1], to2 = times[2];
+    const Timing tf = tma ? times[3] : Timing{0, 0, 0};
+    g_round = 0;
+    ours_placed();          // y (placement 0) holds the plan's result for the checks below
     Timing tight{0, 0, 0};  // the CUTLASS family without spare rows (TMA zero-fills the tile's rows past m)
     if (tma) {
       vosti::GemmArgs t = a;
@@ -405,14 +423,16 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     const bool ours_inv = std::memcmp(row.data(), ho.data(), size_t(s.n) * 2) == 0;
     const double bytes = 2.0 * (double(m) * s.k + double(s.n) * s.k + double(m) * s.n);
     const double flops = 2.0 * m * double(s.n) * s.k;
-    const vosti::GemmLaunch l = vosti::plan_gemm_launch(sched, m, num_sms);
     std::printf(
         "%-9s %-8s %5d x %-5d M=%-5d ours %8.2f us (again %8.2f) %7.0f GB/s %6.1f TF/s | cublas %8.2f us %6.1f TF/s"
         " | ratio %.2f | rel diff %.1e | inv ours %d cublas %d | host %.1f / %.1f us | bm %d groups %d S %d%s%s%s\n",
         iname, s.name, s.n, s.k, m, to.median_us, to2.median_us, bytes / to.median_us / 1e3, flops / to.median_us / 1e6,
         tc.median_us, flops / tc.median_us / 1e6, to.median_us / tc.median_us, diff, ours_inv, cublas_inv, to.host_us,
         tc.host_us, l.block_m, l.num_groups, sched.num_segments, tma ? " | " : "", tma ? tma_plan_name(l).c_str() : "",
-        tma ? (" | no spare rows " + std::to_string(tight.median_us) + " us").c_str() : "");
+        tma ? (" | no spare rows " + std::to_string(tight.median_us) + " us | weights evict-first " +
+               std::to_string(int(l.tma_stream_weights)) + ", flipped " + std::to_string(tf.median_us) + " us")
+                  .c_str()
+            : "");
     g_summary.push_back(
         {iname, s.name, m, to.median_us, tc.median_us, tma ? tma_plan_name(l) : std::to_string(l.block_m)});
     char buf[1024];
@@ -424,13 +444,14 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
                   "\"ours_GBps\": %.1f, \"ours_TFs\": %.2f, \"cublas_GBps\": %.1f, \"cublas_TFs\": %.2f, "
                   "\"rel_diff_vs_cublas\": %.3e, \"ours_row0_equals_M1\": %s, \"cublas_row0_equals_M1\": %s, "
                   "\"block_m\": %d, \"groups\": %d, \"segments\": %d, \"ours_no_spare_rows_us\": %.3f, "
-                  "\"ours_host_us\": %.2f, \"cublas_host_us\": %.2f, \"flush\": \"%s\", \"placements\": %d}",
+                  "\"weights_evict_first\": %s, \"ours_hint_flipped_us\": %.3f, \"ours_host_us\": %.2f, "
+                  "\"cublas_host_us\": %.2f, \"flush\": \"%s\", \"placements\": %d}",
                   iname, s.name, s.n, s.k, m, to.median_us, to.p10_us, to.p90_us, to2.median_us, tc.median_us,
                   tc.p10_us, tc.p90_us, to.median_us / tc.median_us, bytes / to.median_us / 1e3,
                   flops / to.median_us / 1e6, bytes / tc.median_us / 1e3, flops / tc.median_us / 1e6, diff,
                   ours_inv ? "true" : "false", cublas_inv ? "true" : "false", l.block_m, l.num_groups,
-                  sched.num_segments, tight.median_us, to.host_us, tc.host_us, g_read_flush ? "read" : "memset",
-                  g_placements);
+                  sched.num_segments, tight.median_us, l.tma_stream_weights ? "true" : "false", tf.median_us,
+                  to.host_us, tc.host_us, g_read_flush ? "read" : "memset", g_placements);
     json_add(buf);
     a.y = y;  // the sweep writes m rows
     a.row_capacity = max_m;

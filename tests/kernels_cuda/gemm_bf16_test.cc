@@ -232,6 +232,39 @@ TEST(GemmSchedule, ColumnSplitsCoverWholeWavesThenOneWave) {
   EXPECT_GT(splits, 0);
 }
 
+// The weight's loads carry the L2 hint evict-first exactly where every weight tile is loaded once:
+// the m rows' x tiles all lie in one cluster (which shares the weight tile by multicast), for the
+// head and the tail of a split. Elsewhere a weight tile is read again by another cluster and the
+// L2 should keep it.
+TEST(GemmSchedule, WeightsStreamEvictFirstWhereEachWeightTileIsLoadedOnce) {
+  int streamed = 0, kept = 0;
+  for_each_tma_plan([&](const GemmLaunch& l, int64_t n, int64_t m, int sms) {
+    bool once = true;
+    for (GemmTmaTile tile : {l.tma_tile, l.tma_tail_tile}) {
+      const int64_t rows = gemm_tma_tile_shape(tile).m;
+      once = once && (m + rows - 1) / rows <= gemm_tma_tile_x_cluster(tile);
+      if (l.tma_split_n == 0) break;
+    }
+    ASSERT_EQ(l.tma_stream_weights, once)
+        << gemm_tma_tile_name(l.tma_tile) << " n=" << n << " m=" << m << " sms=" << sms;
+    ++(once ? streamed : kept);
+  });
+  EXPECT_GT(streamed, 0);
+  EXPECT_GT(kept, 0);
+  // The Llama-3-8B shapes on 132 SMs: streamed at every m of the benchmark up to 256, kept beyond.
+  for (int64_t n : {6144, 4096, 28672}) {
+    const GemmSchedule g = select_schedule(n, 4096, GemmInstruction::kWgmmaTmaWarpSpecialized).value();
+    for (int64_t m : {1, 8, 32, 64, 128, 129, 192, 256})
+      EXPECT_TRUE(plan_gemm_launch(g, m, 132).tma_stream_weights) << "n=" << n << " m=" << m;
+    for (int64_t m : {1024, 4096})
+      EXPECT_FALSE(plan_gemm_launch(g, m, 132).tma_stream_weights) << "n=" << n << " m=" << m;
+  }
+  for (GemmTmaTile tile : kAllGemmTmaTiles) {
+    const int c = gemm_tma_tile_x_cluster(tile);
+    EXPECT_TRUE(c == 1 || c == 2) << gemm_tma_tile_name(tile);
+  }
+}
+
 TEST(GemmSchedule, CutlassTilesAreDistinctInstantiations) {
   std::set<std::string> names;
   for (GemmTmaTile tile : kAllGemmTmaTiles) {
@@ -701,12 +734,17 @@ void check_tma_tiles_with_segments(int64_t n, int64_t k, DType out, bool bias, u
   const size_t esize = dtype_size(out);
   DeviceBuffer<uint8_t> want(static_cast<size_t>(max_m * n) * esize), got(static_cast<size_t>(max_m * n) * esize);
   std::vector<uint8_t> previous;  // the previous m's output: its rows are the first rows of this m's
+  int m_index = 0;
   for (int64_t m : {1, 5, 31, 64, 65, 100, 129, 255, 256, 300}) {
     const size_t bytes = static_cast<size_t>(m * n) * esize;
     std::vector<uint8_t> first;
     GemmTmaTile first_tile = tiles[0];
-    for (GemmTmaTile tile : tiles) {
-      const GemmLaunch l = make_gemm_tma_launch(g.schedule(), m, tile);
+    ++m_index;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const GemmTmaTile tile = tiles[t];
+      // Every instantiation runs with and without the weight's L2 hint (at alternate m).
+      GemmLaunch l = make_gemm_tma_launch(g.schedule(), m, tile);
+      l.tma_stream_weights = (m_index + t) % 2 == 0;
       got.poison();
       const Status s = g.run(x.get(), m, got.get(), out, bias, &l);
       ASSERT_TRUE(s.ok()) << s.to_string();
@@ -717,7 +755,8 @@ void check_tma_tiles_with_segments(int64_t n, int64_t k, DType out, bool bias, u
         continue;
       }
       ASSERT_TRUE(cuda_test::same_bits(y.data(), first.data(), bytes))
-          << "m=" << m << ": " << gemm_tma_tile_name(tile) << " differs from " << gemm_tma_tile_name(first_tile);
+          << "m=" << m << ": " << gemm_tma_tile_name(tile) << (l.tma_stream_weights ? " (weights evict-first)" : "")
+          << " differs from " << gemm_tma_tile_name(first_tile);
     }
     // Rows do not depend on m: the previous m's rows are this m's first rows, bit for bit.
     if (!previous.empty()) {

@@ -328,6 +328,7 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
     c.ldy = static_cast<int>(schedule.n);
     c.num_sms = sms.value();
     c.device = device;
+    c.stream_weights = l.tma_stream_weights;
     return gemm_detail::launch_wgmma_tma(c, tile, out_f32, stream);
   };
   if (!split) return run_part(l.tma_tile, 0, schedule.n);

@@ -43,6 +43,8 @@ struct TmaTileShape {
   static constexpr int kTileSegments = kSegments;
   // The tile of y (swapped: CUTLASS's N is y's rows) and the k-tile, as kGemmTmaTileInfo lists them.
   static constexpr GemmTmaTileShape kYTile = {kSwap ? kN : kM, kSwap ? kM : kN, kK};
+  // CTAs of the cluster along y's rows (CUTLASS's N when swapped), sharing each weight tile.
+  static constexpr int kXCluster = kSwap ? kClusterN : kClusterM;
   using TileShape = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kK>>;
   using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = Schedule;
@@ -104,6 +106,76 @@ template <>
 struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1Seg2>
     : TmaTileShape<128, 128, 2, 1, Cooperative, false, 64, 2> {};
 
+// CUTLASS's warp-specialized mainloop with an L2 eviction hint on the weight's TMA loads (A when
+// swapped, else B): evict-first where Params::weight_hint says so (TmaGemmCall::stream_weights),
+// else CUTLASS's normal hint; x's loads keep the normal one. The producer below issues what the
+// collective's own load issues (one elected lane; per k-tile: acquire the stage, load A and B to
+// it, multicast to the CTAs of the cluster that share the tile), in the same order, with the hint
+// as the one difference. A hint moves where lines stay in the L2, not the values loaded.
+template <class Base, bool kWeightIsA>
+struct WeightHintMainloop : Base {
+  using Base::Base;
+  struct Arguments : Base::Arguments {
+    bool stream_weights = false;
+  };
+  struct Params : Base::Params {
+    cute::TMA::CacheHintSm90 weight_hint = cute::TMA::CacheHintSm90::EVICT_NORMAL;
+  };
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const& shape, Arguments const& args, void* workspace) {
+    return {Base::to_underlying_arguments(shape, args, workspace),
+            args.stream_weights ? cute::TMA::CacheHintSm90::EVICT_FIRST : cute::TMA::CacheHintSm90::EVICT_NORMAL};
+  }
+
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& params, typename Base::MainloopPipeline pipeline,
+                           typename Base::PipelineState write, cute::tuple<TensorA, TensorB> const& inputs,
+                           BlockCoord const& blk_coord, KTileIterator k_tile_iter, int k_tile_count, int /*thread_idx*/,
+                           uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
+    using namespace cute;
+    if (!elect_one_sync()) return;
+    using Cluster = typename Base::DispatchPolicy::ClusterShape;
+    constexpr uint32_t kClusterM = size<0>(Cluster{});
+    constexpr uint32_t kClusterN = size<1>(Cluster{});
+    // This CTA's place in the cluster: (cm, cn), rank = cm + cn * kClusterM.
+    const uint32_t cm = block_rank_in_cluster % kClusterM;
+    const uint32_t cn = block_rank_in_cluster / kClusterM;
+    // A's tile goes to the CTAs of this cluster row (same cm), B's to those of this column.
+    uint16_t mask_a = 0;
+    uint16_t mask_b = 0;
+    if constexpr (is_same_v<typename Base::GmemTiledCopyA, SM90_TMA_LOAD_MULTICAST>) {
+      for (uint32_t j = 0; j < kClusterN; ++j) mask_a |= uint16_t(1u << (cm + j * kClusterM));
+    }
+    if constexpr (is_same_v<typename Base::GmemTiledCopyB, SM90_TMA_LOAD_MULTICAST>) {
+      for (uint32_t i = 0; i < kClusterM; ++i) mask_b |= uint16_t(1u << (i + cn * kClusterM));
+    }
+    const auto normal = TMA::CacheHintSm90::EVICT_NORMAL;
+    const auto hint_a = kWeightIsA ? params.weight_hint : normal;
+    const auto hint_b = kWeightIsA ? normal : params.weight_hint;
+
+    auto [m_coord, n_coord, k_coord, l_coord] = blk_coord;
+    (void)k_coord;
+    auto tma_a = params.tma_load_a.get_slice(cn);
+    auto tma_b = params.tma_load_b.get_slice(cm);
+    Tensor src_a = tma_a.partition_S(get<0>(inputs)(_, _, m_coord, _, l_coord));
+    Tensor src_b = tma_b.partition_S(get<1>(inputs)(_, _, n_coord, _, l_coord));
+    Tensor dst_a =
+        tma_a.partition_D(make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), typename Base::SmemLayoutA{}));
+    Tensor dst_b =
+        tma_b.partition_D(make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), typename Base::SmemLayoutB{}));
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 0; --k_tile_count) {
+      pipeline.producer_acquire(write);
+      auto* barrier = pipeline.producer_get_barrier(write);
+      const int stage = write.index();
+      copy(params.tma_load_a.with(*barrier, mask_a, hint_a), src_a(_, _, _, *k_tile_iter), dst_a(_, _, _, stage));
+      copy(params.tma_load_b.with(*barrier, mask_b, hint_b), src_b(_, _, _, *k_tile_iter), dst_b(_, _, _, stage));
+      ++k_tile_iter;
+      ++write;
+    }
+  }
+};
+
 // CUTLASS's warp-specialized mainloop run once per k segment, for the instantiations that
 // evaluate kSegments > 1 in one CTA: segment s is the k-tiles [s * t / S, (s + 1) * t / S) of the
 // tile's t, each a chain of wgmma k16 steps from a zero accumulator (the collective's first
@@ -139,7 +211,7 @@ template <GemmTmaTile Tile, typename Out>
 struct TmaGemm {
   using T = TmaTileTraits<Tile>;
   static_assert(T::kYTile.m == gemm_tma_tile_shape(Tile).m && T::kYTile.n == gemm_tma_tile_shape(Tile).n &&
-                    T::kYTile.k == gemm_tma_tile_shape(Tile).k,
+                    T::kYTile.k == gemm_tma_tile_shape(Tile).k && T::kXCluster == gemm_tma_tile_x_cluster(Tile),
                 "the GemmTmaTile's row of kGemmTmaTileInfo (the plan's tile) must describe its CUTLASS tile");
   using ElementD = std::conditional_t<std::is_same_v<Out, float>, float, cutlass::bfloat16_t>;
   static constexpr int kAlignAB = 8;  // bf16 elements in 16 bytes
@@ -171,8 +243,9 @@ struct TmaGemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename T::KernelSchedule>::CollectiveOp;
-  using Mainloop = std::conditional_t<(T::kTileSegments > 1), SegmentedMainloop<CollectiveMainloop, T::kTileSegments>,
-                                      CollectiveMainloop>;
+  using HintedMainloop = WeightHintMainloop<CollectiveMainloop, T::kSwapAB>;
+  using Mainloop =
+      std::conditional_t<(T::kTileSegments > 1), SegmentedMainloop<HintedMainloop, T::kTileSegments>, HintedMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, CollectiveEpilogue,
                                                       cutlass::gemm::PersistentScheduler>;
@@ -215,6 +288,7 @@ Status run_tma_gemm(const TmaGemmCall& c, cudaStream_t stream) {
   args.mainloop.dA = stride_a;
   args.mainloop.ptr_B = static_cast<const cutlass::bfloat16_t*>(kSwap ? c.x : c.w);
   args.mainloop.dB = stride_b;
+  args.mainloop.stream_weights = c.stream_weights;
   // Visitor-tree arguments: children first (acc fetch, bias), then the node (plus).
   args.epilogue.thread = {{}, {c.bias, 0.0f, {}}, {}};
   args.epilogue.ptr_C = nullptr;

@@ -20,7 +20,8 @@
 // between two launches, only move which launch, CTA and warpgroup computes an element; m reaches the kernels only
 // through the problem shape (TMA bounds that zero-fill rows past m and clip their stores, the grid or the scheduler's
 // tile count), never the k loop, whose trip count is k / 64 (ceil(k / 128) for the 128-column k-tiles): fixed per
-// instantiation.
+// instantiation. The L2 eviction hint on the weight's loads (TmaGemmCall::stream_weights) only
+// changes which cache lines the L2 keeps, never a loaded value.
 // The swapped instantiations (GemmTmaTile::kSwap...) run the same chain on y^T = w x^T: w is
 // wgmma's A operand and x its B, so an element's products are the same bf16 pairs, multiplied
 // and accumulated by the same k16 steps in the same k order, only with the operands' roles
@@ -50,6 +51,7 @@ struct TmaGemmCall {
   int ldy = 0;                  // >= n, a multiple of 8
   int num_sms = 0;              // the persistent grid's size bound
   int device = 0;               // the current CUDA device
+  bool stream_weights = false;  // the weight's loads carry the L2 hint evict-first (GemmLaunch)
 };
 
 // One instantiation (Tile, output element type: uint16_t = bf16, float); defined in

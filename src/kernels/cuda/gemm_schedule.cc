@@ -71,6 +71,13 @@ GemmInstruction select_instruction(int64_t n, int64_t k, bool has_wgmma) {
 }
 
 namespace {
+// Whether `tile` loads each weight tile once for m rows: all its x tiles lie in one cluster,
+// which shares the weight tile through one multicast load.
+bool weight_tiles_loaded_once(GemmTmaTile tile, int64_t m) {
+  const int64_t rows = gemm_tma_tile_shape(tile).m;
+  return rows > 0 && (m + rows - 1) / rows <= gemm_tma_tile_x_cluster(tile);
+}
+
 // CTA tiles of `tile` over m rows and n columns of y.
 int64_t tma_tiles(GemmTmaTile tile, int64_t m, int64_t n) {
   const GemmTmaTileShape t = gemm_tma_tile_shape(tile);
@@ -186,6 +193,7 @@ GemmLaunch make_gemm_tma_launch(const GemmSchedule& schedule, int64_t m, GemmTma
   l.counter_bytes = 0;
   l.workspace_bytes = 0;
   l.tma_tile = tile;
+  l.tma_stream_weights = weight_tiles_loaded_once(tile, m);
   return l;
 }
 
@@ -194,6 +202,7 @@ GemmLaunch make_gemm_tma_split_launch(const GemmSchedule& schedule, int64_t m, G
   GemmLaunch l = make_gemm_tma_launch(schedule, m, head);
   l.tma_split_n = split_n;
   l.tma_tail_tile = tail;
+  if (split_n != 0) l.tma_stream_weights = l.tma_stream_weights && weight_tiles_loaded_once(tail, m);
   return l;
 }
 

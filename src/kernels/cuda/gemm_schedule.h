@@ -94,38 +94,40 @@ struct GemmTmaTileShape {
 // One row per GemmTmaTile, in enum order: the CTA's tile of y (rows, from x; columns, from w),
 // its k-tile (columns of k per pipeline stage: 64 or 128) and a short name for logs and
 // benchmarks. The CUTLASS traits (gemm_bf16_sm90_tma.cuh) are checked against it at compile time.
-// segments: the k segments S of the contract it evaluates (its GemmSchedule's num_segments),
-// run in order by one CTA.
+// x_cluster: the CTAs of one cluster side by side along y's rows (different x tiles), which
+// share each weight tile through one multicast load. segments: the k segments S of the contract
+// it evaluates (its GemmSchedule's num_segments), run in order by one CTA.
 struct GemmTmaTileInfo {
   GemmTmaTile tile;
   GemmTmaTileShape shape;
+  int x_cluster;
   const char* name;
   int segments = 1;
 };
 inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
-    {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, "swap 16x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64, 128}, "swap 16x64 pingpong 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64, 128}, "swap 32x64 basic 4x1 k128"},
-    {GemmTmaTile::kM64N32Pingpong, {64, 32, 64}, "64x32 pingpong"},
-    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128, 64}, "swap 32x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64, 128}, "swap 32x64 basic 1x2 k128"},
-    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64, 128}, "swap 64x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64, 64}, "swap 32x64 pingpong 1x2"},
-    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128, 64}, "swap 64x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64, 64}, "swap 64x64 basic 1x2"},
-    {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, "64x96 basic 2x1"},
-    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, "swap 128x64 pingpong"},
-    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, "swap 128x128 cooperative"},
-    {GemmTmaTile::kSwapM128N256Cooperative, {128, 256, 64}, "swap 128x256 cooperative"},
-    {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, "swap 192x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, "swap 96x64 basic 1x2"},
-    {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, "swap 128x64 basic 1x2"},
-    {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, "128x96 basic 2x1"},
-    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, "128x128 cooperative 2x1"},
-    {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, "128x192 cooperative 2x1"},
-    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, "128x256 cooperative 2x1"},
-    {GemmTmaTile::kSwapM16N64Basic4x1K128Seg2, {16, 64, 128}, "swap 16x64 basic 4x1 k128 seg2", 2},
-    {GemmTmaTile::kM128N128Cooperative2x1Seg2, {128, 128, 64}, "128x128 cooperative 2x1 seg2", 2},
+    {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, 1, "swap 16x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64, 128}, 1, "swap 16x64 pingpong 4x1 k128"},
+    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64, 128}, 1, "swap 32x64 basic 4x1 k128"},
+    {GemmTmaTile::kM64N32Pingpong, {64, 32, 64}, 1, "64x32 pingpong"},
+    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128, 64}, 1, "swap 32x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64, 128}, 2, "swap 32x64 basic 1x2 k128"},
+    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64, 128}, 1, "swap 64x64 basic 4x1 k128"},
+    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64, 64}, 2, "swap 32x64 pingpong 1x2"},
+    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128, 64}, 1, "swap 64x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64, 64}, 2, "swap 64x64 basic 1x2"},
+    {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, 2, "64x96 basic 2x1"},
+    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, 1, "swap 128x64 pingpong"},
+    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, 1, "swap 128x128 cooperative"},
+    {GemmTmaTile::kSwapM128N256Cooperative, {128, 256, 64}, 1, "swap 128x256 cooperative"},
+    {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, 1, "swap 192x128 cooperative 2x1"},
+    {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, 2, "swap 96x64 basic 1x2"},
+    {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, 2, "swap 128x64 basic 1x2"},
+    {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, 2, "128x96 basic 2x1"},
+    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, 2, "128x128 cooperative 2x1"},
+    {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, 2, "128x192 cooperative 2x1"},
+    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, 2, "128x256 cooperative 2x1"},
+    {GemmTmaTile::kSwapM16N64Basic4x1K128Seg2, {16, 64, 128}, 1, "swap 16x64 basic 4x1 k128 seg2", 2},
+    {GemmTmaTile::kM128N128Cooperative2x1Seg2, {128, 128, 64}, 2, "128x128 cooperative 2x1 seg2", 2},
 };
 constexpr bool gemm_tma_tile_info_in_enum_order() {
   for (size_t i = 0; i < std::size(kGemmTmaTileInfo); ++i)
@@ -146,6 +148,10 @@ constexpr GemmTmaTileShape gemm_tma_tile_shape(GemmTmaTile tile) {
 constexpr const char* gemm_tma_tile_name(GemmTmaTile tile) {
   const auto i = static_cast<size_t>(tile);
   return i < std::size(kGemmTmaTileInfo) ? kGemmTmaTileInfo[i].name : "?";
+}
+constexpr int gemm_tma_tile_x_cluster(GemmTmaTile tile) {
+  const auto i = static_cast<size_t>(tile);
+  return i < std::size(kGemmTmaTileInfo) ? kGemmTmaTileInfo[i].x_cluster : 0;
 }
 constexpr int gemm_tma_tile_segments(GemmTmaTile tile) {
   const auto i = static_cast<size_t>(tile);
@@ -201,6 +207,11 @@ struct GemmLaunch {
   // below n). Both run the same chain per element, so the split moves no bits.
   int64_t tma_split_n = 0;
   GemmTmaTile tma_tail_tile = GemmTmaTile::kM64N32Pingpong;
+  // kWgmmaTmaWarpSpecialized only: the weight's TMA loads carry the L2 hint evict-first. Set by
+  // make_gemm_tma_launch where every weight tile is loaded once (all x tiles of the m rows in one
+  // cluster), so that the weight stream, which nothing reads again, displaces its own lines
+  // rather than others' (NOTES v20). A cache hint: it moves no bits.
+  bool tma_stream_weights = false;
 };
 
 // CTAs of each kernel configuration resident per multiprocessor on sm_90 (their registers
