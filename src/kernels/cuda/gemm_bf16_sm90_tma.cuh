@@ -87,8 +87,6 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N128Cooperative> : TmaTileShape<128, 
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N256Cooperative> : TmaTileShape<256, 128, 1, 1, Cooperative, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM160N256Cooperative> : TmaTileShape<256, 160, 1, 1, Cooperative, true> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM192N128Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM96N64Basic1x2> : TmaTileShape<64, 96, 1, 2, Basic, true> {};

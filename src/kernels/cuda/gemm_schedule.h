@@ -74,7 +74,6 @@ enum class GemmTmaTile : uint8_t {
   kSwapM128N128Cooperative,     // m = 65-128 where n / 128 tiles fill the machine but n / 256 need two waves;
                                 //   m = 257-512 where its tiles fit one wave or fill >= 80% of their waves
   kSwapM128N256Cooperative,     // m = 65-128 where its tiles fit one wave and n / 128 fill the machine (gate_up)
-  kSwapM160N256Cooperative,     // not planned (v21 candidate for gate_up at m = 129-160)
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
   kSwapM96N64Basic1x2,          // m = 129-192 where its tiles fit one wave (o, down)
   kSwapM128N64Basic1x2,         // m = 193-256 where its tiles fit one wave (o, down)
@@ -120,7 +119,6 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, 1, "swap 128x64 pingpong"},
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, 1, "swap 128x128 cooperative"},
     {GemmTmaTile::kSwapM128N256Cooperative, {128, 256, 64}, 1, "swap 128x256 cooperative"},
-    {GemmTmaTile::kSwapM160N256Cooperative, {160, 256, 64}, 1, "swap 160x256 cooperative"},
     {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, 1, "swap 192x128 cooperative 2x1"},
     {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, 2, "swap 96x64 basic 1x2"},
     {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, 2, "swap 128x64 basic 1x2"},
