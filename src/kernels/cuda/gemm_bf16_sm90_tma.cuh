@@ -89,10 +89,6 @@ struct TmaTileTraits<GemmTmaTile::kSwapM128N256Cooperative> : TmaTileShape<256, 
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM192N128Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative, true> {};
 template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM144N128Cooperative2x1> : TmaTileShape<128, 144, 2, 1, Cooperative, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM144N256Cooperative> : TmaTileShape<256, 144, 1, 1, Cooperative, true> {};
-template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM96N64Basic1x2> : TmaTileShape<64, 96, 1, 2, Basic, true> {};
 template <>
 struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic1x2> : TmaTileShape<64, 128, 1, 2, Basic, true> {};

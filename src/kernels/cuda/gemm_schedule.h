@@ -75,8 +75,6 @@ enum class GemmTmaTile : uint8_t {
                                 //   m = 257-512 where its tiles fit one wave or fill >= 80% of their waves
   kSwapM128N256Cooperative,     // m = 65-128 where its tiles fit one wave and n / 128 fill the machine (gate_up)
   kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
-  kSwapM144N128Cooperative2x1,  // not planned (v22 candidate for gate_up at m = 129-144)
-  kSwapM144N256Cooperative,     // not planned (v22 candidate for gate_up at m = 129-144)
   kSwapM96N64Basic1x2,          // m = 129-192 where its tiles fit one wave (o, down)
   kSwapM128N64Basic1x2,         // m = 193-256 where its tiles fit one wave (o, down)
   kM128N96Basic2x1,             // m = 129-256 where its tiles fit one wave (qkv)
@@ -122,8 +120,6 @@ inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
     {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, 1, "swap 128x128 cooperative"},
     {GemmTmaTile::kSwapM128N256Cooperative, {128, 256, 64}, 1, "swap 128x256 cooperative"},
     {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, 1, "swap 192x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM144N128Cooperative2x1, {144, 128, 64}, 1, "swap 144x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM144N256Cooperative, {144, 256, 64}, 1, "swap 144x256 cooperative"},
     {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, 2, "swap 96x64 basic 1x2"},
     {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, 2, "swap 128x64 basic 1x2"},
     {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, 2, "128x96 basic 2x1"},
