@@ -56,7 +56,7 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // tile of y (rows x columns) and the cluster as CUTLASS sees it (A's rows x B's rows: for the swapped ones, 4x1 is four
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
 // plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 21 planned are those
-// kept of the 68 swept in v11-v19 (dev/cuda/NOTES.md, v9-v19), then two with two k segments (v17, seven swept);
+// kept of the 71 swept in v11-v22 (dev/cuda/NOTES.md, v9-v22), then two with two k segments (v17, seven swept);
 // "k128" ones load 128 columns of k per pipeline stage, the others 64.
 enum class GemmTmaTile : uint8_t {
   kSwapM16N64Basic4x1K128,      // m <= 16 where its tiles fit one wave
