@@ -368,14 +368,15 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     };
     // Ours, cuBLAS and ours again (the same version twice: the spread of the measurement),
     // interleaved, round r on placement r % P.
-    auto ours_placed = [&] {
+    auto placed_args = [&] {  // `a` on this round's placement
       const Operands& o = set[static_cast<size_t>(g_round % g_placements)];
       vosti::GemmArgs b = a;
       b.x = reinterpret_cast<const uint16_t*>(o.x);
       b.w = reinterpret_cast<const uint16_t*>(o.w);
       b.y = o.y;
-      CKS(vosti::gemm_bf16(sched, b, {ws, ws_bytes}, nullptr));
+      return b;
     };
+    auto ours_placed = [&] { CKS(vosti::gemm_bf16(sched, placed_args(), {ws, ws_bytes}, nullptr)); };
     auto cublas_placed = [&] {
       const Operands& o = set[static_cast<size_t>(g_round % g_placements)];
       CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, m, s.k, &alpha, o.w, CUDA_R_16BF, s.k, o.x, CUDA_R_16BF,
@@ -387,12 +388,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     vosti::GemmLaunch flipped_hint = l;
     flipped_hint.tma_stream_weights = !l.tma_stream_weights;
     auto flipped_placed = [&] {
-      const Operands& o = set[static_cast<size_t>(g_round % g_placements)];
-      vosti::GemmArgs b = a;
-      b.x = reinterpret_cast<const uint16_t*>(o.x);
-      b.w = reinterpret_cast<const uint16_t*>(o.w);
-      b.y = o.y;
-      CKS(vosti::gemm_bf16_with_launch(sched, b, flipped_hint, {ws, ws_bytes}, nullptr));
+      CKS(vosti::gemm_bf16_with_launch(sched, placed_args(), flipped_hint, {ws, ws_bytes}, nullptr));
     };
     std::vector<std::function<void()>> fns = {ours_placed, cublas_placed, ours_placed};
     if (tma) fns.push_back(flipped_placed);
