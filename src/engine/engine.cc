@@ -15,9 +15,10 @@
 
 #include <xxhash.h>
 
-#include "core/thread_pool.h"
 #include "engine/live_request.h"
 #include "model/model.h"
+#include "runner/cpu_runner.h"
+#include "runner/device_model.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -42,27 +43,19 @@ const char* finish_reason_name(FinishReason r) {
 
 namespace {
 
-Result<std::unique_ptr<KernelBackend>> make_backend(const std::string& name, ThreadPool* pool) {
-  if (name == "cpu") return make_cpu_backend(pool);
-  if (name == "ref") return make_ref_backend();
-  if (name == "cpu-planted-bug") return make_cpu_backend_with_planted_bug(pool);  // test-only
-  return invalid_argument("unknown backend \"" + name + "\" (choose cpu or ref)");
-}
-
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(std::shared_ptr<const Model> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
-             std::unique_ptr<ThreadPool> pool, std::unique_ptr<KernelBackend> kernels, Scheduler scheduler)
+  EngineImpl(std::shared_ptr<const DeviceModel> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
+             std::unique_ptr<ModelRunner> runner, Scheduler scheduler)
       : model_(std::move(model)),
         config_(std::move(config)),
         tokenizer_(std::move(tokenizer)),
-        pool_(std::move(pool)),
-        kernels_(std::move(kernels)),
-        scheduler_(std::move(scheduler)),
-        runner_(model_, kernels_.get(), config_.num_blocks, config_.block_size) {}
+        runner_(std::move(runner)),
+        scheduler_(std::move(scheduler)) {}
 
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
     VOSTI_RETURN_IF_ERROR(validate(spec));
+    if (!broken_.ok()) return broken_;
     StopConditions stop = stop_conditions(spec);
     std::lock_guard<std::mutex> lock(mu_);
     const RequestId id = next_id_++;
@@ -87,7 +80,8 @@ class EngineImpl final : public Engine {
   }
 
   const EngineConfig& config() const override { return config_; }
-  const Model& model() const override { return *model_; }
+  const DeviceModel& model() const override { return *model_; }
+  const RunnerInfo& runner_info() const override { return runner_->info(); }
 
   bool step() override;
 
@@ -95,17 +89,18 @@ class EngineImpl final : public Engine {
   Status validate(const RequestSpec& spec) const;
   StopConditions stop_conditions(const RequestSpec& spec) const;
   void admit_and_abort();
-  void postprocess(const StepPlan& plan, const RunnerOutput& out);
+  std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan) const;
+  void postprocess(const StepPlan& plan, const StepResult& out);
   void finish(LiveRequest& r, FinishReason reason);
+  void fail_all(const Status& error);
   void publish_stats();
 
-  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const DeviceModel> model_;
   EngineConfig config_;
   std::shared_ptr<const Tokenizer> tokenizer_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<KernelBackend> kernels_;
+  std::unique_ptr<ModelRunner> runner_;
   Scheduler scheduler_;
-  ModelRunner runner_;
+  Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
 
   mutable std::mutex mu_;  // guards pending_, aborts_, next_id_, stats_ and live_'s membership
   std::vector<std::unique_ptr<LiveRequest>> pending_;
@@ -114,8 +109,6 @@ class EngineImpl final : public Engine {
   EngineStats stats_;
   std::unordered_map<RequestId, std::unique_ptr<LiveRequest>> live_;  // step thread only (size read under mu_)
   int64_t num_generated_ = 0;
-  SamplerScratch scratch_;       // step thread only
-  double sampling_seconds_ = 0;  // step thread only; folded into stats_ after each step
 };
 
 StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
@@ -162,6 +155,10 @@ void EngineImpl::admit_and_abort() {
     aborts.swap(aborts_);
   }
   for (auto& r : pending) {
+    if (!broken_.ok()) {
+      r->fail(broken_.message());
+      continue;
+    }
     const RequestId id = r->id();
     Status s = scheduler_.add_request(id, r->spec().prompt, r->spec().priority,
                                       /*use_prefix_cache=*/!r->spec().prompt_logprobs);
@@ -180,6 +177,24 @@ void EngineImpl::admit_and_abort() {
   }
 }
 
+std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) const {
+  std::vector<RequestLogitsTask> tasks(plan.requests.size());
+  for (size_t i = 0; i < plan.requests.size(); ++i) {
+    const ScheduledRequest& s = plan.requests[i];
+    const LiveRequest& r = *live_.at(s.id);
+    RequestLogitsTask& t = tasks[i];
+    t.sampling = &r.spec().sampling;
+    t.seed = r.seed();
+    t.prompt = r.spec().prompt;
+    t.outputs = r.outputs();
+    t.sample = s.completes_known_tokens && r.spec().max_tokens > 0;
+    t.score_prompt = r.wants_prompt_logits(s.num_computed_tokens);
+    t.digest = r.spec().logits_digests;
+    t.full_logits = r.spec().return_logits;
+  }
+  return tasks;
+}
+
 bool EngineImpl::step() {
   using Clock = std::chrono::steady_clock;
   const auto t_begin = Clock::now();
@@ -189,17 +204,15 @@ bool EngineImpl::step() {
     publish_stats();
     return false;
   }
-  std::vector<uint8_t> all_positions(plan.requests.size(), 0);
-  for (size_t i = 0; i < plan.requests.size(); ++i) {
-    const ScheduledRequest& s = plan.requests[i];
-    const LiveRequest& r = *live_.at(s.id);
-    all_positions[i] = r.wants_prompt_logits(s.num_computed_tokens) ? 1 : 0;
+  const std::vector<RequestLogitsTask> tasks = logits_tasks(plan);
+  Result<StepResult> out = runner_->execute(plan, tasks);
+  if (!out.ok()) {
+    fail_all(out.status());
+    publish_stats();
+    return true;
   }
-  const auto t_forward = Clock::now();
-  const RunnerOutput out = runner_.execute(plan, all_positions);
-  const auto t_post = Clock::now();
   scheduler_.on_step_done(plan);
-  postprocess(plan, out);
+  postprocess(plan, *out);
   const auto t_end = Clock::now();
   if (config_.check_invariants) {
     const Status inv = scheduler_.check_invariants();
@@ -209,39 +222,54 @@ bool EngineImpl::step() {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.num_steps++;
     stats_.seconds_in_steps += std::chrono::duration<double>(t_end - t_begin).count();
-    stats_.seconds_in_forward += std::chrono::duration<double>(t_post - t_forward).count();
-    stats_.seconds_in_sampling += sampling_seconds_;
-    sampling_seconds_ = 0;
+    stats_.seconds_in_forward += out->seconds_forward;
+    stats_.seconds_in_sampling += out->seconds_sampling;
   }
   publish_stats();
   return true;
 }
 
-void EngineImpl::postprocess(const StepPlan& plan, const RunnerOutput& out) {
-  const int64_t vocab = runner_.vocab_size();
-  for (size_t i = 0; i < out.rows.size(); ++i) {
-    const LogitsRow& row = out.rows[i];
-    const ScheduledRequest& s = plan.requests[static_cast<size_t>(row.plan_index)];
+void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
+  size_t next_row = 0;  // rows come in plan order (runner/step_rows.h)
+  for (size_t i = 0; i < plan.requests.size(); ++i) {
+    const ScheduledRequest& s = plan.requests[i];
     LiveRequest& r = *live_.at(s.id);
-    const std::span<const float> logits(out.row(i, vocab), static_cast<size_t>(vocab));
+    const RowResult* sampled = nullptr;
+    for (; next_row < out.rows.size() && out.rows[next_row].plan_index == static_cast<int32_t>(i); ++next_row) {
+      const RowResult& row = out.rows[next_row];
+      if (row.kind == RowKind::kScore) {
+        r.record_prompt_score(row.position, row.scored);
+      } else {
+        sampled = &row;
+      }
+    }
+    if (!s.completes_known_tokens) continue;
     const RequestState* state = scheduler_.find(s.id);
     VOSTI_CHECK(state != nullptr, "scheduled request vanished");
-    r.score_prompt_position(row.position, logits);
-    const bool last_row_of_request = row.position == s.num_computed_tokens + s.num_new_tokens - 1;
-    if (!(last_row_of_request && s.completes_known_tokens)) continue;
     r.prompt_done(state->num_cached_tokens);
     if (r.spec().max_tokens == 0) {
       finish(r, FinishReason::kLength);
       continue;
     }
-    const auto t_sample = std::chrono::steady_clock::now();
-    const TokenStep t = r.sample(logits, scratch_);
-    sampling_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_sample).count();
+    VOSTI_CHECK(sampled != nullptr, "the runner returned no sampled row for a request that completed its tokens");
     ++num_generated_;
-    const bool at_max_len = scheduler_.append_token(s.id, t.token);
-    const FinishReason reason = r.accept(t, at_max_len);
-    r.emit_token(t, reason);
+    const bool at_max_len = scheduler_.append_token(s.id, sampled->scored.token);
+    const FinishReason reason = r.accept(*sampled, at_max_len);
+    r.emit_token(*sampled, reason);
     if (reason != FinishReason::kNone) finish(r, reason);
+  }
+}
+
+void EngineImpl::fail_all(const Status& error) {
+  broken_ = error.with_context("the engine stopped after a runner failure");
+  std::vector<RequestId> ids;
+  for (const auto& [id, r] : live_) ids.push_back(id);
+  for (RequestId id : ids) {
+    LiveRequest& r = *live_.at(id);
+    scheduler_.finish(id);
+    r.fail(broken_.message());
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(id);
   }
 }
 
@@ -268,32 +296,30 @@ void EngineImpl::publish_stats() {
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model, const EngineConfig& input,
+Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model, const EngineConfig& config,
+                                               std::shared_ptr<const Tokenizer> tokenizer) {
+  if (!model) return invalid_argument("Engine::create needs a model");
+  if (config.device != "cpu")
+    return invalid_argument("a loaded Model runs on the cpu device; for --device " + config.device +
+                            " load the model with load_device_model()");
+  return create(std::make_shared<const CpuDeviceModel>(std::move(model)), config, std::move(tokenizer));
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel> model, const EngineConfig& input,
                                                std::shared_ptr<const Tokenizer> tokenizer) {
   if (!model) return invalid_argument("Engine::create needs a model");
   EngineConfig config = input;
-  const ModelConfig& mc = model->config();
+  if (config.device != model->device())
+    return invalid_argument("the model was loaded for device " + model->device() + ", the engine config asks for " +
+                            config.device);
   if (config.block_size <= 0 || config.block_size > 1024)
     return invalid_argument("block_size must be in [1, 1024], got " + std::to_string(config.block_size));
   if (config.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
   if (config.max_num_batched_tokens <= 0) return invalid_argument("max_num_batched_tokens must be positive");
-  if (config.num_blocks <= 0) {
-    const int64_t bytes_per_block =
-        2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * static_cast<int64_t>(sizeof(float));
-    config.num_blocks = config.kv_cache_bytes / bytes_per_block;
-  }
-  if (config.num_blocks <= 0)
-    return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
-  const int64_t cache_tokens = config.num_blocks * config.block_size;
-  if (config.max_model_len <= 0)
-    config.max_model_len = static_cast<int32_t>(std::min(mc.max_position_embeddings, cache_tokens));
-  if (config.max_model_len > cache_tokens)
-    return invalid_argument("max_model_len " + std::to_string(config.max_model_len) + " exceeds the KV cache (" +
-                            std::to_string(cache_tokens) + " tokens): raise the cache size or lower max_model_len");
-  if (config.num_threads <= 0)
-    config.num_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  auto pool = std::make_unique<ThreadPool>(config.num_threads);
-  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<KernelBackend> kernels, make_backend(config.backend, pool.get()));
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, model->make_runner(config));
+  const RunnerInfo& info = runner->info();
+  config.num_blocks = info.num_blocks;
+  config.max_model_len = info.max_model_len;
   SchedulerConfig sc;
   sc.pool.block_size = config.block_size;
   sc.pool.num_blocks = config.num_blocks;
@@ -304,8 +330,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
   sc.max_model_len = config.max_model_len;
   VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
-  return std::unique_ptr<Engine>(new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(pool),
-                                                std::move(kernels), std::move(scheduler)));
+  return std::unique_ptr<Engine>(
+      new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), std::move(scheduler)));
 }
 
 }  // namespace vosti

@@ -10,32 +10,16 @@
 #include <memory>
 #include <string>
 
+#include "core/engine_config.h"
 #include "core/status.h"
 #include "engine/request.h"
 
 namespace vosti {
 
+class DeviceModel;
 class Model;
 class Tokenizer;
-
-struct EngineConfig {
-  int32_t block_size = 16;
-  int64_t num_blocks = 0;  // 0: derived from kv_cache_bytes
-  int64_t kv_cache_bytes = 256ll << 20;
-  int32_t max_num_seqs = 64;
-  int32_t max_num_batched_tokens = 512;
-  int32_t max_model_len = 0;  // 0: the model's max_position_embeddings (capped by the cache)
-  bool enable_prefix_caching = true;
-  int32_t num_threads = 0;          // 0: hardware concurrency
-  std::string backend = "cpu";      // "cpu" or "ref"
-  uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
-  // Run Scheduler::check_invariants() after every step (a failure aborts). Debug builds always do.
-#ifdef NDEBUG
-  bool check_invariants = false;
-#else
-  bool check_invariants = true;
-#endif
-};
+struct RunnerInfo;
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -54,6 +38,13 @@ struct EngineStats {
 
 class Engine {
  public:
+  // An engine on `model`'s device (config.device must name it) with its own runner: KV memory,
+  // batch buffers and (CUDA) graphs. The model may be shared by several engines.
+  // Errors: kInvalidArgument for a config that cannot serve the model (named), and the
+  // runner's errors (DeviceModel::make_runner).
+  static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const DeviceModel> model, const EngineConfig& config,
+                                                std::shared_ptr<const Tokenizer> tokenizer = nullptr);
+  // The same on the CPU device (config.device "cpu"), for a Model already loaded.
   static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const Model> model, const EngineConfig& config,
                                                 std::shared_ptr<const Tokenizer> tokenizer = nullptr);
   virtual ~Engine() = default;
@@ -67,7 +58,9 @@ class Engine {
   virtual bool has_work() const = 0;
   virtual EngineStats stats() const = 0;
   virtual const EngineConfig& config() const = 0;
-  virtual const Model& model() const = 0;
+  virtual const DeviceModel& model() const = 0;
+  // What the runner was given: device, KV dtype, blocks, limits.
+  virtual const RunnerInfo& runner_info() const = 0;
 };
 
 }  // namespace vosti

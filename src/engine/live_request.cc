@@ -1,7 +1,6 @@
 #include "engine/live_request.h"
 
-#include <xxhash.h>
-
+#include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vosti {
@@ -24,11 +23,11 @@ bool LiveRequest::wants_prompt_logits(int32_t num_computed) const {
   return spec_.prompt_logprobs && !prompt_scored_ && num_computed < static_cast<int32_t>(spec_.prompt.size());
 }
 
-void LiveRequest::score_prompt_position(int32_t position, std::span<const float> logits) {
+void LiveRequest::record_prompt_score(int32_t position, const ScoredToken& scored) {
   if (!spec_.prompt_logprobs || prompt_scored_) return;
   const size_t next = static_cast<size_t>(position) + 1;
   if (next >= spec_.prompt.size()) return;
-  prompt_scores_[next] = score_token(logits, spec_.prompt[next], spec_.sampling.num_top_logprobs);
+  prompt_scores_[next] = scored;
 }
 
 void LiveRequest::prompt_done(int32_t num_cached_prompt_tokens) {
@@ -41,23 +40,9 @@ void LiveRequest::prompt_done(int32_t num_cached_prompt_tokens) {
   }
 }
 
-TokenStep LiveRequest::sample(std::span<const float> logits, SamplerScratch& scratch) const {
-  TokenStep t;
-  const std::span<const int32_t> prompt(spec_.prompt);
-  t.scored =
-      sample_token(logits, spec_.sampling, seed_, static_cast<int64_t>(outputs_.size()), prompt, outputs_, scratch);
-  t.token = t.scored.token;
-  if (spec_.logits_digests) {
-    const XXH128_hash_t h = XXH3_128bits(logits.data(), logits.size_bytes());
-    t.digest = {h.low64, h.high64};
-  }
-  if (spec_.return_logits) t.logits.assign(logits.begin(), logits.end());
-  return t;
-}
-
-FinishReason LiveRequest::accept(const TokenStep& step, bool at_max_len) {
-  outputs_.push_back(step.token);
-  if (decoder_) text_ += decoder_->push(step.token);
+FinishReason LiveRequest::accept(const RowResult& step, bool at_max_len) {
+  outputs_.push_back(step.scored.token);
+  if (decoder_) text_ += decoder_->push(step.scored.token);
   const StopDecision d = stop_.check(outputs_, text_, text_checked_);
   text_checked_ = text_.size();
   text_releasable_ = d.text_size;
@@ -90,9 +75,9 @@ void LiveRequest::release_text(size_t upto, RequestOutput& out) {
   }
 }
 
-void LiveRequest::emit_token(const TokenStep& step, FinishReason reason) {
+void LiveRequest::emit_token(const RowResult& step, FinishReason reason) {
   RequestOutput out = base_output();
-  out.new_tokens.push_back(step.token);
+  out.new_tokens.push_back(step.scored.token);
   out.new_logprobs.push_back(step.scored);
   if (spec_.logits_digests) out.new_digests.push_back(step.digest);
   if (spec_.return_logits) out.new_logits.push_back(step.logits);

@@ -12,21 +12,13 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "sample/sampler.h"
+#include "runner/model_runner.h"
 #include "sample/stop_checker.h"
 
 namespace vosti {
 
 class Tokenizer;
 class StreamingDecoder;
-
-// One sampled token with its logprobs and (if asked) its logits digest.
-struct TokenStep {
-  int32_t token = 0;
-  ScoredToken scored;
-  LogitsDigest digest{};
-  std::vector<float> logits;  // [vocab] if the request returns full logits
-};
 
 class LiveRequest {
  public:
@@ -37,20 +29,19 @@ class LiveRequest {
   RequestId id() const { return id_; }
   const RequestSpec& spec() const { return spec_; }
   uint64_t seed() const { return seed_; }
+  const std::vector<int32_t>& outputs() const { return outputs_; }
 
   // True while the chunk starting at num_computed still needs per-position logits for prompt scoring.
   bool wants_prompt_logits(int32_t num_computed) const;
-  // Records the logprob of prompt token position + 1 given the logits at `position`.
-  void score_prompt_position(int32_t position, std::span<const float> logits);
+  // Records the score of prompt token position + 1 under the logits at `position`.
+  void record_prompt_score(int32_t position, const ScoredToken& scored);
   // The prompt is done: its logprobs (if asked) go out with the next output.
   void prompt_done(int32_t num_cached_prompt_tokens);
 
-  // Samples the next token from `logits` (position = number of outputs so far).
-  TokenStep sample(std::span<const float> logits, SamplerScratch& scratch) const;
-  // Appends the token and decides whether the request stops (at_max_len: the context is full).
-  FinishReason accept(const TokenStep& step, bool at_max_len);
+  // Appends the sampled token and decides whether the request stops (at_max_len: the context is full).
+  FinishReason accept(const RowResult& step, bool at_max_len);
   // Sends the output of the newest token; finished if reason != kNone.
-  void emit_token(const TokenStep& step, FinishReason reason);
+  void emit_token(const RowResult& step, FinishReason reason);
   // Sends the final output (if not sent yet) with `reason`.
   void finish(FinishReason reason);
   // Sends a final error output.

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "core/ids.h"
+#include "sample/logits_digest.h"
 #include "sample/logprobs.h"
 #include "sample/sampling_params.h"
 
 namespace vosti {
-
-using RequestId = uint64_t;
 
 enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
@@ -37,8 +37,6 @@ struct RequestSpec {
 // logits, and the num_top_logprobs best alternatives (sample/logprobs.h defines them).
 using TopLogprob = TokenLogprob;
 using PositionLogprobs = ScoredToken;
-
-using LogitsDigest = std::array<uint64_t, 2>;  // XXH3-128 of the raw f32 logits bytes
 
 // A delta delivered to the request's callback after a step, and the final state.
 struct RequestOutput {

@@ -1,58 +1,87 @@
-// ModelRunner: StepPlan -> ForwardBatch (token ids, positions, slots, block tables)
-// -> logits. It owns the KV cache tensors; which physical block holds which
-// positions is decided by the scheduler (src/cache), never here.
+// ModelRunner: executes one StepPlan on one device and returns what the engine needs to
+// emit tokens: per wanted row the chosen (or scored) token, its logprob and top-n, and on
+// request the logits digest or the whole row. Implementations: runner/cpu_runner.h (host
+// kernels) and runner/cuda/cuda_runner.h (the GPU). A runner owns its batch buffers, its KV
+// memory and (CUDA) its graphs; which physical block holds which positions is decided by
+// the scheduler (src/cache), never here.
 //
-// Invariants: a token at position p of a request goes to slot
-// block_table[p / block_size] * block_size + p % block_size; every token of the step is
-// written to the cache before any query of the step reads it (Model::forward).
+// Invariants every runner keeps (DESIGN.md rules 2-6): a token at position p of a request
+// goes to slot block_table[p / block_size] * block_size + p % block_size; every token of the
+// step is written to the cache before any query of the step reads it; a row's logits are a
+// function of its own token and its own prefix's KV; sampling and scoring follow
+// sample/sampler.h and sample/logprobs.h exactly (the CUDA runner on the device, checked
+// against the host code), so a RowResult is a function of that row's logits and its task.
 // Thread safety: one caller at a time (the engine's step thread).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
-#include "model/model.h"
+#include "core/status.h"
+#include "sample/logits_digest.h"
+#include "sample/logprobs.h"
+#include "sample/sampling_params.h"
 #include "sched/step_plan.h"
 
 namespace vosti {
 
-// One row of logits the runner produced: which request of the plan and which position.
-struct LogitsRow {
-  int32_t plan_index = 0;  // index into StepPlan::requests
-  int32_t position = 0;    // the position whose next-token logits these are
+// What the engine wants from the logits of one scheduled request (index-aligned with
+// StepPlan::requests). Spans point into the engine's request state and stay valid for the call.
+struct RequestLogitsTask {
+  const SamplingParams* sampling = nullptr;  // REQUIRES: non-null when sample or score_prompt
+  uint64_t seed = 0;
+  std::span<const int32_t> prompt;   // the request's prompt
+  std::span<const int32_t> outputs;  // its outputs so far; the sampled position is outputs.size()
+  bool sample = false;               // sample a token from the step's last row (it completes the known tokens)
+  bool score_prompt = false;         // score prompt[p + 1] at each row p of the step with p + 1 < prompt.size()
+  bool digest = false;               // the sampled row's LogitsDigest
+  bool full_logits = false;          // the sampled row's whole logits (the determinism harness)
 };
 
-struct RunnerOutput {
-  std::vector<LogitsRow> rows;  // [num_rows]
-  std::vector<float> logits;    // [num_rows, vocab]
-  const float* row(size_t i, int64_t vocab) const { return logits.data() + static_cast<int64_t>(i) * vocab; }
+enum class RowKind : uint8_t { kScore, kSample };
+
+// One produced row: a sampled token, or a prompt token scored under the logits at `position`.
+struct RowResult {
+  int32_t plan_index = 0;  // into StepPlan::requests
+  int32_t position = 0;    // the position whose next-token logits these are
+  RowKind kind = RowKind::kSample;
+  ScoredToken scored;         // kSample: the chosen token; kScore: prompt[position + 1]
+  LogitsDigest digest{};      // kSample with task.digest
+  std::vector<float> logits;  // kSample with task.full_logits: [vocab]
+};
+
+// What execute() returns: rows in plan order, positions increasing within a request.
+struct StepResult {
+  std::vector<RowResult> rows;
+  double seconds_forward = 0;   // the forward pass (host wall time)
+  double seconds_sampling = 0;  // sampling, scoring and digests
+};
+
+// What a runner was given (printed at startup, reported in /metrics).
+struct RunnerInfo {
+  std::string device;          // "cpu (8 threads)", "cuda:0 NVIDIA H200 (132 SMs, 139.8 GiB)"
+  std::string kv_cache_dtype;  // "f32", "bf16"
+  int64_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t max_model_len = 0;  // cdiv(max_model_len, block_size) <= num_blocks
+  int64_t kv_cache_bytes = 0;
+  int64_t weight_bytes = 0;  // weights on the device
 };
 
 class ModelRunner {
  public:
-  // REQUIRES: model and kernels outlive the runner.
-  ModelRunner(std::shared_ptr<const Model> model, KernelBackend* kernels, int64_t num_blocks, int32_t block_size);
+  virtual ~ModelRunner() = default;
 
-  // Runs the plan. Produces logits for the last token of every request that
-  // completes its known tokens, and for every token of requests whose
-  // all_positions[i] is set (prompt scoring). REQUIRES: all_positions.size() == plan.requests.size().
-  RunnerOutput execute(const StepPlan& plan, std::span<const uint8_t> all_positions);
+  // Runs the plan's forward and turns the wanted rows into results (see RequestLogitsTask).
+  // REQUIRES: tasks.size() == plan.requests.size(); every block table covers its step.
+  // Errors: kInternal for a device failure, after which the runner is unusable (every later
+  // call returns the same error).
+  virtual Result<StepResult> execute(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) = 0;
 
-  // The forward batch the plan maps to (exposed for tests).
-  ForwardBatch build_batch(const StepPlan& plan, std::span<const uint8_t> all_positions,
-                           std::vector<LogitsRow>* rows) const;
-
-  const Model& model() const { return *model_; }
-  int64_t vocab_size() const { return model_->config().vocab_size; }
-
- private:
-  std::shared_ptr<const Model> model_;
-  KernelBackend* kernels_;
-  int32_t block_size_;
-  KvStorage kv_;
-  ForwardScratch scratch_;
+  virtual const RunnerInfo& info() const = 0;
 };
 
 }  // namespace vosti

@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "cache/block_table.h"
+#include "core/ids.h"
 
 namespace vosti {
-
-using RequestId = uint64_t;  // the same type as engine/request.h's RequestId
 
 enum class RequestStatus : uint8_t { kWaiting, kRunning, kPreempted, kFinished };
 const char* request_status_name(RequestStatus s);  // "waiting", "running", "preempted", "finished"

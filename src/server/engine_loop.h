@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "runner/device_model.h"
 
 namespace vosti {
 
@@ -39,7 +40,8 @@ class EngineLoop {
   // The snapshot taken after the latest step.
   EngineLoopStats stats() const;
   const EngineConfig& config() const { return engine_->config(); }
-  const Model& model() const { return engine_->model(); }
+  const DeviceModel& model() const { return engine_->model(); }
+  const RunnerInfo& runner_info() const { return engine_->runner_info(); }
   // Stops the thread after the current step; requests left are dropped. Idempotent.
   void stop();
 

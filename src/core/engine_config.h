@@ -1,0 +1,45 @@
+// EngineConfig: the one configuration of an engine and its deployment (DESIGN.md section 1),
+// plain data that every layer may read: the engine (scheduling limits), the runner it
+// creates (device, kernel backend, KV memory) and the tools that fill it from flags.
+// Fields marked (D) are part of the deployment: two engines compare bit for bit only when
+// they agree on them. The others never change a logit (the determinism harness varies them).
+// Thread safety: a value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vosti {
+
+struct EngineConfig {
+  // (D) Where the model runs: "cpu" (host kernels, f32) or "cuda" (the GPU runner, bf16 weights).
+  std::string device = "cpu";
+  // (D) Host kernel backend of the cpu device: "cpu" (SIMD + threads) or "ref" (scalar oracle).
+  std::string backend = "cpu";
+  int32_t block_size = 16;  // (D) tokens per KV block
+  // KV dtype (D): "auto" (f32 on cpu, bf16 on cuda), "bf16" or "f32" (cuda only offers both).
+  std::string kv_cache_dtype = "auto";
+  int64_t num_blocks = 0;                // 0: derived (cpu: kv_cache_bytes; cuda: gpu_memory_utilization)
+  int64_t kv_cache_bytes = 256ll << 20;  // cpu: KV cache size when num_blocks == 0
+  // cuda: fraction of the GPU's memory this engine may use (weights, buffers, KV pool), as vLLM's
+  // --gpu-memory-utilization; the KV pool takes what is left when num_blocks == 0.
+  double gpu_memory_utilization = 0.9;
+  bool cuda_graphs = true;  // cuda: replay decode steps from CUDA graphs (never changes a bit)
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  int32_t max_model_len = 0;  // 0: the model's max_position_embeddings (capped by the cache)
+  bool enable_prefix_caching = true;
+  int32_t num_threads = 0;          // cpu: 0 = hardware concurrency
+  uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
+  // cuda: check every device-sampled row against the host sampler on the same logits (copies
+  // each sampled row to the host; a mismatch fails the request). Tests and `vosti verify`.
+  bool check_device_sampler = false;
+  // Run Scheduler::check_invariants() after every step (a failure aborts). Debug builds always do.
+#ifdef NDEBUG
+  bool check_invariants = false;
+#else
+  bool check_invariants = true;
+#endif
+};
+
+}  // namespace vosti

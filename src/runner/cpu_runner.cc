@@ -1,0 +1,97 @@
+#include "runner/cpu_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "runner/host_rows.h"
+
+namespace vosti {
+
+Result<std::unique_ptr<KernelBackend>> make_host_backend(const std::string& name, ThreadPool* pool) {
+  if (name == "cpu") return make_cpu_backend(pool);
+  if (name == "ref") return make_ref_backend();
+  if (name == "cpu-planted-bug") return make_cpu_backend_with_planted_bug(pool);  // test-only
+  return invalid_argument("unknown backend \"" + name + "\" (choose cpu or ref)");
+}
+
+Result<std::unique_ptr<ModelRunner>> CpuDeviceModel::make_runner(const EngineConfig& config) const {
+  const ModelConfig& mc = model_->config();
+  if (config.kv_cache_dtype != "auto" && config.kv_cache_dtype != "f32")
+    return invalid_argument("the cpu device keeps its KV cache in f32; kv_cache_dtype \"" + config.kv_cache_dtype +
+                            "\" needs --device cuda");
+  RunnerInfo info;
+  info.kv_cache_dtype = "f32";
+  info.block_size = config.block_size;
+  const int64_t bytes_per_block =
+      2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * static_cast<int64_t>(sizeof(float));
+  info.num_blocks = config.num_blocks > 0 ? config.num_blocks : config.kv_cache_bytes / bytes_per_block;
+  if (info.num_blocks <= 0) return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
+  info.kv_cache_bytes = info.num_blocks * bytes_per_block;
+  const int64_t cache_tokens = info.num_blocks * config.block_size;
+  int64_t max_len = config.max_model_len;
+  if (max_len <= 0) max_len = std::min(mc.max_position_embeddings, cache_tokens);
+  if (max_len > cache_tokens)
+    return invalid_argument("max_model_len " + std::to_string(max_len) + " exceeds the KV cache (" +
+                            std::to_string(cache_tokens) + " tokens): raise the cache size or lower max_model_len");
+  info.max_model_len = static_cast<int32_t>(max_len);
+  const int32_t threads = config.num_threads > 0
+                              ? config.num_threads
+                              : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  info.device = "cpu (" + config.backend + " kernels, " + std::to_string(threads) + " threads)";
+  auto pool = std::make_unique<ThreadPool>(threads);
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<KernelBackend> kernels, make_host_backend(config.backend, pool.get()));
+  return std::unique_ptr<ModelRunner>(new CpuRunner(model_, std::move(pool), std::move(kernels), std::move(info)));
+}
+
+CpuRunner::CpuRunner(std::shared_ptr<const Model> model, std::unique_ptr<ThreadPool> pool,
+                     std::unique_ptr<KernelBackend> kernels, RunnerInfo info)
+    : model_(std::move(model)),
+      pool_(std::move(pool)),
+      kernels_(std::move(kernels)),
+      info_(std::move(info)),
+      kv_(model_->config(), info_.num_blocks, info_.block_size) {}
+
+ForwardBatch CpuRunner::build_batch(const StepPlan& plan, std::span<const WantedRow> rows) const {
+  const int32_t block_size = info_.block_size;
+  ForwardBatch batch;
+  batch.token_ids.reserve(static_cast<size_t>(plan.num_batched_tokens));
+  for (const ScheduledRequest& r : plan.requests) {
+    VOSTI_CHECK(static_cast<int32_t>(r.token_ids.size()) == r.num_new_tokens, "token_ids disagree with num_new_tokens");
+    for (int32_t j = 0; j < r.num_new_tokens; ++j) {
+      const int32_t pos = r.num_computed_tokens + j;
+      const int32_t block_index = pos / block_size;
+      VOSTI_CHECK(block_index < static_cast<int32_t>(r.block_table.size()), "block table does not cover the step");
+      batch.token_ids.push_back(r.token_ids[static_cast<size_t>(j)]);
+      batch.positions.push_back(pos);
+      batch.slot_mapping.push_back(static_cast<int64_t>(r.block_table[static_cast<size_t>(block_index)]) * block_size +
+                                   pos % block_size);
+      batch.block_tables.push_back(r.block_table.data());
+    }
+  }
+  for (const WantedRow& w : rows) batch.logit_rows.push_back(w.token_row);
+  return batch;
+}
+
+Result<StepResult> CpuRunner::execute(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  StepResult out;
+  const std::vector<WantedRow> rows = wanted_rows(plan, tasks);
+  const ForwardBatch batch = build_batch(plan, rows);
+  const auto vocab = static_cast<size_t>(model_->config().vocab_size);
+  logits_.resize(rows.size() * vocab);
+  model_->forward(batch, kv_, *kernels_, logits_.data(), scratch_);
+  const auto t1 = Clock::now();
+  out.rows.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::span<const float> row(logits_.data() + i * vocab, vocab);
+    out.rows.push_back(
+        finish_row_on_host(row, rows[i], tasks[static_cast<size_t>(rows[i].plan_index)], sampler_scratch_));
+  }
+  out.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
+  out.seconds_sampling = std::chrono::duration<double>(Clock::now() - t1).count();
+  return out;
+}
+
+}  // namespace vosti

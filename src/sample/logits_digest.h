@@ -1,0 +1,19 @@
+// LogitsDigest: the 128-bit fingerprint of one output position's logits row, by which two
+// runs (or two servers) are compared bit for bit without shipping the rows: XXH3-128 of the
+// row's raw little-endian f32 bytes, {low64, high64}. The CUDA runner computes the same
+// function on the device (kernels/cuda/digest_kernels.h); tests check the two agree.
+// Thread safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+namespace vosti {
+
+using LogitsDigest = std::array<uint64_t, 2>;  // {low64, high64} of XXH3-128
+
+// XXH3-128 (seed 0, default secret) of logits.size_bytes() bytes.
+LogitsDigest logits_digest(std::span<const float> logits);
+
+}  // namespace vosti
