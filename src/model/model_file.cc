@@ -1,0 +1,259 @@
+#include "model/model_file.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "core/dtype.h"
+#include "io/dequant.h"
+#include "io/gguf.h"
+#include "io/safetensors.h"
+
+namespace vosti {
+
+struct ModelFile::Gguf {
+  GgufFile file;
+};
+struct ModelFile::Safetensors {
+  SafetensorsModel model;
+};
+
+ModelFile::~ModelFile() = default;
+
+namespace {
+
+const char* gguf_role_name(WeightRole role) {
+  switch (role) {
+    case WeightRole::kEmbed:
+      return "token_embd.weight";
+    case WeightRole::kFinalNorm:
+      return "output_norm.weight";
+    case WeightRole::kLmHead:
+      return "output.weight";
+    case WeightRole::kAttnNorm:
+      return "attn_norm.weight";
+    case WeightRole::kQ:
+      return "attn_q.weight";
+    case WeightRole::kK:
+      return "attn_k.weight";
+    case WeightRole::kV:
+      return "attn_v.weight";
+    case WeightRole::kQBias:
+      return "attn_q.bias";
+    case WeightRole::kKBias:
+      return "attn_k.bias";
+    case WeightRole::kVBias:
+      return "attn_v.bias";
+    case WeightRole::kQNorm:
+      return "attn_q_norm.weight";
+    case WeightRole::kKNorm:
+      return "attn_k_norm.weight";
+    case WeightRole::kO:
+      return "attn_output.weight";
+    case WeightRole::kFfnNorm:
+      return "ffn_norm.weight";
+    case WeightRole::kGate:
+      return "ffn_gate.weight";
+    case WeightRole::kUp:
+      return "ffn_up.weight";
+    case WeightRole::kDown:
+      return "ffn_down.weight";
+  }
+  return "?";
+}
+
+const char* hf_role_name(WeightRole role) {
+  switch (role) {
+    case WeightRole::kEmbed:
+      return "model.embed_tokens.weight";
+    case WeightRole::kFinalNorm:
+      return "model.norm.weight";
+    case WeightRole::kLmHead:
+      return "lm_head.weight";
+    case WeightRole::kAttnNorm:
+      return "input_layernorm.weight";
+    case WeightRole::kQ:
+      return "self_attn.q_proj.weight";
+    case WeightRole::kK:
+      return "self_attn.k_proj.weight";
+    case WeightRole::kV:
+      return "self_attn.v_proj.weight";
+    case WeightRole::kQBias:
+      return "self_attn.q_proj.bias";
+    case WeightRole::kKBias:
+      return "self_attn.k_proj.bias";
+    case WeightRole::kVBias:
+      return "self_attn.v_proj.bias";
+    case WeightRole::kQNorm:
+      return "self_attn.q_norm.weight";
+    case WeightRole::kKNorm:
+      return "self_attn.k_norm.weight";
+    case WeightRole::kO:
+      return "self_attn.o_proj.weight";
+    case WeightRole::kFfnNorm:
+      return "post_attention_layernorm.weight";
+    case WeightRole::kGate:
+      return "mlp.gate_proj.weight";
+    case WeightRole::kUp:
+      return "mlp.up_proj.weight";
+    case WeightRole::kDown:
+      return "mlp.down_proj.weight";
+  }
+  return "?";
+}
+
+bool is_global(WeightRole role) {
+  return role == WeightRole::kEmbed || role == WeightRole::kFinalNorm || role == WeightRole::kLmHead;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+template <typename T>
+void unpermute_qk_rows(const T* src, int64_t rows, int64_t cols, int64_t heads, T* dst) {
+  const int64_t hd = rows / heads, half = hd / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        std::memcpy(dst + (h * hd + j * half + i) * cols, src + (h * hd + 2 * i + j) * cols,
+                    static_cast<size_t>(cols) * sizeof(T));
+}
+template void unpermute_qk_rows<float>(const float*, int64_t, int64_t, int64_t, float*);
+template void unpermute_qk_rows<uint16_t>(const uint16_t*, int64_t, int64_t, int64_t, uint16_t*);
+
+Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path) {
+  std::shared_ptr<ModelFile> f(new ModelFile());
+  f->path_ = path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    VOSTI_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(path));
+    VOSTI_ASSIGN_OR_RETURN(f->config_, ModelConfig::from_hf_config(st.config(), path + "/config.json"));
+    if (f->config_.name.empty()) f->config_.name = std::filesystem::path(path).filename().string();
+    f->st_ = std::make_unique<Safetensors>(Safetensors{std::move(st)});
+    return std::shared_ptr<const ModelFile>(std::move(f));
+  }
+  if (!std::filesystem::exists(path, ec))
+    return not_found(path + ": no such model file or directory (give a .gguf file or a directory with config.json)");
+  VOSTI_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::open(path));
+  VOSTI_ASSIGN_OR_RETURN(f->config_, ModelConfig::from_gguf(gguf));
+  if (f->config_.name.empty()) f->config_.name = std::filesystem::path(path).stem().string();
+  f->gguf_ = std::make_unique<Gguf>(Gguf{std::move(gguf)});
+  return std::shared_ptr<const ModelFile>(std::move(f));
+}
+
+std::string ModelFile::tensor_name(WeightRole role, int64_t layer) const {
+  if (gguf_) {
+    if (is_global(role)) return gguf_role_name(role);
+    return "blk." + std::to_string(layer) + "." + gguf_role_name(role);
+  }
+  if (is_global(role)) return hf_role_name(role);
+  return "model.layers." + std::to_string(layer) + "." + hf_role_name(role);
+}
+
+std::vector<int64_t> ModelFile::expected_shape(WeightRole role) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, hd = c.head_dim, q = c.num_heads * hd, kv = c.num_kv_heads * hd;
+  switch (role) {
+    case WeightRole::kEmbed:
+    case WeightRole::kLmHead:
+      return {c.vocab_size, H};
+    case WeightRole::kFinalNorm:
+    case WeightRole::kAttnNorm:
+    case WeightRole::kFfnNorm:
+      return {H};
+    case WeightRole::kQ:
+      return {q, H};
+    case WeightRole::kK:
+    case WeightRole::kV:
+      return {kv, H};
+    case WeightRole::kQBias:
+      return {q};
+    case WeightRole::kKBias:
+    case WeightRole::kVBias:
+      return {kv};
+    case WeightRole::kQNorm:
+    case WeightRole::kKNorm:
+      return {hd};
+    case WeightRole::kO:
+      return {H, q};
+    case WeightRole::kGate:
+    case WeightRole::kUp:
+      return {c.intermediate_size, H};
+    case WeightRole::kDown:
+      return {H, c.intermediate_size};
+  }
+  return {};
+}
+
+bool ModelFile::has(WeightRole role, int64_t layer) const {
+  const std::string name = tensor_name(role, layer);
+  if (gguf_) return gguf_->file.tensor(name).ok();
+  return st_->model.tensors().count(name) != 0;
+}
+
+Result<WeightView> ModelFile::view(WeightRole role, int64_t layer) const {
+  const std::string name = tensor_name(role, layer);
+  WeightView w;
+  if (gguf_) {
+    VOSTI_ASSIGN_OR_RETURN(w, gguf_->file.tensor(name));
+  } else {
+    VOSTI_ASSIGN_OR_RETURN(w, st_->model.tensor(name));
+  }
+  const std::vector<int64_t> shape = expected_shape(role);
+  if (w.shape != shape)
+    return invalid_argument("tensor " + name + " has shape " + shape_str(w.shape) + ", the config implies " +
+                            shape_str(shape));
+  return w;
+}
+
+bool ModelFile::needs_row_unpermute(WeightRole role) const {
+  // Only Llama GGUFs carry llama.cpp's q/k row permutation.
+  if (!gguf_ || config_.arch != Architecture::kLlama) return false;
+  return role == WeightRole::kQ || role == WeightRole::kK || role == WeightRole::kQBias || role == WeightRole::kKBias;
+}
+
+int64_t ModelFile::unpermute_heads(WeightRole role) const {
+  return role == WeightRole::kQ || role == WeightRole::kQBias ? config_.num_heads : config_.num_kv_heads;
+}
+
+Result<std::vector<float>> ModelFile::read_f32(WeightRole role, int64_t layer) const {
+  VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer));
+  std::vector<float> out(static_cast<size_t>(w.num_elements()));
+  VOSTI_RETURN_IF_ERROR(dequantize(w.type, w.data, w.num_bytes, out.data(), w.num_elements()).with_context(w.name));
+  if (needs_row_unpermute(role)) {
+    const int64_t rows = w.shape[0], cols = w.shape.size() == 2 ? w.shape[1] : 1;
+    std::vector<float> hf(out.size());
+    unpermute_qk_rows(out.data(), rows, cols, unpermute_heads(role), hf.data());
+    out.swap(hf);
+  }
+  return out;
+}
+
+Result<std::vector<uint16_t>> ModelFile::read_bf16(WeightRole role, int64_t layer) const {
+  VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer));
+  std::vector<uint16_t> out(static_cast<size_t>(w.num_elements()));
+  if (w.type == WeightType::kBF16) {
+    if (w.num_bytes != out.size() * sizeof(uint16_t))
+      return invalid_argument("tensor " + w.name + ": " + std::to_string(w.num_bytes) + " bytes for " +
+                              std::to_string(out.size()) + " bf16 values");
+    std::memcpy(out.data(), w.data, w.num_bytes);
+  } else {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> f, read_f32(role, layer));
+    for (size_t i = 0; i < f.size(); ++i) out[i] = f32_to_bf16(f[i]);
+    return out;  // read_f32 unpermuted already
+  }
+  if (needs_row_unpermute(role)) {
+    const int64_t rows = w.shape[0], cols = w.shape.size() == 2 ? w.shape[1] : 1;
+    std::vector<uint16_t> hf(out.size());
+    unpermute_qk_rows(out.data(), rows, cols, unpermute_heads(role), hf.data());
+    out.swap(hf);
+  }
+  return out;
+}
+
+}  // namespace vosti
