@@ -10,6 +10,8 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "runner/cpu_runner.h"
+#include "runner/load_device_model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
@@ -27,6 +29,9 @@ struct GenerateOptions {
   bool json = false;
   bool enable_thinking = false;
   int32_t threads = 0;
+  std::string device = "cpu";
+  double gpu_memory_utilization = 0.9;
+  std::string kv_dtype = "auto";
   RequestSpec spec;
   double temperature = 0.7;
   uint64_t seed = 0;
@@ -100,6 +105,12 @@ int cmd_generate(int argc, char** argv) {
   app.add_flag("--ignore-eos", o.spec.ignore_eos, "keep generating past end-of-sequence tokens");
   app.add_flag("--json", o.json, "print one JSON object: text, tokens, ids, logprobs, seed, finish reason");
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
+  app.add_option("--device", o.device, "where the model runs: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                 "cuda: fraction of GPU memory for weights, buffers and the KV cache")
+      ->check(CLI::Range(0.01, 1.0));
+  app.add_option("--kv-cache-dtype", o.kv_dtype, "cuda: KV cache dtype (auto = bf16, or f32)")
+      ->check(CLI::IsMember({"auto", "bf16", "f32"}));
   CLI11_PARSE(app, argc, argv);
   if (o.model.empty()) o.model = default_model_path();
   o.spec.sampling.temperature = static_cast<float>(o.temperature);
@@ -116,7 +127,17 @@ int cmd_generate(int argc, char** argv) {
   LoadProgress progress(o.model);
   LoadOptions load_options;
   load_options.on_progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
-  auto model = Model::load(o.model, load_options);
+  Result<std::shared_ptr<const DeviceModel>> model = invalid_argument("no model");
+  if (o.device == "cpu") {
+    auto cpu = Model::load(o.model, load_options);
+    if (cpu.ok()) {
+      model = std::shared_ptr<const DeviceModel>(std::make_shared<const CpuDeviceModel>(*cpu));
+    } else {
+      model = cpu.status();
+    }
+  } else {
+    model = load_device_model(o.model, o.device);
+  }
   if (!model.ok()) {
     std::fprintf(stderr, "\nvosti generate: %s\n", model.status().to_string().c_str());
     return 1;
@@ -134,8 +155,11 @@ int cmd_generate(int argc, char** argv) {
   }
   o.spec.prompt = *prompt;
   EngineConfig config;
+  config.device = o.device;
   config.num_threads = o.threads;
   config.max_num_seqs = 1;
+  config.gpu_memory_utilization = o.gpu_memory_utilization;
+  config.kv_cache_dtype = o.kv_dtype;
   auto engine = Engine::create(*model, config, *tok);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti generate: %s\n", engine.status().to_string().c_str());

@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "runner/load_device_model.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/openai_service.h"
@@ -36,6 +37,10 @@ struct ServeFlags {
   int threads = 0;
   int io_threads = 2;
   bool no_prefix_caching = false;
+  std::string device = "cpu";
+  double gpu_memory_utilization = 0.9;
+  std::string kv_dtype = "auto";
+  bool no_cuda_graphs = false;
   int64_t max_body_bytes = 8 << 20;
   double shutdown_timeout_s = 30;
   bool no_access_log = false;
@@ -77,7 +82,7 @@ void shut_down(HttpServer& server, OpenAiService& service, EngineLoop& loop, dou
 
 int run_serve(const ServeFlags& f) {
   const sigset_t signals = block_shutdown_signals();
-  auto model = Model::load(f.model);
+  auto model = load_device_model(f.model, f.device);
   if (!model.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", model.status().to_string().c_str());
     return 1;
@@ -95,10 +100,27 @@ int run_serve(const ServeFlags& f) {
   config.max_model_len = f.max_model_len;
   config.enable_prefix_caching = !f.no_prefix_caching;
   config.num_threads = f.threads;
+  config.device = f.device;
+  config.gpu_memory_utilization = f.gpu_memory_utilization;
+  config.kv_cache_dtype = f.kv_dtype;
+  config.cuda_graphs = !f.no_cuda_graphs;
   auto engine = Engine::create(*model, config, *tokenizer);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", engine.status().to_string().c_str());
     return 1;
+  }
+  {
+    const RunnerInfo& info = (*engine)->runner_info();
+    const ModelConfig& mc = (*model)->config();
+    std::fprintf(
+        stderr,
+        "vosti serve: device %s; model %s (%lld layers, hidden %lld, vocab %lld), weights %.2f GiB; KV cache "
+        "%s, %lld blocks of %d tokens (%.2f GiB, %lld tokens); max_num_seqs %d, max_num_batched_tokens %d\n",
+        info.device.c_str(), mc.name.c_str(), static_cast<long long>(mc.num_layers),
+        static_cast<long long>(mc.hidden_size), static_cast<long long>(mc.vocab_size),
+        static_cast<double>(info.weight_bytes) / (1u << 30), info.kv_cache_dtype.c_str(),
+        static_cast<long long>(info.num_blocks), info.block_size, static_cast<double>(info.kv_cache_bytes) / (1u << 30),
+        static_cast<long long>(info.num_blocks) * info.block_size, config.max_num_seqs, config.max_num_batched_tokens);
   }
   // Destroyed explicitly before the server: the engine's callbacks hold connections.
   auto loop_holder = std::make_unique<EngineLoop>(std::move(engine).value());
@@ -161,7 +183,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--block-size", f.block_size, "KV cache block size in tokens")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--kv-cache-mb", f.kv_cache_mb, "KV cache size in MiB")
+  app.add_option("--kv-cache-mb", f.kv_cache_mb, "cpu: KV cache size in MiB (cuda: --gpu-memory-utilization)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--max-model-len", f.max_model_len, "context length (0: the model's, capped by the cache)")
@@ -172,6 +194,17 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--io-threads", f.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_flag("--no-prefix-caching", f.no_prefix_caching, "disable the prefix cache");
+  app.add_option("--device", f.device, "where the model runs: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
+                 "cuda: fraction of GPU memory for weights, buffers and the KV cache (as vLLM's)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", f.kv_dtype, "cuda: KV cache dtype: auto (bf16) or f32 (part of the deployment)")
+      ->check(CLI::IsMember({"auto", "bf16", "f32"}))
+      ->capture_default_str();
+  app.add_flag("--no-cuda-graphs", f.no_cuda_graphs, "cuda: launch every step's kernels (same bits, slower)");
   app.add_option("--max-body-bytes", f.max_body_bytes, "largest request body accepted (413 above)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

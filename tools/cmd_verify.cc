@@ -2,7 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "model/model.h"
+#include "runner/load_device_model.h"
 #include "tools/commands.h"
 #include "tools/harness/determinism_harness.h"
 
@@ -16,11 +16,16 @@ int cmd_verify(int argc, char** argv) {
   std::vector<std::string> models;
   bool full = false;
   std::string backend = "cpu";
+  std::string device = "cpu";
+  std::string kv_dtype = "auto";
   uint64_t seed = 7;
   int32_t block_size = 16;
   app.add_option("--model", models, "model file or directory (repeatable; default: the default model)");
   app.add_flag("--full", full, "the longer matrix: more requests, longer generations");
-  app.add_option("--backend", backend, "kernel backend: cpu, ref (cpu-planted-bug: a deliberately broken kernel)");
+  app.add_option("--device", device, "where the model runs: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--backend", backend, "cpu kernel backend: cpu, ref (cpu-planted-bug: a deliberately broken kernel)");
+  app.add_option("--kv-cache-dtype", kv_dtype, "cuda: KV pool dtype (auto = bf16, or f32)")
+      ->check(CLI::IsMember({"auto", "bf16", "f32"}));
   app.add_option("--seed", seed, "seed of the generated request set");
   app.add_option("--block-size", block_size, "KV block size (tokens)");
   CLI11_PARSE(app, argc, argv);
@@ -29,22 +34,26 @@ int cmd_verify(int argc, char** argv) {
   std::vector<HarnessReport> reports;
   bool ok = true;
   for (const auto& path : models) {
-    auto model = Model::load(path);
+    auto model = load_device_model(path, device);
     if (!model.ok()) {
       std::fprintf(stderr, "vosti verify: %s\n", model.status().to_string().c_str());
       return 1;
     }
     EngineConfig ref;
+    ref.device = device;
     ref.backend = backend;
+    ref.kv_cache_dtype = kv_dtype;
+    // The cuda runner checks every device-sampled row against the host sampler on its logits.
+    ref.check_device_sampler = device == "cuda";
     ref.block_size = block_size;
     ref.max_model_len = full ? 512 : 128;
     ref.num_blocks = 4 * ref.max_model_len / block_size;
     ref.num_threads = 2;
     ref.check_invariants = true;
-    const auto requests = make_harness_requests(**model, full, seed);
+    const auto requests = make_harness_requests((*model)->config(), full, seed);
     const auto variations = make_variations(ref, full);
-    std::printf("model %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(), requests.size(),
-                variations.size());
+    std::printf("model %s on %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(), device.c_str(),
+                requests.size(), variations.size());
     auto report = run_determinism_harness(*model, requests, ref, variations, [](const VariationResult& r) {
       std::printf("  %-28s %s %s\n", r.name.c_str(), r.identical ? "identical" : "DIFFERS", r.first_difference.c_str());
       std::fflush(stdout);

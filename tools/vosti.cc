@@ -38,6 +38,7 @@ constexpr Command kCommands[] = {
     {"serve", vosti::tools::cmd_serve, "run the OpenAI-compatible HTTP server"},
     {"verify", vosti::tools::cmd_verify, "check bitwise determinism under the variation matrix"},
     {"inspect", vosti::tools::cmd_inspect, "print a model file's architecture, tensors and metadata"},
+    {"make-model", vosti::tools::cmd_make_model, "write a random-weight model with a real model's config"},
     {"tokenize", vosti::tools::cmd_tokenize, "print the token ids of a text"},
     {"detokenize", vosti::tools::cmd_detokenize, "print the text of token ids"},
 };

@@ -35,14 +35,21 @@ LogSoftmaxStats log_softmax_stats(std::span<const float> logits) {
     exp_from_max_n(values, m, exps, n);
     add_lane_sums(exps, n, z);
   }
-  return {m, std::log(z.total())};
+  return log_softmax_stats_from_lanes(m, z);
+}
+
+LogSoftmaxStats log_softmax_stats_from_lanes(float max, const LaneSums& lanes) {
+  return {max, std::log(lanes.total())};
+}
+
+float logprob_of_value(float x, const LogSoftmaxStats& stats) {
+  const float d = x == stats.max ? 0.0f : x - stats.max;
+  return static_cast<float>(static_cast<double>(d) - stats.log_sum);
 }
 
 float token_logprob(std::span<const float> logits, const LogSoftmaxStats& stats, int32_t token) {
   VOSTI_CHECK(token >= 0 && static_cast<size_t>(token) < logits.size(), "token id out of the logits row");
-  const float x = sanitize_logit(logits[static_cast<size_t>(token)]);
-  const float d = x == stats.max ? 0.0f : x - stats.max;
-  return static_cast<float>(static_cast<double>(d) - stats.log_sum);
+  return logprob_of_value(sanitize_logit(logits[static_cast<size_t>(token)]), stats);
 }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, const LogSoftmaxStats& stats, int32_t num_top) {

@@ -46,6 +46,13 @@ inline float sanitize_logit(float x) { return x != x ? -std::numeric_limits<floa
 // REQUIRES: !logits.empty().
 LogSoftmaxStats log_softmax_stats(std::span<const float> logits /*[vocab]*/);
 
+// The stats of a row given its max and the lane sums of exp_from_max(l'_i, max) (how the CUDA
+// runner's device sampler reports a row): {max, log(lanes.total())}, log_softmax_stats' own steps.
+LogSoftmaxStats log_softmax_stats_from_lanes(float max, const LaneSums& lanes);
+
+// lp of a sanitized logit value x under `stats`: float(double(d) - log_sum), d as above.
+float logprob_of_value(float x, const LogSoftmaxStats& stats);
+
 // lp_token under `stats`. REQUIRES: 0 <= token < logits.size().
 float token_logprob(std::span<const float> logits /*[vocab]*/, const LogSoftmaxStats& stats, int32_t token);
 

@@ -250,7 +250,7 @@ void OpenAiService::handle_models(const std::shared_ptr<HttpResponder>& r) {
 void OpenAiService::handle_metrics(const std::shared_ptr<HttpResponder>& r) {
   const int64_t connections = options_.num_connections ? options_.num_connections() : 0;
   respond(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-          metrics_.render(loop_.stats(), connections, num_active()));
+          metrics_.render(loop_.stats(), connections, num_active(), &loop_.runner_info()));
 }
 
 void OpenAiService::handle_tokenize(const HttpRequest& request, const std::shared_ptr<HttpResponder>& r) {

@@ -1,5 +1,6 @@
 #include "server/server_metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace vosti {
@@ -68,10 +69,22 @@ void ServerMetrics::observe_finish(const char* reason) {
   ++finish_[reason];
 }
 
-std::string ServerMetrics::render(const EngineLoopStats& engine, int64_t num_connections,
-                                  int64_t num_active_requests) const {
+std::string ServerMetrics::render(const EngineLoopStats& engine, int64_t num_connections, int64_t num_active_requests,
+                                  const RunnerInfo* runner) const {
   const EngineStats& s = engine.engine;
   std::string out;
+  if (runner != nullptr) {
+    std::string device = runner->device;
+    std::replace(device.begin(), device.end(), '"', '\'');
+    out += "# HELP vosti_runner_info The device the engine runs on and its KV cache (labels).\n";
+    out += "# TYPE vosti_runner_info gauge\n";
+    out += "vosti_runner_info{device=\"" + device + "\",kv_cache_dtype=\"" + runner->kv_cache_dtype +
+           "\",block_size=\"" + std::to_string(runner->block_size) + "\"} 1\n";
+    append_metric(out, "vosti_kv_cache_bytes", "gauge", "Bytes of the KV cache pool (on the engine's device).",
+                  static_cast<double>(runner->kv_cache_bytes));
+    append_metric(out, "vosti_weight_bytes", "gauge", "Bytes of model weights on the engine's device.",
+                  static_cast<double>(runner->weight_bytes));
+  }
   append_metric(out, "vosti_num_requests_running", "gauge", "Sequences in the engine's running set.",
                 static_cast<double>(s.num_running));
   append_metric(out, "vosti_num_requests_waiting", "gauge", "Sequences waiting to be scheduled.",

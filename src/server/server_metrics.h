@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/model_runner.h"
 #include "server/engine_loop.h"
 
 namespace vosti {
@@ -39,7 +40,9 @@ class ServerMetrics {
   void add_tokens(int64_t prompt_tokens, int64_t generation_tokens);
   void observe_finish(const char* reason);
   // The Prometheus text format (version 0.0.4) of everything, with `engine` stats.
-  std::string render(const EngineLoopStats& engine, int64_t num_connections, int64_t num_active_requests) const;
+  // `runner` (may be null) adds the device and the KV pool it holds.
+  std::string render(const EngineLoopStats& engine, int64_t num_connections, int64_t num_active_requests,
+                     const RunnerInfo* runner = nullptr) const;
 
  private:
   mutable std::mutex mu_;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "model/model.h"
+#include "runner/cpu_runner.h"
 #include "tools/harness/determinism_harness.h"
 
 namespace vosti {
@@ -30,7 +31,8 @@ HarnessReport run(const std::string& path, const std::string& backend) {
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   const EngineConfig ref = reference_config(backend);
   auto report =
-      run_determinism_harness(*model, make_harness_requests(**model, false, 7), ref, make_variations(ref, false));
+      run_determinism_harness(std::make_shared<const CpuDeviceModel>(*model),
+                              make_harness_requests((*model)->config(), false, 7), ref, make_variations(ref, false));
   EXPECT_TRUE(report.ok()) << report.status().to_string();
   std::printf("%s", format_report_table({*report}).c_str());
   return std::move(report).value();

@@ -1,7 +1,7 @@
 // Tests of the CUDA paged attention and kv_write (src/kernels/cuda/attention.h): accuracy
 // against the scalar oracle (kernels/ref) on shuffled physical blocks with grouped-query
-// heads, and bitwise invariance: a query computed alone equals the same query inside a
-// batch of other sequences' queries, whatever its row, and the bf16 output is the f32
+// heads, bf16 and f32 pools (the oracle reads the bf16 pool's values), and bitwise invariance: a query computed alone
+// equals the same query inside a batch of other sequences' queries, whatever its row, and the bf16 output is the f32
 // output rounded once. GPU only (skips with "no CUDA device").
 // Bound: both sides are f32 with different orders (fma dot vs rounded products, online
 // softmax over 32-position tiles vs two-pass, expf vs the oracle's exp): ~1e-6 relative per
@@ -33,24 +33,54 @@ struct CacheShape {
   int num_blocks = 24;
 };
 
-// Per query row: its sequence's block table row and its position.
+// Per query row: its position and sequence; per sequence its block table row.
 struct Queries {
-  std::vector<int32_t> tables;     // [m, table_stride]
+  std::vector<int32_t> tables;     // [num_seqs, table_stride]
   std::vector<int32_t> positions;  // [m]
-  int64_t table_stride = 0;
+  std::vector<int32_t> row_seq;    // [m]
+  int32_t table_stride = 0;
   int64_t m() const { return static_cast<int64_t>(positions.size()); }
 };
 
-class AttentionCase : public ::testing::TestWithParam<int> {};
+// The oracle's [num_blocks, block_size, nkv, hd] f32 cache as the pool's [num_blocks, nkv,
+// block_size, hd] in `dtype` (values already representable in it).
+template <typename T>
+std::vector<T> to_pool(const std::vector<float>& nhd, const CacheShape& s, T (*convert)(float)) {
+  std::vector<T> out(nhd.size());
+  for (int b = 0; b < s.num_blocks; ++b)
+    for (int o = 0; o < s.block_size; ++o)
+      for (int h = 0; h < s.num_kv_heads; ++h)
+        for (int d = 0; d < s.head_dim; ++d) {
+          const size_t src = ((static_cast<size_t>(b) * s.block_size + o) * s.num_kv_heads + h) * s.head_dim + d;
+          const size_t dst = ((static_cast<size_t>(b) * s.num_kv_heads + h) * s.block_size + o) * s.head_dim + d;
+          out[dst] = convert(nhd[src]);
+        }
+  return out;
+}
+float keep_f32(float v) { return v; }
+uint16_t to_bf16_bits(float v) { return f32_to_bf16(v); }
+
+struct AttentionParam {
+  int head_dim;
+  DType kv_dtype;
+};
+
+class AttentionCase : public ::testing::TestWithParam<AttentionParam> {};
 
 TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
   VOSTI_SKIP_WITHOUT_CUDA();
   CacheShape s;
-  s.head_dim = GetParam();
+  s.head_dim = GetParam().head_dim;
+  const DType kv_dtype = GetParam().kv_dtype;
+  const bool bf16 = kv_dtype == DType::kBF16;
   const int64_t slot_floats = static_cast<int64_t>(s.num_kv_heads) * s.head_dim;
   const int64_t cache_floats = static_cast<int64_t>(s.num_blocks) * s.block_size * slot_floats;
   std::vector<float> k_host = cuda_test::random_f32(static_cast<size_t>(cache_floats), 11 + s.head_dim);
   std::vector<float> v_host = cuda_test::random_f32(static_cast<size_t>(cache_floats), 12 + s.head_dim);
+  if (bf16) {  // the oracle reads the values the bf16 pool holds
+    for (float& x : k_host) x = bf16_to_f32(f32_to_bf16(x));
+    for (float& x : v_host) x = bf16_to_f32(f32_to_bf16(x));
+  }
 
   // Three sequences of lengths 1, 37 and 100 on a shuffled set of physical blocks.
   std::vector<int32_t> blocks(static_cast<size_t>(s.num_blocks));
@@ -61,13 +91,15 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
   Queries qs;
   qs.table_stride = 8;  // blocks per sequence table (>= ceil(100 / 16))
   size_t next_block = 0;
-  for (int len : lengths) {
+  for (int si = 0; si < 3; ++si) {
+    const int len = lengths[si];
     std::vector<int32_t> table(static_cast<size_t>(qs.table_stride), -1);
     for (int b = 0; b < (len + s.block_size - 1) / s.block_size; ++b)
       table[static_cast<size_t>(b)] = blocks[next_block++];
+    qs.tables.insert(qs.tables.end(), table.begin(), table.end());
     for (int p = 0; p < len; ++p) {
-      qs.tables.insert(qs.tables.end(), table.begin(), table.end());
       qs.positions.push_back(p);
+      qs.row_seq.push_back(si);
     }
   }
   const int64_t m = qs.m();
@@ -79,26 +111,38 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
   PagedKvView host_kv{k_host.data(), v_host.data(), s.num_blocks, s.block_size, s.num_kv_heads, s.head_dim};
   std::vector<AttentionQuery> ref_queries(static_cast<size_t>(m));
   for (int64_t r = 0; r < m; ++r) {
-    ref_queries[static_cast<size_t>(r)] = {qs.tables.data() + r * qs.table_stride,
+    ref_queries[static_cast<size_t>(r)] = {qs.tables.data() + qs.row_seq[static_cast<size_t>(r)] * qs.table_stride,
                                            qs.positions[static_cast<size_t>(r)]};
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   std::vector<float> expected(static_cast<size_t>(m * row));  // [m, row]
   ref->attention(q_host.data(), m, s.num_heads, ref_queries.data(), host_kv, scale, expected.data());
 
-  DeviceBuffer<float> k_dev(k_host), v_dev(v_host), q_dev(q_host);
-  DeviceBuffer<int32_t> tables(qs.tables), positions(qs.positions);
+  DeviceBuffer<float> k32(bf16 ? std::vector<float>(1) : to_pool(k_host, s, keep_f32)),
+      v32(bf16 ? std::vector<float>(1) : to_pool(v_host, s, keep_f32));
+  DeviceBuffer<uint16_t> k16(bf16 ? to_pool(k_host, s, to_bf16_bits) : std::vector<uint16_t>(1)),
+      v16(bf16 ? to_pool(v_host, s, to_bf16_bits) : std::vector<uint16_t>(1));
+  DeviceBuffer<float> q_dev(q_host);
+  DeviceBuffer<int32_t> tables(qs.tables), positions(qs.positions), row_seq(qs.row_seq),
+      stride(std::vector<int32_t>{qs.table_stride});
   DeviceBuffer<float> out(static_cast<size_t>(m * row));
   DeviceBuffer<uint16_t> out_bf16(static_cast<size_t>(m * row));
-  PagedKvView kv{k_dev.get(), v_dev.get(), s.num_blocks, s.block_size, s.num_kv_heads, s.head_dim};
+  CudaKvLayer kv{bf16 ? static_cast<void*>(k16.get()) : k32.get(),
+                 bf16 ? static_cast<void*>(v16.get()) : v32.get(),
+                 kv_dtype,
+                 s.num_blocks,
+                 s.block_size,
+                 s.num_kv_heads,
+                 s.head_dim};
   auto run = [&](int64_t first, int64_t count, void* dst, DType dtype) {
     AttentionArgs a;
     a.q = q_dev.get() + first * row;
     a.q_row_stride = row;
     a.num_heads = s.num_heads;
     a.positions = positions.get() + first;
-    a.block_tables = tables.get() + first * qs.table_stride;
-    a.block_table_stride = qs.table_stride;
+    a.row_seq = row_seq.get() + first;
+    a.block_tables = tables.get();
+    a.block_table_stride = stride.get();
     a.scale = scale;
     a.out = dst;
     a.out_row_stride = row;
@@ -123,8 +167,8 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
       ASSERT_LT(err, 2e-5) << "query " << r << " (position " << qs.positions[static_cast<size_t>(r)] << ") head " << h;
     }
   }
-  std::printf("[ attention ] head_dim %d: worst relative error vs the oracle %.3g over %lld queries\n", s.head_dim,
-              worst, static_cast<long long>(m));
+  std::printf("[ attention ] head_dim %d, %s pool: worst relative error vs the oracle %.3g over %lld queries\n",
+              s.head_dim, bf16 ? "bf16" : "f32", worst, static_cast<long long>(m));
   for (size_t i = 0; i < batch.size(); ++i) {
     ASSERT_EQ(batch_bf16[i], f32_to_bf16(batch[i])) << "bf16 output is not the f32 output rounded, element " << i;
   }
@@ -146,45 +190,81 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionCase, ::testing::Values(16, 64, 128, 256));
+std::string attention_name(const ::testing::TestParamInfo<AttentionParam>& info) {
+  return std::to_string(info.param.head_dim) + (info.param.kv_dtype == DType::kBF16 ? "_bf16" : "_f32");
+}
 
-TEST(KvWrite, WritesSlotsAndSkipsPaddingAndOutOfPool) {
+INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionCase,
+                         ::testing::Values(AttentionParam{16, DType::kBF16}, AttentionParam{64, DType::kBF16},
+                                           AttentionParam{128, DType::kBF16}, AttentionParam{256, DType::kBF16},
+                                           AttentionParam{64, DType::kF32}, AttentionParam{128, DType::kF32}),
+                         attention_name);
+
+TEST(KvWrite, WritesSlotsRoundedAndSkipsPaddingAndOutOfPool) {
   VOSTI_SKIP_WITHOUT_CUDA();
   const int nkv = 2, hd = 8, block_size = 4, num_blocks = 3;
   const int64_t slot_floats = nkv * hd, stride = 3 * slot_floats;  // rows as in a qkv buffer
   const int64_t cache = num_blocks * block_size * slot_floats;
   std::vector<float> rows = cuda_test::random_f32(static_cast<size_t>(4 * stride), 3);
-  const std::vector<int64_t> slots = {5, -1, 11, 12};  // 12 is outside the pool (12 slots)
-  DeviceBuffer<float> src(rows), k(std::vector<float>(static_cast<size_t>(cache), 0.f)),
-      v(std::vector<float>(static_cast<size_t>(cache), 0.f));
-  DeviceBuffer<int64_t> slot_dev(slots);
-  PagedKvView kv{k.get(), v.get(), num_blocks, block_size, nkv, hd};
-  ASSERT_TRUE(kv_write(src.get(), src.get() + slot_floats, stride, 4, slot_dev.get(), kv, nullptr).ok());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<float> kh = k.download(), vh = v.download();
-  std::vector<float> k_expect(static_cast<size_t>(cache), 0.f), v_expect(static_cast<size_t>(cache), 0.f);
-  for (int r : {0, 2}) {
-    const int64_t slot = slots[static_cast<size_t>(r)];
-    for (int64_t i = 0; i < slot_floats; ++i) {
-      k_expect[static_cast<size_t>(slot * slot_floats + i)] = rows[static_cast<size_t>(r * stride + i)];
-      v_expect[static_cast<size_t>(slot * slot_floats + i)] = rows[static_cast<size_t>(r * stride + slot_floats + i)];
+  const std::vector<int32_t> slots = {5, -1, 11, 12};  // 12 is outside the pool (12 slots)
+  DeviceBuffer<float> src(rows);
+  DeviceBuffer<int32_t> slot_dev(slots);
+  // Where (slot, head, d) lives in the pool: [block, head, offset, d].
+  const auto at = [&](int64_t slot, int h, int d) {
+    return static_cast<size_t>(((slot / block_size * nkv + h) * block_size + slot % block_size) * hd + d);
+  };
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    const bool bf16 = dtype == DType::kBF16;
+    DeviceBuffer<float> k32(std::vector<float>(static_cast<size_t>(cache), 0.f)),
+        v32(std::vector<float>(static_cast<size_t>(cache), 0.f));
+    DeviceBuffer<uint16_t> k16(std::vector<uint16_t>(static_cast<size_t>(cache), 0)),
+        v16(std::vector<uint16_t>(static_cast<size_t>(cache), 0));
+    CudaKvLayer kv{bf16 ? static_cast<void*>(k16.get()) : k32.get(),
+                   bf16 ? static_cast<void*>(v16.get()) : v32.get(),
+                   dtype,
+                   num_blocks,
+                   block_size,
+                   nkv,
+                   hd};
+    ASSERT_TRUE(kv_write(src.get(), src.get() + slot_floats, stride, 4, slot_dev.get(), kv, nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> k_expect(static_cast<size_t>(cache), 0.f), v_expect(static_cast<size_t>(cache), 0.f);
+    for (int r : {0, 2}) {
+      const int64_t slot = slots[static_cast<size_t>(r)];
+      for (int h = 0; h < nkv; ++h)
+        for (int d = 0; d < hd; ++d) {
+          const float kx = rows[static_cast<size_t>(r * stride + h * hd + d)];
+          const float vx = rows[static_cast<size_t>(r * stride + slot_floats + h * hd + d)];
+          k_expect[at(slot, h, d)] = bf16 ? bf16_to_f32(f32_to_bf16(kx)) : kx;
+          v_expect[at(slot, h, d)] = bf16 ? bf16_to_f32(f32_to_bf16(vx)) : vx;
+        }
     }
+    std::vector<float> kh, vh;
+    if (bf16) {
+      for (uint16_t b : k16.download()) kh.push_back(bf16_to_f32(b));
+      for (uint16_t b : v16.download()) vh.push_back(bf16_to_f32(b));
+    } else {
+      kh = k32.download();
+      vh = v32.download();
+    }
+    EXPECT_EQ(kh, k_expect) << (bf16 ? "bf16" : "f32");
+    EXPECT_EQ(vh, v_expect) << (bf16 ? "bf16" : "f32");
   }
-  EXPECT_EQ(kh, k_expect);
-  EXPECT_EQ(vh, v_expect);
 }
 
 TEST(AttentionErrors, BadShapesAreNamed) {
   VOSTI_SKIP_WITHOUT_CUDA();
   DeviceBuffer<float> buf(4096), out(64);
   DeviceBuffer<int32_t> ints(64);  // 0xFF bytes: position -1, which gives NaN rows without reading the cache
-  PagedKvView kv{buf.get(), buf.get(), 4, 4, 2, 16};
+  CudaKvLayer kv{buf.get(), buf.get(), DType::kF32, 4, 4, 2, 16};
   AttentionArgs a;
   a.q = buf.get();
   a.q_row_stride = 64;
   a.num_heads = 4;
   a.positions = ints.get();
+  a.row_seq = ints.get();
   a.block_tables = ints.get();
+  a.block_table_stride = ints.get();
   a.out = out.get();
   a.out_row_stride = 64;
   a.m = 1;
@@ -201,11 +281,17 @@ TEST(AttentionErrors, BadShapesAreNamed) {
   bad = a;
   bad.positions = nullptr;
   EXPECT_EQ(attention(bad, kv, nullptr).code(), StatusCode::kInvalidArgument);
-  PagedKvView odd = kv;
+  bad = a;
+  bad.block_table_stride = nullptr;
+  EXPECT_EQ(attention(bad, kv, nullptr).code(), StatusCode::kInvalidArgument);
+  CudaKvLayer odd = kv;
   odd.head_dim = 6;
   const Status s = attention(a, odd, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("head_dim 6"), std::string::npos) << s.to_string();
+  CudaKvLayer f16 = kv;
+  f16.dtype = DType::kF16;
+  EXPECT_EQ(attention(a, f16, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(kv_write(buf.get(), buf.get(), 16, 1, nullptr, kv, nullptr).code(), StatusCode::kInvalidArgument);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

@@ -2,7 +2,8 @@
 // reference for the GPU forward that differs from it only by f32 reduction order:
 // bf16_weight_model() rounds the projection matrices and the embedding to bf16 (kept as
 // f32 values), and Bf16InputBackend rounds every matmul input row to bf16, which is where
-// the GPU stores bf16 activations (normed rows, attention output, SwiGLU output).
+// the GPU stores bf16 activations (normed rows, attention output, SwiGLU output), and the
+// K/V rows written to the cache (the default bf16 KV pool).
 // Thread safety: none needed (tests are single-threaded).
 #pragma once
 
@@ -63,7 +64,14 @@ class Bf16InputBackend final : public KernelBackend {
   }
   void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
   void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) override {
-    inner_->kv_write(k_new, v_new, m, slots, kv);
+    const size_t n = static_cast<size_t>(m) * static_cast<size_t>(kv.num_kv_heads) * static_cast<size_t>(kv.head_dim);
+    k_rounded_.resize(n);  // [m, num_kv_heads, head_dim]
+    v_rounded_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      k_rounded_[i] = round_bf16(k_new[i]);
+      v_rounded_[i] = round_bf16(v_new[i]);
+    }
+    inner_->kv_write(k_rounded_.data(), v_rounded_.data(), m, slots, kv);
   }
   void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
                  float* out) override {
@@ -73,6 +81,7 @@ class Bf16InputBackend final : public KernelBackend {
  private:
   std::unique_ptr<KernelBackend> inner_;
   std::vector<float> rounded_;
+  std::vector<float> k_rounded_, v_rounded_;
 };
 
 }  // namespace vosti::cuda_test

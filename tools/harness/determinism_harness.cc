@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "model/model.h"
+#include "runner/device_model.h"
 
 namespace vosti {
 
@@ -31,7 +31,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Drives one engine through the request set under `v`; records every output.
-Result<RunRecord> run_once(std::shared_ptr<const Model> model, const std::vector<HarnessRequest>& requests,
+Result<RunRecord> run_once(std::shared_ptr<const DeviceModel> model, const std::vector<HarnessRequest>& requests,
                            const Variation& v, uint64_t seed) {
   VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, v.config));
   const size_t n = requests.size();
@@ -127,8 +127,8 @@ std::string compare(const RunRecord& ref, const RunRecord& run, int64_t* num_pos
 
 }  // namespace
 
-std::vector<HarnessRequest> make_harness_requests(const Model& model, bool full, uint64_t seed) {
-  const int64_t vocab = model.config().vocab_size;
+std::vector<HarnessRequest> make_harness_requests(const ModelConfig& model, bool full, uint64_t seed) {
+  const int64_t vocab = model.vocab_size;
   std::mt19937_64 rng(seed);
   auto random_tokens = [&](int64_t n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
@@ -176,7 +176,7 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
     tweak(x);
     v.push_back(std::move(x));
   };
-  const std::vector<int32_t> seqs = {1, 2, 7, 64};
+  const std::vector<int32_t> seqs = {1, 2, 7, 64, 256};
   for (int32_t s : seqs)
     add("max_num_seqs=" + std::to_string(s), [&](Variation& x) {
       x.config.max_num_seqs = s;
@@ -221,11 +221,18 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
     x.num_aborted_neighbours = 4;
     x.config.max_num_batched_tokens = 61;
   });
-  for (int32_t t : {1, 3})
-    add("threads=" + std::to_string(t), [&](Variation& x) {
-      x.config.num_threads = t;
+  if (ref.device == "cpu") {
+    for (int32_t t : {1, 3})
+      add("threads=" + std::to_string(t), [&](Variation& x) {
+        x.config.num_threads = t;
+        x.config.max_num_batched_tokens = 61;
+      });
+  } else {
+    add("cuda_graphs=off", [&](Variation& x) {
+      x.config.cuda_graphs = false;
       x.config.max_num_batched_tokens = 61;
     });
+  }
   return v;
 }
 
@@ -233,7 +240,7 @@ bool HarnessReport::all_identical() const {
   return std::all_of(results.begin(), results.end(), [](const VariationResult& r) { return r.identical; });
 }
 
-Result<HarnessReport> run_determinism_harness(std::shared_ptr<const Model> model,
+Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel> model,
                                               const std::vector<HarnessRequest>& requests,
                                               const EngineConfig& reference_config,
                                               const std::vector<Variation>& variations,

@@ -21,7 +21,8 @@
 
 namespace vosti {
 
-class Model;
+class DeviceModel;
+struct ModelConfig;
 
 struct HarnessRequest {
   RequestSpec spec;  // compared request (max_tokens > 0)
@@ -48,9 +49,11 @@ struct VariationResult {
 
 // The request set for a model: mixed prompt lengths, shared prefixes, greedy and
 // seeded sampling. `full` makes it larger and longer.
-std::vector<HarnessRequest> make_harness_requests(const Model& model, bool full, uint64_t seed);
+std::vector<HarnessRequest> make_harness_requests(const ModelConfig& model, bool full, uint64_t seed);
 
-// The variation matrix (CI-sized unless full) for a reference config.
+// The variation matrix (CI-sized unless full) for a reference config; on the cuda device it
+// adds CUDA graphs off (the reference replays graphs) and a bf16 vs f32 pool is a different
+// deployment, never a variation.
 std::vector<Variation> make_variations(const EngineConfig& reference, bool full);
 
 struct HarnessReport {
@@ -61,7 +64,7 @@ struct HarnessReport {
 };
 
 // Runs the reference and every variation. `on_result` (may be null) is called after each.
-Result<HarnessReport> run_determinism_harness(std::shared_ptr<const Model> model,
+Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel> model,
                                               const std::vector<HarnessRequest>& requests,
                                               const EngineConfig& reference_config,
                                               const std::vector<Variation>& variations,

@@ -30,31 +30,54 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ void store_out(float* out, int d, float v) { out[d] = v; }
 __device__ __forceinline__ void store_out(__nv_bfloat16* out, int d, float v) { out[d] = __float2bfloat16_rn(v); }
 
-// One block per token row: copies its K and V rows into their slot.
+__device__ __forceinline__ void store_kv(float* dst, float v) { *dst = v; }
+__device__ __forceinline__ void store_kv(__nv_bfloat16* dst, float v) { *dst = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float load_kv(const float* p) { return *p; }
+__device__ __forceinline__ float load_kv(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+// Four consecutive elements widened to f32 (16-byte f32 or 8-byte bf16 loads).
+__device__ __forceinline__ float4 load_kv4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load_kv4(const __nv_bfloat16* p) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+
+// Element offset of (slot, kv head) in one layer's K or V: [block, head, offset, d].
+__device__ __forceinline__ int64_t kv_offset(const CudaKvLayer& kv, int64_t block, int head, int offset) {
+  return ((block * kv.num_kv_heads + head) * kv.block_size + offset) * static_cast<int64_t>(kv.head_dim);
+}
+
+// One block per token row: copies its K and V heads into their slot, rounded to KvT.
+template <typename KvT>
 __global__ void kv_write_kernel(const float* __restrict__ k_new, const float* __restrict__ v_new, int64_t row_stride,
-                                const int64_t* __restrict__ slots, PagedKvView kv) {
+                                const int32_t* __restrict__ slots, CudaKvLayer kv) {
   const int64_t r = blockIdx.x;
   const int64_t slot = slots[r];
   if (slot < 0 || slot >= kv.num_blocks * kv.block_size) return;
-  const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;  // floats per slot
+  const int64_t block = slot / kv.block_size;
+  const int offset = static_cast<int>(slot % kv.block_size);
+  const int hd = kv.head_dim;
   const float* ks = k_new + r * row_stride;
   const float* vs = v_new + r * row_stride;
-  float* kd = kv.k + slot * row;
-  float* vd = kv.v + slot * row;
-  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-    kd[i] = ks[i];
-    vd[i] = vs[i];
+  KvT* kd = static_cast<KvT*>(kv.k);
+  KvT* vd = static_cast<KvT*>(kv.v);
+  for (int i = threadIdx.x; i < kv.num_kv_heads * hd; i += blockDim.x) {
+    const int h = i / hd, d = i % hd;
+    const int64_t at = kv_offset(kv, block, h, offset) + d;
+    store_kv(kd + at, ks[i]);
+    store_kv(vd + at, vs[i]);
   }
 }
 
 // blockIdx.x: the query row; warp w of blockIdx.y: head blockIdx.y * kAttentionWarpsPerBlock + w.
 // The row index selects the query's inputs and output and nothing else.
-template <typename OutT>
+template <typename KvT, typename OutT>
 __global__ void __launch_bounds__(kAttentionWarpsPerBlock * 32)
     attention_kernel(const float* __restrict__ q, int64_t q_row_stride, int num_heads,
-                     const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                     int64_t block_table_stride, float scale, OutT* __restrict__ out, int64_t out_row_stride,
-                     PagedKvView kv) {
+                     const int32_t* __restrict__ positions, const int32_t* __restrict__ row_seq,
+                     const int32_t* __restrict__ block_tables, const int32_t* __restrict__ block_table_stride,
+                     float scale, OutT* __restrict__ out, int64_t out_row_stride, CudaKvLayer kv) {
   __shared__ __align__(16) float q_smem[kAttentionWarpsPerBlock][kMaxCudaHeadDim];
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
@@ -74,8 +97,9 @@ __global__ void __launch_bounds__(kAttentionWarpsPerBlock * 32)
     for (int d = lane; d < hd; d += 32) store_out(oh, d, __int_as_float(0x7fc00000));
     return;
   }
-  const int32_t* table = block_tables + r * block_table_stride;
-  const int64_t slot_floats = static_cast<int64_t>(kv.num_kv_heads) * hd;
+  const int32_t* table = block_tables + static_cast<int64_t>(row_seq[r]) * *block_table_stride;
+  const KvT* kc = static_cast<const KvT*>(kv.k);
+  const KvT* vc = static_cast<const KvT*>(kv.v);
   const int quads = hd / 4;
 
   float o[kMaxOutPerLane];  // O[d] for d = lane + 32 * i
@@ -88,15 +112,15 @@ __global__ void __launch_bounds__(kAttentionWarpsPerBlock * 32)
     const int j = t * kKvTile + lane;
     const bool valid = j <= p;
     float s = -INFINITY;
-    long long kv_offset = 0;  // float offset of (slot of j, kv_head) in kv.k / kv.v
+    long long at = 0;  // element offset of (slot of j, kv_head) in kv.k / kv.v
     if (valid) {
       const int64_t block = table[j / kv.block_size];
-      kv_offset = (block * kv.block_size + j % kv.block_size) * slot_floats + static_cast<int64_t>(kv_head) * hd;
-      const float4* k4 = reinterpret_cast<const float4*>(kv.k + kv_offset);
+      at = kv_offset(kv, block, kv_head, j % kv.block_size);
+      const KvT* kj = kc + at;
       const float4* q4 = reinterpret_cast<const float4*>(qs);
       float dot = 0.f;
       for (int c = 0; c < quads; ++c) {
-        const float4 kk = k4[c];
+        const float4 kk = load_kv4(kj + 4 * c);
         const float4 qq = q4[c];
         dot = __fmaf_rn(qq.x, kk.x, dot);
         dot = __fmaf_rn(qq.y, kk.y, dot);
@@ -115,11 +139,11 @@ __global__ void __launch_bounds__(kAttentionWarpsPerBlock * 32)
     const int tile_len = min(kKvTile, p - t * kKvTile + 1);
     for (int jj = 0; jj < tile_len; ++jj) {
       const float w = __shfl_sync(kFullMask, pj, jj);
-      const float* vj = kv.v + __shfl_sync(kFullMask, kv_offset, jj);
+      const KvT* vj = vc + __shfl_sync(kFullMask, at, jj);
 #pragma unroll
       for (int i = 0; i < kMaxOutPerLane; ++i) {
         const int d = lane + 32 * i;
-        if (d < hd) o[i] = __fmaf_rn(w, vj[d], o[i]);
+        if (d < hd) o[i] = __fmaf_rn(w, load_kv(vj + d), o[i]);
       }
     }
     run_max = new_max;
@@ -131,8 +155,10 @@ __global__ void __launch_bounds__(kAttentionWarpsPerBlock * 32)
   }
 }
 
-Status check_kv(const char* op, const PagedKvView& kv) {
+Status check_kv(const char* op, const CudaKvLayer& kv) {
   if (kv.k == nullptr || kv.v == nullptr) return invalid_argument(std::string(op) + ": null KV cache pointer");
+  if (kv.dtype != DType::kBF16 && kv.dtype != DType::kF32)
+    return invalid_argument(std::string(op) + ": the KV pool dtype must be bf16 or f32");
   if (kv.num_blocks <= 0 || kv.block_size <= 0 || kv.num_kv_heads <= 0) {
     return invalid_argument(std::string(op) + ": KV cache needs positive num_blocks, block_size and num_kv_heads");
   }
@@ -145,8 +171,8 @@ Status check_kv(const char* op, const PagedKvView& kv) {
 
 }  // namespace
 
-Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int64_t m, const int64_t* slots,
-                PagedKvView kv, cudaStream_t stream) {
+Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int64_t m, const int32_t* slots,
+                CudaKvLayer kv, cudaStream_t stream) {
   VOSTI_RETURN_IF_ERROR(check_kv("kv_write", kv));
   if (m < 0 || m > 0x7fffffff) return invalid_argument("kv_write: row count m=" + std::to_string(m) + " out of range");
   if (k_new == nullptr || v_new == nullptr || slots == nullptr)
@@ -155,16 +181,23 @@ Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int6
     return invalid_argument("kv_write: row_stride " + std::to_string(row_stride) + " < num_kv_heads * head_dim");
   }
   if (m == 0) return Status();
-  kv_write_kernel<<<static_cast<unsigned>(m), kKvWriteThreads, 0, stream>>>(k_new, v_new, row_stride, slots, kv);
+  if (kv.dtype == DType::kF32) {
+    kv_write_kernel<float>
+        <<<static_cast<unsigned>(m), kKvWriteThreads, 0, stream>>>(k_new, v_new, row_stride, slots, kv);
+  } else {
+    kv_write_kernel<__nv_bfloat16>
+        <<<static_cast<unsigned>(m), kKvWriteThreads, 0, stream>>>(k_new, v_new, row_stride, slots, kv);
+  }
   return cuda_launch_status("kv_write");
 }
 
-Status attention(const AttentionArgs& a, PagedKvView kv, cudaStream_t stream) {
+Status attention(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
   VOSTI_RETURN_IF_ERROR(check_kv("attention", kv));
   if (a.m < 0 || a.m > 0x7fffffff) {
     return invalid_argument("attention: row count m=" + std::to_string(a.m) + " out of range");
   }
-  if (a.q == nullptr || a.positions == nullptr || a.block_tables == nullptr || a.out == nullptr) {
+  if (a.q == nullptr || a.positions == nullptr || a.row_seq == nullptr || a.block_tables == nullptr ||
+      a.block_table_stride == nullptr || a.out == nullptr) {
     return invalid_argument("attention: null device pointer");
   }
   if (a.num_heads <= 0 || a.num_heads % kv.num_kv_heads != 0) {
@@ -172,9 +205,9 @@ Status attention(const AttentionArgs& a, PagedKvView kv, cudaStream_t stream) {
                             " is not a positive multiple of num_kv_heads " + std::to_string(kv.num_kv_heads));
   }
   const int64_t width = static_cast<int64_t>(a.num_heads) * kv.head_dim;
-  if (a.q_row_stride < width || a.out_row_stride < width || a.block_table_stride < 0) {
+  if (a.q_row_stride < width || a.out_row_stride < width) {
     return invalid_argument("attention: q and out row strides must be >= num_heads * head_dim (" +
-                            std::to_string(width) + "), block_table_stride >= 0");
+                            std::to_string(width) + ")");
   }
   if (a.out_dtype != DType::kF32 && a.out_dtype != DType::kBF16) {
     return invalid_argument("attention: output dtype must be f32 or bf16");
@@ -183,14 +216,18 @@ Status attention(const AttentionArgs& a, PagedKvView kv, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.m),
                   static_cast<unsigned>((a.num_heads + kAttentionWarpsPerBlock - 1) / kAttentionWarpsPerBlock));
   const unsigned threads = kAttentionWarpsPerBlock * 32;
+  const auto launch = [&](auto kv_tag, auto out_tag) {
+    using KvT = decltype(kv_tag);
+    using OutT = decltype(out_tag);
+    attention_kernel<KvT, OutT><<<grid, threads, 0, stream>>>(a.q, a.q_row_stride, a.num_heads, a.positions, a.row_seq,
+                                                              a.block_tables, a.block_table_stride, a.scale,
+                                                              static_cast<OutT*>(a.out), a.out_row_stride, kv);
+  };
+  const bool f32_kv = kv.dtype == DType::kF32;
   if (a.out_dtype == DType::kF32) {
-    attention_kernel<float><<<grid, threads, 0, stream>>>(a.q, a.q_row_stride, a.num_heads, a.positions, a.block_tables,
-                                                          a.block_table_stride, a.scale, static_cast<float*>(a.out),
-                                                          a.out_row_stride, kv);
+    f32_kv ? launch(float{}, float{}) : launch(__nv_bfloat16{}, float{});
   } else {
-    attention_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(
-        a.q, a.q_row_stride, a.num_heads, a.positions, a.block_tables, a.block_table_stride, a.scale,
-        static_cast<__nv_bfloat16*>(a.out), a.out_row_stride, kv);
+    f32_kv ? launch(float{}, __nv_bfloat16{}) : launch(__nv_bfloat16{}, __nv_bfloat16{});
   }
   return cuda_launch_status("attention");
 }

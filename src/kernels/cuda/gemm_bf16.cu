@@ -258,17 +258,30 @@ Result<bool> device_has_wgmma() {
   return major == 9 && minor == 0;
 }
 
+Result<GemmDevice> gemm_device_info() {
+  GemmDevice d;
+  VOSTI_CUDA_RETURN_IF_ERROR(cudaGetDevice(&d.device));
+  VOSTI_ASSIGN_OR_RETURN(d.num_sms, current_device_sm_count());
+  VOSTI_ASSIGN_OR_RETURN(d.has_wgmma, device_has_wgmma());
+  return d;
+}
+
 Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream) {
-  Result<int> sms = current_device_sm_count();
-  if (!sms.ok()) return sms.status();
-  return gemm_bf16_with_launch(schedule, args, plan_gemm_launch(schedule, std::max<int64_t>(args.m, 1), sms.value()),
-                               workspace, stream);
+  VOSTI_ASSIGN_OR_RETURN(const GemmDevice device, gemm_device_info());
+  return gemm_bf16(schedule, args, workspace, stream, device);
+}
+
+Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream,
+                 const GemmDevice& device) {
+  return gemm_bf16_with_launch(schedule, args, plan_gemm_launch(schedule, std::max<int64_t>(args.m, 1), device.num_sms),
+                               workspace, stream, device);
 }
 
 namespace {
 // The kWgmmaTmaWarpSpecialized family, sm_90a only: no workspace; the instantiations' segment
 // count is the schedule's.
-Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l, cudaStream_t stream) {
+Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l, cudaStream_t stream,
+                         const GemmDevice& dev) {
   if (schedule.n % 8 != 0) return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   const bool split = l.tma_split_n != 0;
   if (gemm_tma_tile_shape(l.tma_tile).m == 0 || (split && gemm_tma_tile_shape(l.tma_tail_tile).m == 0)) {
@@ -301,16 +314,9 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
                             " is not a multiple of the head tile's " + std::to_string(head_n) +
                             " columns in [0, n=" + std::to_string(schedule.n) + ")");
   }
-  Result<bool> sm90 = device_has_wgmma();
-  if (!sm90.ok()) return sm90.status();
-  if (!sm90.value()) {
+  if (!dev.has_wgmma) {
     return failed_precondition("gemm_bf16: the kWgmmaTmaWarpSpecialized schedule runs on sm_90 (H100/H200) only");
   }
-  Result<int> sms = current_device_sm_count();
-  if (!sms.ok()) return sms.status();
-  int device = 0;
-  const Status got_device = cuda_status(cudaGetDevice(&device), "cudaGetDevice");
-  if (!got_device.ok()) return got_device;
   const bool out_f32 = args.out_dtype == DType::kF32;
   // Columns [col0, col1) of y by `tile`: w's rows, the bias and y's columns from col0 on.
   const auto run_part = [&](GemmTmaTile tile, int64_t col0, int64_t col1) {
@@ -326,8 +332,8 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
     c.n = static_cast<int>(col1 - col0);
     c.k = static_cast<int>(schedule.k);
     c.ldy = static_cast<int>(schedule.n);
-    c.num_sms = sms.value();
-    c.device = device;
+    c.num_sms = dev.num_sms;
+    c.device = dev.device;
     c.stream_weights = l.tma_stream_weights;
     return gemm_detail::launch_wgmma_tma(c, tile, out_f32, stream);
   };
@@ -340,6 +346,12 @@ Status launch_tma_family(const GemmSchedule& schedule, const GemmArgs& args, con
 
 Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l,
                              GemmWorkspace workspace, cudaStream_t stream) {
+  VOSTI_ASSIGN_OR_RETURN(const GemmDevice device, gemm_device_info());
+  return gemm_bf16_with_launch(schedule, args, l, workspace, stream, device);
+}
+
+Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& l,
+                             GemmWorkspace workspace, cudaStream_t stream, const GemmDevice& device) {
   if (args.x == nullptr || args.w == nullptr || args.y == nullptr) {
     return invalid_argument("gemm_bf16: x, w and y must be device pointers, got a null one");
   }
@@ -358,7 +370,7 @@ Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args,
     return invalid_argument("gemm_bf16: schedule not made by select_schedule()");
   }
   if (schedule.instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) {
-    return launch_tma_family(schedule, args, l, stream);
+    return launch_tma_family(schedule, args, l, stream, device);
   }
   const bool wgmma = schedule.instruction == GemmInstruction::kWgmmaM64N128K16;
   if ((l.block_m != 64 && l.block_m != 128 && (wgmma || l.block_m != 16)) ||

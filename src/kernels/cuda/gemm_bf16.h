@@ -49,6 +49,17 @@ struct GemmWorkspace {
   size_t bytes = 0;
 };
 
+// The device properties a GEMM call needs, read once (gemm_device_info()) and passed to every
+// call, so that no call queries the driver.
+struct GemmDevice {
+  int device = 0;          // CUDA device ordinal
+  int num_sms = 0;         // multiprocessors
+  bool has_wgmma = false;  // sm_90 (H100/H200)
+};
+
+// The current device's GemmDevice. Errors: kInternal for a CUDA failure.
+Result<GemmDevice> gemm_device_info();
+
 // Bytes of workspace that every call with 1..max_m rows fits in.
 size_t gemm_workspace_bytes(const GemmSchedule& schedule, int64_t max_m, int num_sms);
 
@@ -63,10 +74,15 @@ Result<bool> device_has_wgmma();
 // kFailedPrecondition for a wgmma schedule on a GPU other than sm_90; kInternal for a
 // CUDA launch failure.
 Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream);
+// The same on a device described by `device` (read once by the caller): no driver queries.
+Status gemm_bf16(const GemmSchedule& schedule, const GemmArgs& args, GemmWorkspace workspace, cudaStream_t stream,
+                 const GemmDevice& device);
 
 // The same GEMM with a caller-chosen launch (make_gemm_launch); the output bits are those of
 // gemm_bf16(). Errors as gemm_bf16(), and kInvalidArgument for a launch not made for (schedule, m).
 Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& launch,
                              GemmWorkspace workspace, cudaStream_t stream);
+Status gemm_bf16_with_launch(const GemmSchedule& schedule, const GemmArgs& args, const GemmLaunch& launch,
+                             GemmWorkspace workspace, cudaStream_t stream, const GemmDevice& device);
 
 }  // namespace vosti

@@ -51,22 +51,29 @@ __global__ void embedding_kernel(const __nv_bfloat16* __restrict__ table, int64_
   }
 }
 
-// One block per row. kAdd: residual += delta first (the sum is the normalised row).
+// One block per output row r, reading input row rows[r] (r itself when rows is null).
+// kAdd: residual + delta is the normalised row; it is stored back into the residual only when
+// rows is null (the gathered form leaves the residual as it is, so calling it twice is harmless).
 template <typename OutT, bool kAdd>
-__global__ void __launch_bounds__(kRowThreads)
-    rms_norm_kernel(float* x, const float* delta, int64_t n, const float* weight, float eps, OutT* y) {
+__global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(float* x, const float* delta, const int32_t* rows,
+                                                               int64_t n, const float* weight, float eps, OutT* y) {
   __shared__ float warp_sums[kWarpsPerRowBlock];
   const int64_t r = blockIdx.x;
-  float* xr = x + r * n;
+  const int64_t src = rows != nullptr ? rows[r] : r;
+  const bool write_back = rows == nullptr;
+  float* xr = x + src * n;
   const int64_t groups = n / 4;
-  float acc = 0.f;
-  for (int64_t gi = threadIdx.x; gi < groups; gi += kRowThreads) {
+  const auto row_value = [&](int64_t gi) {
     float4 v = *reinterpret_cast<const float4*>(xr + gi * 4);
     if constexpr (kAdd) {
-      const float4 d = *reinterpret_cast<const float4*>(delta + r * n + gi * 4);
+      const float4 d = *reinterpret_cast<const float4*>(delta + src * n + gi * 4);
       v = make_float4(__fadd_rn(v.x, d.x), __fadd_rn(v.y, d.y), __fadd_rn(v.z, d.z), __fadd_rn(v.w, d.w));
-      store4(xr, gi * 4, v);
     }
+    return v;
+  };
+  float acc = 0.f;
+  for (int64_t gi = threadIdx.x; gi < groups; gi += kRowThreads) {
+    const float4 v = row_value(gi);
     acc = __fmaf_rn(v.x, v.x, acc);
     acc = __fmaf_rn(v.y, v.y, acc);
     acc = __fmaf_rn(v.z, v.z, acc);
@@ -80,7 +87,8 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int w = 1; w < kWarpsPerRowBlock; ++w) ss = __fadd_rn(ss, warp_sums[w]);
   const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(n)), eps)));
   for (int64_t gi = threadIdx.x; gi < groups; gi += kRowThreads) {
-    const float4 v = *reinterpret_cast<const float4*>(xr + gi * 4);  // this thread's own writes when kAdd
+    const float4 v = row_value(gi);  // the same adds as above, so the same bits
+    if (kAdd && write_back) store4(xr, gi * 4, v);
     const float4 w = *reinterpret_cast<const float4*>(weight + gi * 4);
     store4(y + r * n, gi * 4,
            make_float4(__fmul_rn(__fmul_rn(v.x, inv), w.x), __fmul_rn(__fmul_rn(v.y, inv), w.y),
@@ -242,8 +250,8 @@ Status check_out_dtype(const char* op, DType t) {
 unsigned grid_for(int64_t threads, int block) { return static_cast<unsigned>((threads + block - 1) / block); }
 
 template <bool kAdd>
-Status launch_rms_norm(const char* op, float* x, const float* delta, int64_t m, int64_t n, const float* weight,
-                       float eps, void* y, DType y_dtype, cudaStream_t stream) {
+Status launch_rms_norm(const char* op, float* x, const float* delta, const int32_t* rows, int64_t m, int64_t n,
+                       const float* weight, float eps, void* y, DType y_dtype, cudaStream_t stream) {
   const Status rows_ok = check_rows(op, m, n, 4);
   if (!rows_ok.ok()) return rows_ok;
   const Status dtype_ok = check_out_dtype(op, y_dtype);
@@ -254,10 +262,10 @@ Status launch_rms_norm(const char* op, float* x, const float* delta, int64_t m, 
   if (m == 0) return Status();
   if (y_dtype == DType::kF32) {
     rms_norm_kernel<float, kAdd>
-        <<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(x, delta, n, weight, eps, static_cast<float*>(y));
+        <<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(x, delta, rows, n, weight, eps, static_cast<float*>(y));
   } else {
     rms_norm_kernel<__nv_bfloat16, kAdd><<<static_cast<unsigned>(m), kRowThreads, 0, stream>>>(
-        x, delta, n, weight, eps, static_cast<__nv_bfloat16*>(y));
+        x, delta, rows, n, weight, eps, static_cast<__nv_bfloat16*>(y));
   }
   return cuda_launch_status(op);
 }
@@ -279,12 +287,21 @@ Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, co
 
 Status rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, void* y, DType y_dtype,
                 cudaStream_t stream) {
-  return launch_rms_norm<false>("rms_norm", const_cast<float*>(x), nullptr, m, n, weight, eps, y, y_dtype, stream);
+  return launch_rms_norm<false>("rms_norm", const_cast<float*>(x), nullptr, nullptr, m, n, weight, eps, y, y_dtype,
+                                stream);
 }
 
 Status add_rms_norm(float* residual, const float* delta, int64_t m, int64_t n, const float* weight, float eps, void* y,
                     DType y_dtype, cudaStream_t stream) {
-  return launch_rms_norm<true>("add_rms_norm", residual, delta, m, n, weight, eps, y, y_dtype, stream);
+  return launch_rms_norm<true>("add_rms_norm", residual, delta, nullptr, m, n, weight, eps, y, y_dtype, stream);
+}
+
+Status add_rms_norm_rows(float* residual, const float* delta, const int32_t* rows, int64_t m, int64_t n,
+                         const float* weight, float eps, void* y, DType y_dtype, cudaStream_t stream) {
+  if (rows == nullptr) return invalid_argument("add_rms_norm_rows: null row indices");
+  if (delta == nullptr)
+    return launch_rms_norm<false>("rms_norm_rows", residual, nullptr, rows, m, n, weight, eps, y, y_dtype, stream);
+  return launch_rms_norm<true>("add_rms_norm_rows", residual, delta, rows, m, n, weight, eps, y, y_dtype, stream);
 }
 
 Status head_rms_norm(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim, const float* weight,

@@ -45,6 +45,12 @@ Status rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float
 Status add_rms_norm(float* residual, const float* delta, int64_t m, int64_t n, const float* weight, float eps, void* y,
                     DType y_dtype, cudaStream_t stream);
 
+// The same for gathered rows, leaving the residual unchanged: for r < m,
+// y[r] = rms_norm(residual[rows[r]] + delta[rows[r]]) (no add when delta is null), the same bits
+// add_rms_norm gives that row: the final norm of the rows that need logits. REQUIRES: n % 4 == 0.
+Status add_rms_norm_rows(float* residual, const float* delta, const int32_t* rows, int64_t m, int64_t n,
+                         const float* weight, float eps, void* y, DType y_dtype, cudaStream_t stream);
+
 // In place on heads h < num_heads of each row r: x[r * row_stride + h * head_dim + i], i < head_dim,
 // scaled by rms_norm with weight[head_dim] (Qwen3 q/k norm).
 Status head_rms_norm(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim, const float* weight,

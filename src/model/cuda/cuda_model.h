@@ -1,11 +1,26 @@
-// CudaModel: a loaded Model's weights on the GPU, uploaded once, with the GEMM schedule of
-// every weight shape fixed at upload (DESIGN.md rule 1). CudaSequence (cuda_sequence.h)
-// runs the forward with it.
+// CudaModel: one model's weights on the GPU, uploaded once, with the GEMM schedule of every
+// weight shape fixed at upload (DESIGN.md rule 1), and the decoder forward over a batch of
+// many sequences that reads and writes the paged device KV pool. The runner
+// (runner/cuda/cuda_runner.h) owns the batch buffers, the pool and the graphs; forward()
+// only enqueues kernels: no allocation, no synchronisation, no driver query.
 //
 // Numeric policy of the CUDA deployment (part of D): the projection matrices (wqkv, wo,
-// w_gate_up, w_down, lm_head) and the embedding table are bf16, rounded to nearest even
-// from the loaded f32 once; norm weights and biases stay f32. GEMM inputs are bf16
-// activations, accumulation and the residual stream f32, KV cache f32.
+// w_gate_up, w_down, lm_head) and the embedding table are bf16 (a bf16 file's values as they
+// are; otherwise the loaded f32 rounded to nearest even, once); norm weights and biases f32.
+// GEMM inputs are bf16 activations, accumulation and the residual stream f32; the KV pool
+// holds bf16 (default) or f32 (EngineConfig::kv_cache_dtype), rounded once when written.
+//
+// Forward of one step of T tokens (rows in the runner's order; widths in CudaModelDims):
+//   x = embedding rows (f32); per layer: h = rms_norm(x) (bf16; layers > 0 first add the
+//   previous down projection to x: add_rms_norm); qkv = h wqkv^T (+ bias) (f32);
+//   Qwen3: head_rms_norm of the q and k heads in place; rope on the q and k heads in place;
+//   kv_write of the k, v heads into their slots; attention of every row over its own
+//   sequence's cache -> bf16; proj = attn wo^T (f32); h = add_rms_norm(x += proj) (bf16);
+//   gate_up = h w_gate_up^T (f32); act = silu_mul (bf16); proj = act w_down^T (f32).
+//   Then, for the logit rows only: x += proj and the final rms_norm (add_rms_norm_rows),
+//   logits = h lm_head^T (f32, [rows, vocab_rows]).
+// Every kernel is batch-invariant by construction (row_kernels.h, gemm_bf16.h, attention.h):
+// a row's bits depend on its own token, position and its sequence's cache only.
 //
 // Padding (zeros, exact: a zero weight column times a zero activation column adds +0):
 // the GEMM needs k % 64 == 0 and n % 8 == 0, so
@@ -14,24 +29,37 @@
 //   intermediate I -> ffn_width, a multiple of 64: w_gate_up is [gate rows I, zero rows,
 //     up rows I, zero rows], so silu(0) * 0 = 0 fills the padded activations of w_down;
 //   vocab -> vocab_rows, a multiple of 8 (lm_head rows).
-// hidden_size must itself be a multiple of 64 (it is k of three GEMMs and the width of
-// the normed activations); head_dim a multiple of 4, at most kMaxCudaHeadDim.
+// hidden_size must itself be a multiple of 64; head_dim a multiple of 4, at most kMaxCudaHeadDim.
 // Invariants: every buffer is on the device that was current at upload; the schedules are a
 // pure function of (weight shape, device kind).
-// Thread safety: immutable after upload; any number of CudaSequences may share it.
+// Thread safety: immutable after upload; any number of runners may share it (one stream each).
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/gemm_bf16.h"
 #include "kernels/cuda/gemm_schedule.h"
 #include "model/cuda/device_memory.h"
 #include "model/model.h"
+#include "model/model_file.h"
 
 namespace vosti {
+
+// The GPU a model was uploaded to, read once at upload.
+struct CudaDevice {
+  GemmDevice gemm;             // ordinal, multiprocessors, wgmma
+  std::string name;            // "NVIDIA H200"
+  size_t total_memory = 0;     // bytes
+  int compute_capability = 0;  // 90 for sm_90
+};
 
 // One projection on the device: y[m, n_rows] = x[m, k_cols] * w^T (+ bias).
 struct CudaGemmWeight {
@@ -59,16 +87,50 @@ struct CudaModelDims {
   int64_t vocab_rows = 0;  // >= vocab_size, % 8 == 0
 };
 
+// The activation buffers of one forward (the runner's), row_capacity rows each; rows past the
+// step's are scratch the GEMMs may overwrite (GemmArgs::row_capacity).
+struct CudaActivations {
+  float* x = nullptr;            // [row_capacity, hidden] f32 residual stream
+  uint16_t* h = nullptr;         // [row_capacity, hidden] bf16 normed activations (GEMM input)
+  float* qkv = nullptr;          // [row_capacity, qkv_rows] f32: q heads, k heads, v heads, padding
+  uint16_t* attn = nullptr;      // [row_capacity, attn_width] bf16 attention output; padding columns zero
+  float* proj = nullptr;         // [row_capacity, hidden] f32 o / down projection output
+  float* gate_up = nullptr;      // [row_capacity, 2 * ffn_width] f32
+  uint16_t* act = nullptr;       // [row_capacity, ffn_width] bf16 silu(gate) * up
+  uint16_t* h_logits = nullptr;  // [logit_capacity, hidden] bf16 final-normed logit rows
+  int64_t row_capacity = 0;
+  int64_t logit_capacity = 0;
+  GemmWorkspace workspace;  // counters zeroed once by the owner
+};
+
+// The batch of one step on the device (the runner's step buffer), see attention.h.
+struct CudaBatch {
+  int64_t num_tokens = 0;                       // T (host value: grid sizes)
+  const int32_t* token_ids = nullptr;           // [T]
+  const int32_t* positions = nullptr;           // [T] (negative: a padding row)
+  const int32_t* slots = nullptr;               // [T] cache slots (negative: skipped)
+  const int32_t* row_seq = nullptr;             // [T] sequence of each row
+  const int32_t* block_tables = nullptr;        // [num_seqs, *block_table_stride]
+  const int32_t* block_table_stride = nullptr;  // device scalar
+  int64_t num_logit_rows = 0;                   // R (host value)
+  const int32_t* logit_rows = nullptr;          // [R] distinct rows < T whose logits are wanted
+};
+
 class CudaModel {
  public:
-  // Uploads `model`'s weights to the current CUDA device. `model` may be released afterwards.
+  // Loads the model at `file` straight to the current CUDA device, one tensor at a time
+  // (bf16 tensors copied as stored; no f32 copy of the model on the host).
   // Errors: kFailedPrecondition "no CUDA device" without a usable GPU; kUnimplemented for a
   // shape the CUDA kernels do not support (named); kResourceExhausted when the weights do
-  // not fit in GPU memory; kInternal for other CUDA failures.
+  // not fit in GPU memory; the file's errors; kInternal for other CUDA failures.
+  static Result<std::shared_ptr<const CudaModel>> load(const ModelFile& file);
+  // Uploads an already loaded (f32) Model; the same values as load() of its file.
   static Result<std::shared_ptr<const CudaModel>> upload(const Model& model);
 
   const ModelConfig& config() const { return config_; }
+  const std::string& path() const { return path_; }
   const CudaModelDims& dims() const { return dims_; }
+  const CudaDevice& device() const { return device_; }
   const CudaLayerWeights& layer(int64_t index) const { return layers_[static_cast<size_t>(index)]; }
   const uint16_t* embedding() const { return embed_; }                 // [vocab, hidden] bf16
   const float* final_norm() const { return final_norm_.as<float>(); }  // [hidden] f32
@@ -79,26 +141,55 @@ class CudaModel {
   // Total bytes of weights on the device.
   size_t num_weight_bytes() const { return num_weight_bytes_; }
 
+  // Enqueues the forward of `batch` on `stream` (header comment): writes the step's K/V into
+  // `kv` (one CudaKvLayer per layer) and the logits of batch.logit_rows into
+  // logits [num_logit_rows, vocab_rows] (f32). No allocation, no synchronisation.
+  // REQUIRES: num_tokens <= acts.row_capacity, num_logit_rows <= acts.logit_capacity, every
+  // slot and table entry inside the pool. Errors: a kernel's kInvalidArgument / kInternal.
+  Status forward(const CudaBatch& batch, const CudaActivations& acts, const CudaKvLayer* kv, float* logits,
+                 cudaStream_t stream) const;
+  // The two halves of forward(): every layer (K/V written, residual stream in acts.x and the
+  // last down projection in acts.proj), then the final norm and lm_head of `num_rows` rows
+  // `rows` (device, distinct, < the step's tokens) into logits [num_rows, vocab_rows]; a step
+  // whose logit rows exceed acts.logit_capacity runs logits() once per chunk of them.
+  Status forward_layers(const CudaBatch& batch, const CudaActivations& acts, const CudaKvLayer* kv,
+                        cudaStream_t stream) const;
+  Status logits(const int32_t* rows, int64_t num_rows, const CudaActivations& acts, float* logits,
+                cudaStream_t stream) const;
+
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
 
  private:
+  struct Source;  // where the weights come from (a ModelFile or a loaded Model)
   CudaModel() = default;
-  Status upload_weights(const Model& model, bool has_wgmma);
+  static Result<std::shared_ptr<const CudaModel>> build(const Source& source);
+  Status upload_weights(const Source& source);
   Result<CudaGemmWeight> upload_gemm(const std::vector<uint16_t>& w, const float* bias, int64_t n_rows, int64_t k_cols,
-                                     bool has_wgmma, const std::string& what);
+                                     const std::string& what);
   Result<DeviceMemory> upload_f32(const float* data, size_t count, const std::string& what);
+  Status run_layer(int64_t li, const CudaBatch& batch, const CudaActivations& acts, const CudaKvLayer& kv,
+                   cudaStream_t stream) const;
+  Status gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y, int64_t row_capacity,
+              const CudaActivations& acts, cudaStream_t stream) const;
 
   ModelConfig config_;
+  std::string path_;
   CudaModelDims dims_;
+  CudaDevice device_;
   std::vector<CudaLayerWeights> layers_;
   DeviceMemory embed_own_;  // [vocab, hidden] bf16, empty when the embedding is tied to lm_head
   const uint16_t* embed_ = nullptr;
   DeviceMemory final_norm_;
   CudaGemmWeight lm_head_;
   DeviceMemory inv_freq_;
-  int num_sms_ = 0;
   size_t num_weight_bytes_ = 0;
 };
+
+// The CUDA deployment's support check for a config (also used before loading any weight).
+Status check_cuda_supported(const ModelConfig& config);
+
+// The current device's CudaDevice. Errors: kFailedPrecondition "no CUDA device"; kInternal.
+Result<CudaDevice> current_cuda_device();
 
 }  // namespace vosti

@@ -1,7 +1,7 @@
 // DeviceMemory: one owned cudaMalloc allocation, moved, never copied; freed on
-// destruction. Allocation failures become RESOURCE_EXHAUSTED naming what was being
-// allocated and how many bytes, so "out of GPU memory" reaches the user as such.
-// Thread safety: a value type; the memory itself is used on the owner's streams.
+// destruction. PinnedMemory (below): the same for page-locked host memory. Allocation failures become
+// RESOURCE_EXHAUSTED naming what was being allocated and how many bytes, so "out of GPU memory" reaches the user as
+// such. Thread safety: a value type; the memory itself is used on the owner's streams.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -72,6 +72,57 @@ class DeviceMemory {
  private:
   void reset() {
     if (ptr_ != nullptr) (void)cudaFree(ptr_);  // cannot fail usefully in a destructor
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// PinnedMemory: one owned page-locked host allocation (cudaMallocHost), so that copies to and
+// from the device are real asynchronous DMA. Moved, never copied; freed on destruction.
+class PinnedMemory {
+ public:
+  PinnedMemory() = default;
+  ~PinnedMemory() { reset(); }
+  PinnedMemory(PinnedMemory&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  PinnedMemory& operator=(PinnedMemory&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+
+  // `bytes` of page-locked host memory. Errors: kResourceExhausted naming `what`.
+  static Result<PinnedMemory> allocate(size_t bytes, const std::string& what) {
+    PinnedMemory m;
+    if (bytes == 0) return m;
+    const cudaError_t err = cudaMallocHost(&m.ptr_, bytes);
+    if (err != cudaSuccess) {
+      m.ptr_ = nullptr;
+      (void)cudaGetLastError();
+      return resource_exhausted("cudaMallocHost of " + std::to_string(bytes) + " bytes for " + what + ": " +
+                                cudaGetErrorString(err));
+    }
+    m.bytes_ = bytes;
+    return m;
+  }
+
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void reset() {
+    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
   }

@@ -1,0 +1,235 @@
+// The engine end to end on one device (cpu or cuda), two workloads:
+//   decode:  one request, a prompt of --prompt-len random tokens, --output-len greedy tokens
+//            (EOS ignored): time per output token after the first, tok/s, and on the GPU the
+//            fraction of the weights/bandwidth roofline (weight bytes read once per token at
+//            the copy bandwidth measured in the same run);
+//   rollout: --requests requests of --prompt-len random tokens and --output-len sampled tokens
+//            (EOS ignored, temperature 1), all submitted at once, --max-num-seqs running:
+//            wall time and output tok/s (SGLang's deterministic-mode workload is 256 x 1024 /
+//            1024 on a Qwen3-8B shape).
+// Prints a table and one JSON line per run (--json FILE appends them). A benchmark: its
+// numbers go to docs/BENCHMARKS.md with the command, machine and commit, never into a test.
+//   build/bench/engine_decode_bench --model DIR --device cuda --workload decode|rollout|both
+//       [--prompt-len 1024] [--output-len 256] [--requests 256] [--max-num-seqs 256]
+//       [--max-num-batched-tokens 8192] [--no-cuda-graphs] [--json FILE]
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#if VOSTI_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "engine/engine.h"
+#include "runner/load_device_model.h"
+
+using namespace vosti;
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Device-to-device copy bandwidth (bytes read + written per second), or 0 without CUDA.
+double copy_bandwidth() {
+#if VOSTI_HAVE_CUDA
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaMemset(a, 1, bytes);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  float best = 1e30f;
+  for (int i = 0; i < 6; ++i) {
+    cudaEventRecord(e0);
+    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i > 0) best = std::min(best, ms);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * static_cast<double>(bytes) / (best * 1e-3);
+#else
+  return 0;
+#endif
+}
+
+struct Options {
+  std::string model, device = "cuda", workload = "both", json;
+  int prompt_len = 1024, output_len = 256, requests = 256, max_num_seqs = 256, max_num_batched_tokens = 8192;
+  bool graphs = true;
+  double gpu_memory_utilization = 0.9;
+};
+
+std::vector<int32_t> random_prompt(std::mt19937_64& rng, int n, int64_t vocab) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (auto& t : p) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+  return p;
+}
+
+void emit(const Options& o, const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  if (!o.json.empty()) std::ofstream(o.json, std::ios::app) << line << "\n";
+}
+
+int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model, double copy_bw) {
+  EngineConfig c;
+  c.device = o.device;
+  c.max_num_seqs = 1;
+  c.max_num_batched_tokens = std::max(o.prompt_len, 512);
+  c.max_model_len = o.prompt_len + o.output_len + 16;
+  c.cuda_graphs = o.graphs;
+  c.gpu_memory_utilization = o.gpu_memory_utilization;
+  auto engine = Engine::create(model, c);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "decode: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  std::mt19937_64 rng(1);
+  RequestSpec spec;
+  spec.prompt = random_prompt(rng, o.prompt_len, model->config().vocab_size);
+  spec.max_tokens = o.output_len;
+  spec.ignore_eos = true;
+  spec.sampling.temperature = 0.0f;
+  std::vector<double> token_times;
+  if (!(*engine)
+           ->add_request(spec,
+                         [&](const RequestOutput& out) {
+                           for (size_t i = 0; i < out.new_tokens.size(); ++i) token_times.push_back(now_s());
+                         })
+           .ok())
+    return 1;
+  const double t0 = now_s();
+  while ((*engine)->has_work()) (*engine)->step();
+  if (token_times.size() < 2) return 1;
+  const double ttft = token_times.front() - t0;
+  const double tpot = (token_times.back() - token_times.front()) / static_cast<double>(token_times.size() - 1);
+  const RunnerInfo& info = (*engine)->runner_info();
+  const EngineStats st = (*engine)->stats();
+  const double weight_bytes = static_cast<double>(info.weight_bytes);
+  const double roofline_tok_s = copy_bw > 0 ? copy_bw / weight_bytes : 0;
+  char line[1024];
+  std::snprintf(line, sizeof line,
+                "{\"workload\":\"decode\",\"model\":\"%s\",\"device\":\"%s\",\"prompt_len\":%d,\"output_len\":%d,"
+                "\"cuda_graphs\":%s,\"ttft_s\":%.5f,\"tpot_ms\":%.4f,\"tok_s\":%.2f,\"weight_bytes\":%.0f,"
+                "\"copy_bw_Bps\":%.4g,\"roofline_tok_s\":%.2f,\"fraction_of_roofline\":%.4f,"
+                "\"steps\":%lld,\"forward_s\":%.4f,\"sampling_s\":%.4f,\"step_s\":%.4f}",
+                model->config().name.c_str(), info.device.c_str(), o.prompt_len, o.output_len,
+                o.graphs ? "true" : "false", ttft, tpot * 1e3, 1.0 / tpot, weight_bytes, copy_bw, roofline_tok_s,
+                roofline_tok_s > 0 ? (1.0 / tpot) / roofline_tok_s : 0.0, static_cast<long long>(st.num_steps),
+                st.seconds_in_forward, st.seconds_in_sampling, st.seconds_in_steps);
+  emit(o, line);
+  return 0;
+}
+
+int run_rollout(const Options& o, const std::shared_ptr<const DeviceModel>& model) {
+  EngineConfig c;
+  c.device = o.device;
+  c.max_num_seqs = o.max_num_seqs;
+  c.max_num_batched_tokens = o.max_num_batched_tokens;
+  c.max_model_len = o.prompt_len + o.output_len + 16;
+  c.cuda_graphs = o.graphs;
+  c.gpu_memory_utilization = o.gpu_memory_utilization;
+  auto engine = Engine::create(model, c);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "rollout: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  std::mt19937_64 rng(2);
+  int64_t outputs = 0;
+  int done = 0;
+  const double t0 = now_s();
+  for (int i = 0; i < o.requests; ++i) {
+    RequestSpec spec;
+    spec.prompt = random_prompt(rng, o.prompt_len, model->config().vocab_size);
+    spec.max_tokens = o.output_len;
+    spec.ignore_eos = true;
+    spec.sampling.temperature = 1.0f;
+    spec.sampling.seed = 1000 + static_cast<uint64_t>(i);
+    if (!(*engine)
+             ->add_request(spec,
+                           [&](const RequestOutput& out) {
+                             outputs += static_cast<int64_t>(out.new_tokens.size());
+                             done += out.finished ? 1 : 0;
+                           })
+             .ok())
+      return 1;
+  }
+  while ((*engine)->has_work()) (*engine)->step();
+  const double wall = now_s() - t0;
+  const EngineStats st = (*engine)->stats();
+  char line[1024];
+  std::snprintf(line, sizeof line,
+                "{\"workload\":\"rollout\",\"model\":\"%s\",\"device\":\"%s\",\"requests\":%d,\"prompt_len\":%d,"
+                "\"output_len\":%d,\"max_num_seqs\":%d,\"max_num_batched_tokens\":%d,\"cuda_graphs\":%s,"
+                "\"wall_s\":%.3f,\"output_tokens\":%lld,\"output_tok_s\":%.1f,\"finished\":%d,\"steps\":%lld,"
+                "\"preemptions\":%lld,\"forward_s\":%.3f,\"sampling_s\":%.3f,\"kv_blocks\":%lld}",
+                model->config().name.c_str(), (*engine)->runner_info().device.c_str(), o.requests, o.prompt_len,
+                o.output_len, o.max_num_seqs, o.max_num_batched_tokens, o.graphs ? "true" : "false", wall,
+                static_cast<long long>(outputs), static_cast<double>(outputs) / wall, done,
+                static_cast<long long>(st.num_steps), static_cast<long long>(st.num_preemptions), st.seconds_in_forward,
+                st.seconds_in_sampling, static_cast<long long>((*engine)->runner_info().num_blocks));
+  emit(o, line);
+  return done == o.requests ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (k == "--model")
+      o.model = next();
+    else if (k == "--device")
+      o.device = next();
+    else if (k == "--workload")
+      o.workload = next();
+    else if (k == "--json")
+      o.json = next();
+    else if (k == "--prompt-len")
+      o.prompt_len = std::stoi(next());
+    else if (k == "--output-len")
+      o.output_len = std::stoi(next());
+    else if (k == "--requests")
+      o.requests = std::stoi(next());
+    else if (k == "--max-num-seqs")
+      o.max_num_seqs = std::stoi(next());
+    else if (k == "--max-num-batched-tokens")
+      o.max_num_batched_tokens = std::stoi(next());
+    else if (k == "--gpu-memory-utilization")
+      o.gpu_memory_utilization = std::stod(next());
+    else if (k == "--no-cuda-graphs")
+      o.graphs = false;
+    else {
+      std::fprintf(stderr, "unknown option %s (see the header of bench/engine_decode_bench.cc)\n", k.c_str());
+      return 2;
+    }
+  }
+  if (o.model.empty()) {
+    std::fprintf(stderr, "give --model\n");
+    return 2;
+  }
+  const double t_load = now_s();
+  auto model = load_device_model(o.model, o.device);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("loaded %s for %s in %.2f s\n", o.model.c_str(), o.device.c_str(), now_s() - t_load);
+  const double copy_bw = o.device == "cuda" ? copy_bandwidth() : 0.0;
+  if (copy_bw > 0) std::printf("device-to-device copy: %.3f TB/s (read + write)\n", copy_bw / 1e12);
+  int rc = 0;
+  if (o.workload == "decode" || o.workload == "both") rc |= run_decode(o, *model, copy_bw);
+  if (o.workload == "rollout" || o.workload == "both") rc |= run_rollout(o, *model);
+  return rc;
+}

@@ -1,0 +1,29 @@
+#include "runner/load_device_model.h"
+
+#include "model/model.h"
+#include "runner/cpu_runner.h"
+#if VOSTI_HAVE_CUDA
+#include "runner/cuda/cuda_runner.h"
+#endif
+
+namespace vosti {
+
+bool built_with_cuda() { return VOSTI_HAVE_CUDA != 0; }
+
+Result<std::shared_ptr<const DeviceModel>> load_device_model(const std::string& path, const std::string& device) {
+  if (device == "cpu") {
+    VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::load(path));
+    return std::shared_ptr<const DeviceModel>(std::make_shared<const CpuDeviceModel>(std::move(model)));
+  }
+  if (device == "cuda") {
+#if VOSTI_HAVE_CUDA
+    VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const CudaDeviceModel> model, CudaDeviceModel::load(path));
+    return std::shared_ptr<const DeviceModel>(std::move(model));
+#else
+    return failed_precondition("this build of vosti has no CUDA runner (nvcc was not found when it was built)");
+#endif
+  }
+  return invalid_argument("unknown device \"" + device + "\" (choose cpu or cuda)");
+}
+
+}  // namespace vosti

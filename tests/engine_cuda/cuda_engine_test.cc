@@ -1,0 +1,175 @@
+// The engine on the GPU (runner/cuda): the determinism harness's whole matrix on the tiny
+// golden families with the device sampler checked against the host sampler on every sampled
+// row the GPU produced; the same request among many others gives the digests it gets alone;
+// the KV pool sized from the memory fraction; requests the pool cannot hold get a clear error.
+// GPU only (skips with "no CUDA device").
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine/engine.h"
+#include "runner/load_device_model.h"
+#include "tests/kernels_cuda/cuda_test_util.h"
+#include "tools/harness/determinism_harness.h"
+
+namespace vosti {
+namespace {
+
+const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+
+EngineConfig cuda_reference() {
+  EngineConfig c;
+  c.device = "cuda";
+  c.block_size = 16;
+  c.max_model_len = 128;
+  c.num_blocks = 64;
+  c.check_invariants = true;
+  c.check_device_sampler = true;
+  return c;
+}
+
+class CudaHarness : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaHarness, EveryVariationIsBitwiseIdentical) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/" + GetParam(), "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const EngineConfig ref = cuda_reference();
+  auto report = run_determinism_harness(*model, make_harness_requests((*model)->config(), false, 7), ref,
+                                        make_variations(ref, false));
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  std::printf("%s", format_report_table({*report}).c_str());
+  bool preempted = false, hit = false;
+  for (const auto& r : report->results) {
+    EXPECT_TRUE(r.identical) << r.name << ": " << r.first_difference;
+    EXPECT_GT(r.num_positions, 0) << r.name;
+    preempted |= r.num_preemptions > 0;
+    hit |= r.num_prefix_hit_tokens > 0;
+  }
+  EXPECT_TRUE(preempted) << "no variation preempted a request";
+  EXPECT_TRUE(hit) << "no variation hit the prefix cache";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaHarness,
+                         ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (auto& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+// One request, then the same request among 24 others (random prompts, sampled, staggered):
+// the same tokens and the same digest at every position.
+TEST(CudaEngine, TheSameRequestInACrowdGetsTheDigestsItGetsAlone) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EngineConfig c = cuda_reference();
+  c.num_blocks = 256;
+  c.max_num_batched_tokens = 96;
+  RequestSpec probe;
+  probe.prompt = {5, 17, 99, 3, 250, 7, 7, 1};
+  probe.max_tokens = 20;
+  probe.ignore_eos = true;
+  probe.sampling.temperature = 0.8f;
+  probe.sampling.top_p = 0.9f;
+  probe.sampling.seed = 42;
+  probe.sampling.num_top_logprobs = 3;
+  probe.logits_digests = true;
+  const auto run = [&](int others) {
+    auto engine = Engine::create(*model, c);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    std::vector<RequestOutput> seen;
+    std::mt19937 rng(static_cast<uint32_t>(others));
+    for (int i = 0; i < others; ++i) {
+      RequestSpec s;
+      for (int k = 0; k < 3 + static_cast<int>(rng() % 30); ++k) s.prompt.push_back(static_cast<int32_t>(rng() % 320));
+      s.max_tokens = 5 + static_cast<int32_t>(rng() % 30);
+      s.sampling.temperature = 1.0f;
+      s.sampling.seed = rng();
+      s.logits_digests = i % 2 == 0;
+      EXPECT_TRUE((*engine)->add_request(s, nullptr).ok());
+      if (i == others / 2) (*engine)->step();
+    }
+    std::vector<LogitsDigest> digests;
+    std::vector<int32_t> tokens;
+    bool done = false;
+    EXPECT_TRUE((*engine)
+                    ->add_request(probe,
+                                  [&](const RequestOutput& o) {
+                                    digests.insert(digests.end(), o.new_digests.begin(), o.new_digests.end());
+                                    tokens.insert(tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+                                    done |= o.finished;
+                                  })
+                    .ok());
+    while ((*engine)->has_work()) (*engine)->step();
+    EXPECT_TRUE(done);
+    return std::make_pair(tokens, digests);
+  };
+  const auto alone = run(0);
+  ASSERT_EQ(alone.first.size(), 20u);
+  ASSERT_EQ(alone.second.size(), 20u);
+  for (int others : {1, 7, 24}) {
+    const auto crowd = run(others);
+    EXPECT_EQ(crowd.first, alone.first) << others << " neighbours";
+    EXPECT_EQ(crowd.second, alone.second) << others << " neighbours";
+  }
+}
+
+TEST(CudaEngine, ThePoolIsSizedFromTheMemoryFraction) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/llama-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EngineConfig c;
+  c.device = "cuda";
+  c.gpu_memory_utilization = 0.2;
+  c.max_model_len = 512;
+  auto engine = Engine::create(*model, c);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const RunnerInfo& info = (*engine)->runner_info();
+  size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  EXPECT_GT(info.num_blocks, 1000);
+  EXPECT_LE(info.kv_cache_bytes, static_cast<int64_t>(0.2 * static_cast<double>(total)));
+  EXPECT_EQ(info.kv_cache_dtype, "bf16");
+  std::printf("[ cuda engine ] %s: %lld blocks, %.2f GiB of KV at utilization 0.2\n", info.device.c_str(),
+              static_cast<long long>(info.num_blocks), static_cast<double>(info.kv_cache_bytes) / (1u << 30));
+  EngineConfig bad = c;
+  bad.gpu_memory_utilization = 1.5;
+  EXPECT_EQ(Engine::create(*model, bad).status().code(), StatusCode::kInvalidArgument);
+  bad = c;
+  bad.kv_cache_dtype = "fp8";
+  EXPECT_EQ(Engine::create(*model, bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CudaEngine, ARequestLargerThanThePoolIsAClearErrorAndDisturbsNoOther) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/llama-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EngineConfig c = cuda_reference();
+  c.num_blocks = 8;  // 128 tokens
+  auto engine = Engine::create(*model, c);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  RequestSpec big;
+  big.prompt.assign(200, 3);
+  const auto r = (*engine)->add_request(big, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("maximum context length"), std::string::npos) << r.status().to_string();
+  RequestSpec ok;
+  ok.prompt = {1, 2, 3};
+  ok.max_tokens = 4;
+  int produced = 0;
+  ASSERT_TRUE((*engine)->add_request(ok, [&](const RequestOutput& o) { produced += o.new_tokens.size(); }).ok());
+  while ((*engine)->has_work()) (*engine)->step();
+  EXPECT_EQ(produced, 4);
+  // A deployment that asks for more context than its pool holds is refused at creation.
+  EngineConfig too_long = c;
+  too_long.max_model_len = 1000;
+  const auto e2 = Engine::create(*model, too_long);
+  EXPECT_EQ(e2.status().code(), StatusCode::kInvalidArgument) << e2.status().to_string();
+}
+
+}  // namespace
+}  // namespace vosti
