@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
+#include "tests/model_cuda/attention_reference.h"
 
 namespace vosti {
 namespace {
@@ -134,7 +135,7 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
                  s.block_size,
                  s.num_kv_heads,
                  s.head_dim};
-  auto run = [&](int64_t first, int64_t count, void* dst, DType dtype) {
+  auto run = [&](int64_t first, int64_t count, void* dst, DType dtype, bool reference = false) {
     AttentionArgs a;
     a.q = q_dev.get() + first * row;
     a.q_row_stride = row;
@@ -148,13 +149,19 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
     a.out_row_stride = row;
     a.out_dtype = dtype;
     a.m = count;
-    ASSERT_TRUE(attention(a, kv, nullptr).ok());
+    ASSERT_TRUE((reference ? cuda_test::reference_attention(a, kv, nullptr) : attention(a, kv, nullptr)).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
   run(0, m, out.get(), DType::kF32);
   run(0, m, out_bf16.get(), DType::kBF16);
   const std::vector<float> batch = out.download();
   const std::vector<uint16_t> batch_bf16 = out_bf16.download();
+  // The simple one-warp form of the same order gives the same bits.
+  out.poison();
+  run(0, m, out.get(), DType::kF32, /*reference=*/true);
+  const std::vector<float> simple = out.download();
+  ASSERT_TRUE(cuda_test::same_bits(simple.data(), batch.data(), batch.size() * sizeof(float)))
+      << "the production attention differs from the one-warp reference";
 
   double worst = 0;
   for (int64_t r = 0; r < m; ++r) {

@@ -9,11 +9,13 @@
 namespace vosti {
 namespace {
 
-constexpr int kAttentionWarpsPerBlock = 4;  // heads of one query per block, one warp each
-constexpr int kMaxOutPerLane = kMaxCudaHeadDim / 32;
+constexpr int kAttnThreads = 128;  // one CTA per (query, head)
+constexpr int kTilesPerChunk = kAttnThreads / kKvTile;
+constexpr int kDimsPerThread = kMaxCudaHeadDim / kAttnThreads;
 constexpr int kKvWriteThreads = 128;
 constexpr unsigned kFullMask = 0xffffffffu;
 static_assert(kKvTile == 32, "attention maps one KV tile onto the 32 lanes of a warp");
+static_assert(kAttnThreads % kKvTile == 0, "a chunk holds whole KV tiles");
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -70,88 +72,127 @@ __global__ void kv_write_kernel(const float* __restrict__ k_new, const float* __
   }
 }
 
-// blockIdx.x: the query row; warp w of blockIdx.y: head blockIdx.y * kAttentionWarpsPerBlock + w.
-// The row index selects the query's inputs and output and nothing else.
+// Dot product of q (shared memory) with a cached key row, in increasing d, one fma at a time:
+// s = fma(q[d], k[d], s) from +0. Wide loads only change how elements arrive.
+template <typename KvT>
+__device__ __forceinline__ float dot_row(const float* qs, const KvT* k, int hd) {
+  float dot = 0.f;
+  if constexpr (sizeof(KvT) == 2) {
+    if (hd % 8 == 0) {
+      for (int c = 0; c < hd; c += 8) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(k + c);
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __bfloat1622float2(h[e]);
+          dot = __fmaf_rn(qs[c + 2 * e], f.x, dot);
+          dot = __fmaf_rn(qs[c + 2 * e + 1], f.y, dot);
+        }
+      }
+      return dot;
+    }
+  }
+  for (int c = 0; c < hd; c += 4) {
+    const float4 kk = load_kv4(k + c);
+    dot = __fmaf_rn(qs[c], kk.x, dot);
+    dot = __fmaf_rn(qs[c + 1], kk.y, dot);
+    dot = __fmaf_rn(qs[c + 2], kk.z, dot);
+    dot = __fmaf_rn(qs[c + 3], kk.w, dot);
+  }
+  return dot;
+}
+
+// One CTA of kAttnThreads threads per (query row blockIdx.x, head blockIdx.y), walking the
+// query's positions in chunks of kAttnThreads (kTilesPerChunk KV tiles):
+//   A. thread i scores position chunk + i (its fma chain over d, then * scale);
+//   B. warp 0 runs the tiles' online softmax in tile order, lane l holding position
+//      32 t + l exactly as attention.h orders it (max, expf, the butterfly sum, alpha, L);
+//   C. each thread owns output dims d = i, i + kAttnThreads: O[d] = O[d] * alpha_t, then
+//      fma(p_j, v_j[d], O[d]) for j of the tile in order.
+// Every value is computed by the same operations in the same order as attention.h states;
+// the work is only spread over more threads than one warp.
 template <typename KvT, typename OutT>
-__global__ void __launch_bounds__(kAttentionWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, int64_t q_row_stride, int num_heads,
                      const int32_t* __restrict__ positions, const int32_t* __restrict__ row_seq,
                      const int32_t* __restrict__ block_tables, const int32_t* __restrict__ block_table_stride,
                      float scale, OutT* __restrict__ out, int64_t out_row_stride, CudaKvLayer kv) {
-  __shared__ __align__(16) float q_smem[kAttentionWarpsPerBlock][kMaxCudaHeadDim];
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
+  __shared__ __align__(16) float qs[kMaxCudaHeadDim];  // [hd] the query head
+  __shared__ float p_s[kAttnThreads];                  // the chunk's scores, then its weights p_j
+  __shared__ long long off_s[kAttnThreads];            // element offsets of the chunk's positions
+  __shared__ float alpha_s[kTilesPerChunk];
+  __shared__ float sum_s;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t r = blockIdx.x;
-  const int h = static_cast<int>(blockIdx.y) * kAttentionWarpsPerBlock + warp;
-  if (h >= num_heads) return;  // a whole warp; only warp-level synchronisation below
+  const int h = static_cast<int>(blockIdx.y);
   const int hd = kv.head_dim;
   const int kv_head = h / (num_heads / kv.num_kv_heads);
-  float* qs = q_smem[warp];  // [hd]
-  const float* qh = q + r * q_row_stride + static_cast<int64_t>(h) * hd;
-  for (int d = lane; d < hd; d += 32) qs[d] = qh[d];
-  __syncwarp();
-
   OutT* oh = out + r * out_row_stride + static_cast<int64_t>(h) * hd;  // [hd]
   const int32_t p = positions[r];
-  if (p < 0) {
-    for (int d = lane; d < hd; d += 32) store_out(oh, d, __int_as_float(0x7fc00000));
+  if (p < 0) {  // a padding row: NaN, no cache read
+    for (int d = tid; d < hd; d += kAttnThreads) store_out(oh, d, __int_as_float(0x7fc00000));
     return;
   }
+  const float* qh = q + r * q_row_stride + static_cast<int64_t>(h) * hd;
+  for (int d = tid; d < hd; d += kAttnThreads) qs[d] = qh[d];
   const int32_t* table = block_tables + static_cast<int64_t>(row_seq[r]) * *block_table_stride;
   const KvT* kc = static_cast<const KvT*>(kv.k);
   const KvT* vc = static_cast<const KvT*>(kv.v);
-  const int quads = hd / 4;
-
-  float o[kMaxOutPerLane];  // O[d] for d = lane + 32 * i
+  float o[kDimsPerThread];  // O[d] for d = tid + kAttnThreads * i
 #pragma unroll
-  for (int i = 0; i < kMaxOutPerLane; ++i) o[i] = 0.f;
-  float run_max = -INFINITY;  // M
-  float run_sum = 0.f;        // L
-  const int num_tiles = p / kKvTile + 1;
-  for (int t = 0; t < num_tiles; ++t) {
-    const int j = t * kKvTile + lane;
-    const bool valid = j <= p;
+  for (int i = 0; i < kDimsPerThread; ++i) o[i] = 0.f;
+  float run_max = -INFINITY;  // M (warp 0)
+  float run_sum = 0.f;        // L (warp 0)
+  __syncthreads();
+  for (int base = 0; base <= p; base += kAttnThreads) {
+    const int j = base + tid;
     float s = -INFINITY;
-    long long at = 0;  // element offset of (slot of j, kv_head) in kv.k / kv.v
-    if (valid) {
-      const int64_t block = table[j / kv.block_size];
-      at = kv_offset(kv, block, kv_head, j % kv.block_size);
-      const KvT* kj = kc + at;
-      const float4* q4 = reinterpret_cast<const float4*>(qs);
-      float dot = 0.f;
-      for (int c = 0; c < quads; ++c) {
-        const float4 kk = load_kv4(kj + 4 * c);
-        const float4 qq = q4[c];
-        dot = __fmaf_rn(qq.x, kk.x, dot);
-        dot = __fmaf_rn(qq.y, kk.y, dot);
-        dot = __fmaf_rn(qq.z, kk.z, dot);
-        dot = __fmaf_rn(qq.w, kk.w, dot);
-      }
-      s = __fmul_rn(dot, scale);
+    if (j <= p) {
+      const int64_t at = kv_offset(kv, table[j / kv.block_size], kv_head, j % kv.block_size);
+      off_s[tid] = at;
+      s = __fmul_rn(dot_row(qs, kc + at, hd), scale);
     }
-    const float new_max = fmaxf(run_max, warp_max(s));  // finite: position t * 32 <= p is valid
-    const float pj = valid ? expf(__fsub_rn(s, new_max)) : 0.f;
-    const float tile_sum = warp_sum(pj);
-    const float alpha = expf(__fsub_rn(run_max, new_max));  // expf(-inf) = 0 for tile 0
-    run_sum = __fadd_rn(__fmul_rn(run_sum, alpha), tile_sum);
-#pragma unroll
-    for (int i = 0; i < kMaxOutPerLane; ++i) o[i] = __fmul_rn(o[i], alpha);
-    const int tile_len = min(kKvTile, p - t * kKvTile + 1);
-    for (int jj = 0; jj < tile_len; ++jj) {
-      const float w = __shfl_sync(kFullMask, pj, jj);
-      const KvT* vj = vc + __shfl_sync(kFullMask, at, jj);
-#pragma unroll
-      for (int i = 0; i < kMaxOutPerLane; ++i) {
-        const int d = lane + 32 * i;
-        if (d < hd) o[i] = __fmaf_rn(w, load_kv(vj + d), o[i]);
+    p_s[tid] = s;
+    __syncthreads();
+    if (warp == 0) {
+      for (int t = 0; t < kTilesPerChunk && base + t * kKvTile <= p; ++t) {
+        const bool valid = base + t * kKvTile + lane <= p;
+        const float sj = p_s[t * kKvTile + lane];
+        const float new_max = fmaxf(run_max, warp_max(sj));  // finite: the tile's first position is valid
+        const float pj = valid ? expf(__fsub_rn(sj, new_max)) : 0.f;
+        const float tile_sum = warp_sum(pj);
+        const float alpha = expf(__fsub_rn(run_max, new_max));  // expf(-inf) = 0 for tile 0
+        run_sum = __fadd_rn(__fmul_rn(run_sum, alpha), tile_sum);
+        p_s[t * kKvTile + lane] = pj;
+        if (lane == 0) alpha_s[t] = alpha;
+        run_max = new_max;
       }
     }
-    run_max = new_max;
+    __syncthreads();
+    for (int t = 0; t < kTilesPerChunk && base + t * kKvTile <= p; ++t) {
+      const float alpha = alpha_s[t];
+#pragma unroll
+      for (int i = 0; i < kDimsPerThread; ++i) o[i] = __fmul_rn(o[i], alpha);
+      const int tile_len = min(kKvTile, p - (base + t * kKvTile) + 1);
+#pragma unroll 4
+      for (int jj = 0; jj < tile_len; ++jj) {
+        const float w = p_s[t * kKvTile + jj];
+        const KvT* vj = vc + off_s[t * kKvTile + jj];
+#pragma unroll
+        for (int i = 0; i < kDimsPerThread; ++i) {
+          const int d = tid + kAttnThreads * i;
+          if (d < hd) o[i] = __fmaf_rn(w, load_kv(vj + d), o[i]);
+        }
+      }
+    }
+    __syncthreads();  // the next chunk overwrites p_s and off_s
   }
+  if (tid == 0) sum_s = run_sum;
+  __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kMaxOutPerLane; ++i) {
-    const int d = lane + 32 * i;
-    if (d < hd) store_out(oh, d, __fdiv_rn(o[i], run_sum));
+  for (int i = 0; i < kDimsPerThread; ++i) {
+    const int d = tid + kAttnThreads * i;
+    if (d < hd) store_out(oh, d, __fdiv_rn(o[i], sum_s));
   }
 }
 
@@ -213,9 +254,8 @@ Status attention(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
     return invalid_argument("attention: output dtype must be f32 or bf16");
   }
   if (a.m == 0) return Status();
-  const dim3 grid(static_cast<unsigned>(a.m),
-                  static_cast<unsigned>((a.num_heads + kAttentionWarpsPerBlock - 1) / kAttentionWarpsPerBlock));
-  const unsigned threads = kAttentionWarpsPerBlock * 32;
+  const dim3 grid(static_cast<unsigned>(a.m), static_cast<unsigned>(a.num_heads));
+  const unsigned threads = kAttnThreads;
   const auto launch = [&](auto kv_tag, auto out_tag) {
     using KvT = decltype(kv_tag);
     using OutT = decltype(out_tag);
