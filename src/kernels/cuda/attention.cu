@@ -1,6 +1,7 @@
 // Paged attention and the KV cache write; the reduction order is documented in attention.h.
 #include <cuda_bf16.h>
 
+#include <atomic>
 #include <string>
 
 #include "kernels/cuda/attention.h"
@@ -73,59 +74,80 @@ __global__ void kv_write_kernel(const float* __restrict__ k_new, const float* __
 }
 
 // Dot product of q (shared memory) with a cached key row, in increasing d, one fma at a time:
-// s = fma(q[d], k[d], s) from +0. Wide loads only change how elements arrive.
-template <typename KvT>
+// s = fma(q[d], k[d], s) from +0. Wide loads only change how elements arrive; kHd > 0 unrolls
+// the row (all its loads in flight at once), kHd == 0 reads hd at run time.
+template <int kHd, typename KvT>
 __device__ __forceinline__ float dot_row(const float* qs, const KvT* k, int hd) {
+  const int n = kHd > 0 ? kHd : hd;
   float dot = 0.f;
-  if constexpr (sizeof(KvT) == 2) {
-    if (hd % 8 == 0) {
-      for (int c = 0; c < hd; c += 8) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(k + c);
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  bool wide = false;  // bf16 rows in 16-byte pieces
+  if constexpr (sizeof(KvT) == 2) wide = n % 8 == 0;
+  if (wide) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __bfloat1622float2(h[e]);
-          dot = __fmaf_rn(qs[c + 2 * e], f.x, dot);
-          dot = __fmaf_rn(qs[c + 2 * e + 1], f.y, dot);
-        }
+    for (int c = 0; c < n; c += 8) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(k + c);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 f = __bfloat1622float2(h[e]);
+        dot = __fmaf_rn(qs[c + 2 * e], f.x, dot);
+        dot = __fmaf_rn(qs[c + 2 * e + 1], f.y, dot);
       }
-      return dot;
     }
-  }
-  for (int c = 0; c < hd; c += 4) {
-    const float4 kk = load_kv4(k + c);
-    dot = __fmaf_rn(qs[c], kk.x, dot);
-    dot = __fmaf_rn(qs[c + 1], kk.y, dot);
-    dot = __fmaf_rn(qs[c + 2], kk.z, dot);
-    dot = __fmaf_rn(qs[c + 3], kk.w, dot);
+  } else {
+#pragma unroll
+    for (int c = 0; c < n; c += 4) {
+      const float4 kk = load_kv4(k + c);
+      dot = __fmaf_rn(qs[c], kk.x, dot);
+      dot = __fmaf_rn(qs[c + 1], kk.y, dot);
+      dot = __fmaf_rn(qs[c + 2], kk.z, dot);
+      dot = __fmaf_rn(qs[c + 3], kk.w, dot);
+    }
   }
   return dot;
 }
 
+// An asynchronous copy of `bytes` (4, 8 or 16) from global to shared memory (cp.async, sm_80+).
+template <int kBytes>
+__device__ __forceinline__ void copy_async(void* smem, const void* global) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(global), "n"(kBytes));
+  }
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 // One CTA of kAttnThreads threads per (query row blockIdx.x, head blockIdx.y), walking the
 // query's positions in chunks of kAttnThreads (kTilesPerChunk KV tiles):
-//   A. thread i scores position chunk + i (its fma chain over d, then * scale);
+//   0. the chunk's V rows are copied to shared memory (cp.async, every thread a piece) while
+//   A. thread i scores position chunk + i (its fma chain over d, then * scale; K read directly);
 //   B. warp 0 runs the tiles' online softmax in tile order, lane l holding position
 //      32 t + l exactly as attention.h orders it (max, expf, the butterfly sum, alpha, L);
 //   C. each thread owns output dims d = i, i + kAttnThreads: O[d] = O[d] * alpha_t, then
-//      fma(p_j, v_j[d], O[d]) for j of the tile in order.
+//      fma(p_j, v_j[d], O[d]) for j of the tile in order, v_j read from shared memory.
 // Every value is computed by the same operations in the same order as attention.h states;
 // the work is only spread over more threads than one warp.
-template <typename KvT, typename OutT>
+// Dynamic shared memory: [kAttnThreads, hd] KvT, the chunk's V rows.
+template <typename KvT, typename OutT, int kHd>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, int64_t q_row_stride, int num_heads,
                      const int32_t* __restrict__ positions, const int32_t* __restrict__ row_seq,
                      const int32_t* __restrict__ block_tables, const int32_t* __restrict__ block_table_stride,
                      float scale, OutT* __restrict__ out, int64_t out_row_stride, CudaKvLayer kv) {
-  __shared__ __align__(16) float qs[kMaxCudaHeadDim];  // [hd] the query head
-  __shared__ float p_s[kAttnThreads];                  // the chunk's scores, then its weights p_j
-  __shared__ long long off_s[kAttnThreads];            // element offsets of the chunk's positions
+  extern __shared__ __align__(16) unsigned char v_smem[];  // [kAttnThreads, hd] KvT
+  __shared__ __align__(16) float qs[kMaxCudaHeadDim];      // [hd] the query head
+  __shared__ float p_s[kAttnThreads];                      // the chunk's scores, then its weights p_j
+  __shared__ long long off_s[kAttnThreads];                // element offsets of the chunk's positions
   __shared__ float alpha_s[kTilesPerChunk];
   __shared__ float sum_s;
+  KvT* v_s = reinterpret_cast<KvT*>(v_smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t r = blockIdx.x;
   const int h = static_cast<int>(blockIdx.y);
-  const int hd = kv.head_dim;
+  const int hd = kHd > 0 ? kHd : kv.head_dim;
   const int kv_head = h / (num_heads / kv.num_kv_heads);
   OutT* oh = out + r * out_row_stride + static_cast<int64_t>(h) * hd;  // [hd]
   const int32_t p = positions[r];
@@ -138,20 +160,34 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int32_t* table = block_tables + static_cast<int64_t>(row_seq[r]) * *block_table_stride;
   const KvT* kc = static_cast<const KvT*>(kv.k);
   const KvT* vc = static_cast<const KvT*>(kv.v);
+  // Pieces of a V row for the copy: 16 bytes where the row is a multiple of 16, else 8.
+  constexpr int kPieceBytes = 16;
+  const bool wide = (hd * static_cast<int>(sizeof(KvT))) % kPieceBytes == 0;
+  const int piece_elems = (wide ? kPieceBytes : 8) / static_cast<int>(sizeof(KvT));
+  const int pieces = hd / piece_elems;
   float o[kDimsPerThread];  // O[d] for d = tid + kAttnThreads * i
 #pragma unroll
   for (int i = 0; i < kDimsPerThread; ++i) o[i] = 0.f;
   float run_max = -INFINITY;  // M (warp 0)
   float run_sum = 0.f;        // L (warp 0)
-  __syncthreads();
   for (int base = 0; base <= p; base += kAttnThreads) {
     const int j = base + tid;
-    float s = -INFINITY;
-    if (j <= p) {
-      const int64_t at = kv_offset(kv, table[j / kv.block_size], kv_head, j % kv.block_size);
-      off_s[tid] = at;
-      s = __fmul_rn(dot_row(qs, kc + at, hd), scale);
+    const int n_valid = min(kAttnThreads, p - base + 1);
+    if (j <= p) off_s[tid] = kv_offset(kv, table[j / kv.block_size], kv_head, j % kv.block_size);
+    __syncthreads();  // off_s (and qs) ready; the previous chunk's reads of v_s, p_s are done
+    for (int k = tid; k < n_valid * pieces; k += kAttnThreads) {
+      const int row = k / pieces, piece = k % pieces;
+      KvT* dst = v_s + row * hd + piece * piece_elems;
+      const KvT* src = vc + off_s[row] + piece * piece_elems;
+      if (wide) {
+        copy_async<16>(dst, src);
+      } else {
+        copy_async<8>(dst, src);
+      }
     }
+    copy_async_commit();
+    float s = -INFINITY;
+    if (j <= p) s = __fmul_rn(dot_row<kHd>(qs, kc + off_s[tid], hd), scale);
     p_s[tid] = s;
     __syncthreads();
     if (warp == 0) {
@@ -168,16 +204,17 @@ __global__ void __launch_bounds__(kAttnThreads)
         run_max = new_max;
       }
     }
-    __syncthreads();
+    copy_async_wait_all();
+    __syncthreads();  // the weights, alphas and V rows are visible to every thread
     for (int t = 0; t < kTilesPerChunk && base + t * kKvTile <= p; ++t) {
       const float alpha = alpha_s[t];
 #pragma unroll
       for (int i = 0; i < kDimsPerThread; ++i) o[i] = __fmul_rn(o[i], alpha);
       const int tile_len = min(kKvTile, p - (base + t * kKvTile) + 1);
-#pragma unroll 4
+#pragma unroll 8
       for (int jj = 0; jj < tile_len; ++jj) {
         const float w = p_s[t * kKvTile + jj];
-        const KvT* vj = vc + off_s[t * kKvTile + jj];
+        const KvT* vj = v_s + (t * kKvTile + jj) * hd;
 #pragma unroll
         for (int i = 0; i < kDimsPerThread; ++i) {
           const int d = tid + kAttnThreads * i;
@@ -185,7 +222,6 @@ __global__ void __launch_bounds__(kAttnThreads)
         }
       }
     }
-    __syncthreads();  // the next chunk overwrites p_s and off_s
   }
   if (tid == 0) sum_s = run_sum;
   __syncthreads();
@@ -193,6 +229,40 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int i = 0; i < kDimsPerThread; ++i) {
     const int d = tid + kAttnThreads * i;
     if (d < hd) store_out(oh, d, __fdiv_rn(o[i], sum_s));
+  }
+}
+
+// Launches attention_kernel<KvT, OutT, kHd>, raising its dynamic shared-memory limit once.
+template <typename KvT, typename OutT, int kHd>
+Status launch_attention(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.m), static_cast<unsigned>(a.num_heads));
+  const size_t smem = static_cast<size_t>(kAttnThreads) * kv.head_dim * sizeof(KvT);
+  auto kernel = attention_kernel<KvT, OutT, kHd>;
+  // The limit set so far (the attribute is the context's; the first, eager launch sets it, before
+  // any graph capture).
+  static std::atomic<size_t> raised{0};
+  if (smem > 48 * 1024 && smem > raised.load(std::memory_order_acquire)) {
+    VOSTI_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    raised.store(smem, std::memory_order_release);
+  }
+  kernel<<<grid, kAttnThreads, smem, stream>>>(a.q, a.q_row_stride, a.num_heads, a.positions, a.row_seq, a.block_tables,
+                                               a.block_table_stride, a.scale, static_cast<OutT*>(a.out),
+                                               a.out_row_stride, kv);
+  return cuda_launch_status("attention");
+}
+
+template <typename KvT, typename OutT>
+Status launch_attention_for_head_dim(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t stream) {
+  switch (kv.head_dim) {
+    case 64:
+      return launch_attention<KvT, OutT, 64>(a, kv, stream);
+    case 128:
+      return launch_attention<KvT, OutT, 128>(a, kv, stream);
+    case 256:
+      return launch_attention<KvT, OutT, 256>(a, kv, stream);
+    default:
+      return launch_attention<KvT, OutT, 0>(a, kv, stream);
   }
 }
 
@@ -254,22 +324,13 @@ Status attention(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
     return invalid_argument("attention: output dtype must be f32 or bf16");
   }
   if (a.m == 0) return Status();
-  const dim3 grid(static_cast<unsigned>(a.m), static_cast<unsigned>(a.num_heads));
-  const unsigned threads = kAttnThreads;
-  const auto launch = [&](auto kv_tag, auto out_tag) {
-    using KvT = decltype(kv_tag);
-    using OutT = decltype(out_tag);
-    attention_kernel<KvT, OutT><<<grid, threads, 0, stream>>>(a.q, a.q_row_stride, a.num_heads, a.positions, a.row_seq,
-                                                              a.block_tables, a.block_table_stride, a.scale,
-                                                              static_cast<OutT*>(a.out), a.out_row_stride, kv);
-  };
   const bool f32_kv = kv.dtype == DType::kF32;
   if (a.out_dtype == DType::kF32) {
-    f32_kv ? launch(float{}, float{}) : launch(__nv_bfloat16{}, float{});
-  } else {
-    f32_kv ? launch(float{}, __nv_bfloat16{}) : launch(__nv_bfloat16{}, __nv_bfloat16{});
+    return f32_kv ? launch_attention_for_head_dim<float, float>(a, kv, stream)
+                  : launch_attention_for_head_dim<__nv_bfloat16, float>(a, kv, stream);
   }
-  return cuda_launch_status("attention");
+  return f32_kv ? launch_attention_for_head_dim<float, __nv_bfloat16>(a, kv, stream)
+                : launch_attention_for_head_dim<__nv_bfloat16, __nv_bfloat16>(a, kv, stream);
 }
 
 }  // namespace vosti
