@@ -1,7 +1,7 @@
 // The CUTLASS 3 definition of the kWgmmaTmaWarpSpecialized family's kernels (see
 // gemm_bf16_sm90_tma.h for the reduction order). Included only by the per-tile translation
-// units gemm_bf16_sm90_tma_<tile>.cu, which are built for sm_90a alone (CUTLASS headers from
-// scripts/fetch-cutlass).
+// units generated per tile from gemm_tma_tiles.def (gemm_tma_tiles.cmake), which are built for
+// sm_90a alone (CUTLASS headers from scripts/fetch-cutlass).
 //
 // Operands as CUTLASS sees them: A = x [m, k] row-major (K-major), B = w [n, k] as a k x n
 // column-major matrix (K-major), D = y [m, n] row-major, no C; swapped (TmaTileShape's kSwap):
@@ -58,53 +58,13 @@ using Basic = cutlass::gemm::KernelTmaWarpSpecialized;  // non-persistent, one c
 
 template <GemmTmaTile Tile>
 struct TmaTileTraits;
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128> : TmaTileShape<64, 16, 4, 1, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Pingpong4x1K128> : TmaTileShape<64, 16, 4, 1, Pingpong, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic4x1K128> : TmaTileShape<64, 32, 4, 1, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM64N32Pingpong> : TmaTileShape<64, 32, 1, 1, Pingpong> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N128Cooperative2x1> : TmaTileShape<128, 32, 2, 1, Cooperative, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N64Basic1x2K128> : TmaTileShape<64, 32, 1, 2, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic4x1K128> : TmaTileShape<64, 64, 4, 1, Basic, true, 128> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM32N64Pingpong1x2> : TmaTileShape<64, 32, 1, 2, Pingpong, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N128Cooperative2x1> : TmaTileShape<128, 64, 2, 1, Cooperative, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM64N64Basic1x2> : TmaTileShape<64, 64, 1, 2, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM64N96Basic2x1> : TmaTileShape<64, 96, 2, 1, Basic> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Pingpong> : TmaTileShape<64, 128, 1, 1, Pingpong, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N128Cooperative> : TmaTileShape<128, 128, 1, 1, Cooperative, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N256Cooperative> : TmaTileShape<256, 128, 1, 1, Cooperative, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM192N128Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM96N64Basic1x2> : TmaTileShape<64, 96, 1, 2, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM128N64Basic1x2> : TmaTileShape<64, 128, 1, 2, Basic, true> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N96Basic2x1> : TmaTileShape<128, 96, 2, 1, Basic> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1> : TmaTileShape<128, 128, 2, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N192Cooperative2x1> : TmaTileShape<128, 192, 2, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N256Cooperative2x1> : TmaTileShape<128, 256, 2, 1, Cooperative> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kSwapM16N64Basic4x1K128Seg2> : TmaTileShape<64, 16, 4, 1, Basic, true, 128, 2> {};
-template <>
-struct TmaTileTraits<GemmTmaTile::kM128N128Cooperative2x1Seg2>
-    : TmaTileShape<128, 128, 2, 1, Cooperative, false, 64, 2> {};
+#define VOSTI_GEMM_TMA_TILE(tile, cutlass_m, cutlass_n, cluster_m, cluster_n, schedule, swapped, k_tile, segments, \
+                            name)                                                                                  \
+  template <>                                                                                                      \
+  struct TmaTileTraits<GemmTmaTile::tile>                                                                          \
+      : TmaTileShape<cutlass_m, cutlass_n, cluster_m, cluster_n, schedule, swapped, k_tile, segments> {};
+#include "kernels/cuda/gemm_tma_tiles.def"
+#undef VOSTI_GEMM_TMA_TILE
 
 // CUTLASS's warp-specialized mainloop with an L2 eviction hint on the weight's TMA loads (A when
 // swapped, else B): evict-first where Params::weight_hint says so (TmaGemmCall::stream_weights),

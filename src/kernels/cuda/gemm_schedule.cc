@@ -1,6 +1,8 @@
 #include "kernels/cuda/gemm_schedule.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 #include <string>
 
 namespace vosti {
@@ -85,85 +87,106 @@ int64_t tma_tiles(GemmTmaTile tile, int64_t m, int64_t n) {
 }
 }  // namespace
 
+namespace {
+
+// The kWgmmaTmaWarpSpecialized instantiation rule as data: the first row (in order) whose
+// conditions hold for the call names its tile. A row applies to m <= max_m; `k128` and `wide`
+// ask for k % 128 == 0 and for n / 128 >= the SM count (kAny: either); `fit` asks that the
+// row's tile fit one wave (kOneWave), fit one wave or fill >= kTmaMinWaveFill of its waves
+// (kFillsWaves), or nothing (kAlways); kFillsBetter (the last row) takes the row's tile unless
+// each of `alternatives` in turn fills the waves more than kTmaWaveFillMargin better. Measured
+// in dev/cuda/NOTES.md v9-v22 (the version named per row); every row computes the same bits.
+enum class Need : uint8_t { kAny, kYes, kNo };
+enum class Fit : uint8_t { kAlways, kOneWave, kFillsWaves, kFillsBetter };
+struct TmaRuleRow {
+  int64_t max_m;
+  Need k128;
+  Need wide;
+  Fit fit;
+  GemmTmaTile tile;
+  GemmTmaTile alternatives[2] = {tile, tile};  // kFillsBetter only
+};
+using Tile = GemmTmaTile;
+constexpr int64_t kAnyM = INT64_MAX;
+constexpr TmaRuleRow kTmaRule[] = {
+    // m <= 16: one 16-row x tile per weight tile, 128-column k-tiles where k allows (v13).
+    {kMaxMForTmaM16, Need::kNo, Need::kYes, Fit::kAlways, Tile::kSwapM32N128Cooperative2x1},
+    {kMaxMForTmaM16, Need::kNo, Need::kNo, Fit::kAlways, Tile::kM64N32Pingpong},
+    {kMaxMForTmaM16, Need::kYes, Need::kAny, Fit::kOneWave, Tile::kSwapM16N64Basic4x1K128},  // basic: v12b
+    {kMaxMForTmaM16, Need::kYes, Need::kAny, Fit::kAlways, Tile::kSwapM16N64Pingpong4x1K128},
+    // m <= 32.
+    {kMaxMForTmaM32, Need::kYes, Need::kAny, Fit::kOneWave, Tile::kSwapM32N64Basic4x1K128},
+    {kMaxMForTmaM32, Need::kAny, Need::kYes, Fit::kAlways, Tile::kSwapM32N128Cooperative2x1},
+    {kMaxMForTmaM32, Need::kAny, Need::kAny, Fit::kAlways, Tile::kM64N32Pingpong},
+    // m <= 64: a wide weight (gate_up) streams through 128-column tiles; else two 32-row tiles
+    // sharing each weight tile (o, down), else one 64-row tile per weight tile (qkv).
+    {kMaxMForTmaM64, Need::kAny, Need::kYes, Fit::kAlways, Tile::kSwapM64N128Cooperative2x1},
+    {kMaxMForTmaM64, Need::kYes, Need::kAny, Fit::kOneWave, Tile::kSwapM32N64Basic1x2K128},
+    {kMaxMForTmaM64, Need::kYes, Need::kAny, Fit::kOneWave, Tile::kSwapM64N64Basic4x1K128},
+    {kMaxMForTmaM64, Need::kAny, Need::kAny, Fit::kAlways, Tile::kSwapM32N64Pingpong1x2},
+    // m <= 128: one wave of 256-row weight tiles where they fit (v19: gate_up 1-3%), else 128;
+    // else one wave of 64-row tiles (two sharing a weight tile, or two sharing a 96-column one).
+    {kMaxMForTmaM128, Need::kAny, Need::kYes, Fit::kOneWave, Tile::kSwapM128N256Cooperative},
+    {kMaxMForTmaM128, Need::kAny, Need::kYes, Fit::kAlways, Tile::kSwapM128N128Cooperative},
+    {kMaxMForTmaM128, Need::kAny, Need::kAny, Fit::kOneWave, Tile::kSwapM64N64Basic1x2},
+    {kMaxMForTmaM128, Need::kAny, Need::kAny, Fit::kOneWave, Tile::kM64N96Basic2x1},
+    {kMaxMForTmaM128, Need::kAny, Need::kAny, Fit::kAlways, Tile::kSwapM128N64Pingpong},
+    // m <= 192: a wide weight one 192-row x tile per weight tile (v14); 96-row x tiles (v18).
+    {kMaxMForTmaM192, Need::kAny, Need::kYes, Fit::kAlways, Tile::kSwapM192N128Cooperative2x1},
+    {kMaxMForTmaM192, Need::kAny, Need::kAny, Fit::kOneWave, Tile::kSwapM96N64Basic1x2},
+    // m <= 256: two x tiles per weight tile where one wave holds them, else 128 x 256 (with
+    // gemm_plan_tma_split's 128 x 192 tail).
+    {kMaxMForTmaM256, Need::kAny, Need::kAny, Fit::kOneWave, Tile::kSwapM128N64Basic1x2},
+    {kMaxMForTmaM256, Need::kAny, Need::kAny, Fit::kOneWave, Tile::kM128N96Basic2x1},
+    {kMaxMForTmaM256, Need::kAny, Need::kAny, Fit::kAlways, Tile::kM128N256Cooperative2x1},
+    // m <= 512: swapped 128 x 128 where it fills its waves well.
+    {kMaxMForTmaSwap128, Need::kAny, Need::kAny, Fit::kFillsWaves, Tile::kSwapM128N128Cooperative},
+    {kMaxMForTmaSwap128, Need::kAny, Need::kAny, Fit::kAlways, Tile::kM128N256Cooperative2x1},
+    // Larger m: 128 x 256 unless 128 x 192 fills the waves clearly better (v17: qkv m = 1024),
+    // then 128 x 128 unless it fills them clearly better still.
+    {kAnyM,
+     Need::kAny,
+     Need::kAny,
+     Fit::kFillsBetter,
+     Tile::kM128N256Cooperative2x1,
+     {Tile::kM128N192Cooperative2x1, Tile::kM128N128Cooperative2x1}},
+};
+static_assert(kTmaRule[std::size(kTmaRule) - 1].max_m == kAnyM, "the rule's last row applies to every m");
+
+bool need_holds(Need need, bool value) { return need == Need::kAny || (need == Need::kYes) == value; }
+
+}  // namespace
+
 GemmTmaTile gemm_plan_tma_tile(const GemmSchedule& schedule, int64_t m, int num_sms) {
   const auto tiles = [&](GemmTmaTile tile) { return tma_tiles(tile, m, schedule.n); };
-  const auto fits_one_wave = [&](GemmTmaTile tile) { return tiles(tile) <= num_sms; };
   // Fraction of the CTA slots of all waves that hold a tile (1 = whole waves; one CTA per SM).
   const auto wave_fill = [&](GemmTmaTile tile) {
     const int64_t count = tiles(tile);
     const int64_t waves = (count + num_sms - 1) / num_sms;
     return static_cast<double>(count) / static_cast<double>(waves * num_sms);
   };
-  // `alternative` where it fills the waves clearly better than `preferred`, else `preferred`.
-  const auto unless_fills_better = [&](GemmTmaTile preferred, GemmTmaTile alternative) {
-    return wave_fill(alternative) > wave_fill(preferred) + kTmaWaveFillMargin ? alternative : preferred;
-  };
-  // Up to 128 rows the weight stream is the cost: tiles are chosen so that every SM streams its
-  // own columns of w from a deep ring. A weight with at least one 128-column tile per SM (gate_up)
-  // streams through the swapped 128-column tiles whatever the row count.
   const bool wide = (schedule.n + 127) / 128 >= num_sms;
-  // Where its tiles fit one wave, a basic (non-persistent, one consumer warpgroup) kernel: measured
-  // 1-5% faster than the pingpong kernel of the same tile there (v12b), slower where it needs waves.
-  // Up to 64 rows, swapped basic tiles with 128-column k-tiles where their tiles fit one wave
-  // (v13: 1-8% faster there than the 64-column ones and than the unswapped tiles).
-  // Only where k is a multiple of 128: elsewhere their last k-tile adds zero-filled k16 steps that
-  // the 64-column tiles do not (exact, but they would turn an exact -0 sum into +0).
   const bool k128 = schedule.k % 128 == 0;
-  const GemmTmaTile k64_small_m = wide ? GemmTmaTile::kSwapM32N128Cooperative2x1 : GemmTmaTile::kM64N32Pingpong;
-  if (m <= kMaxMForTmaM16) {
-    if (!k128) return k64_small_m;
-    return fits_one_wave(GemmTmaTile::kSwapM16N64Basic4x1K128) ? GemmTmaTile::kSwapM16N64Basic4x1K128
-                                                               : GemmTmaTile::kSwapM16N64Pingpong4x1K128;
+  for (const TmaRuleRow& row : kTmaRule) {
+    if (m > row.max_m || !need_holds(row.k128, k128) || !need_holds(row.wide, wide)) continue;
+    switch (row.fit) {
+      case Fit::kAlways:
+        return row.tile;
+      case Fit::kOneWave:
+        if (tiles(row.tile) <= num_sms) return row.tile;
+        break;
+      case Fit::kFillsWaves:
+        if (tiles(row.tile) <= num_sms || wave_fill(row.tile) >= kTmaMinWaveFill) return row.tile;
+        break;
+      case Fit::kFillsBetter: {
+        GemmTmaTile chosen = row.tile;
+        for (const GemmTmaTile alternative : row.alternatives)
+          if (wave_fill(alternative) > wave_fill(chosen) + kTmaWaveFillMargin) chosen = alternative;
+        return chosen;
+      }
+    }
   }
-  if (m <= kMaxMForTmaM32) {
-    if (k128 && fits_one_wave(GemmTmaTile::kSwapM32N64Basic4x1K128)) return GemmTmaTile::kSwapM32N64Basic4x1K128;
-    return k64_small_m;
-  }
-  if (m <= kMaxMForTmaM64) {
-    if (wide) return GemmTmaTile::kSwapM64N128Cooperative2x1;
-    // Two 32-row tiles sharing each weight tile where those fit one wave (o, down), else one
-    // 64-row tile per weight tile (qkv).
-    if (k128 && fits_one_wave(GemmTmaTile::kSwapM32N64Basic1x2K128)) return GemmTmaTile::kSwapM32N64Basic1x2K128;
-    if (k128 && fits_one_wave(GemmTmaTile::kSwapM64N64Basic4x1K128)) return GemmTmaTile::kSwapM64N64Basic4x1K128;
-    return GemmTmaTile::kSwapM32N64Pingpong1x2;
-  }
-  if (m <= kMaxMForTmaM128) {
-    // A wide weight: one wave of 256-row weight tiles where those fit one (gate_up: 112 on 132
-    // SMs) rather than 1.7 waves of 128-row ones: 1-3% (v19: 74.2-74.3 us against 75.7-76.5).
-    if (wide && fits_one_wave(GemmTmaTile::kSwapM128N256Cooperative)) return GemmTmaTile::kSwapM128N256Cooperative;
-    if (wide) return GemmTmaTile::kSwapM128N128Cooperative;
-    // One wave of 64-row tiles: two row tiles sharing each weight tile (swapped 64 x 64), or,
-    // where those need two waves, two sharing a 96-column one.
-    if (fits_one_wave(GemmTmaTile::kSwapM64N64Basic1x2)) return GemmTmaTile::kSwapM64N64Basic1x2;
-    if (fits_one_wave(GemmTmaTile::kM64N96Basic2x1)) return GemmTmaTile::kM64N96Basic2x1;
-    return GemmTmaTile::kSwapM128N64Pingpong;
-  }
-  // Two x tiles per weight tile: one wave of swapped 96 x 64 (up to 192 rows) or 128 x 64 tiles,
-  // the two x tiles of a weight tile sharing it through a 1 x 2 cluster (o, down), or of 128 x 96
-  // sharing x's 128-row tiles through a 2 x 1 cluster (qkv), else 128 x 256.
-  if (m <= kMaxMForTmaM256) {
-    // Up to 192 rows of a wide weight, one 192-row tile of x per weight tile (swapped, two weight
-    // tiles sharing it): 1.7 waves of 192 x 128 cost less than 128 x 256's (v14).
-    if (wide && m <= kMaxMForTmaM192) return GemmTmaTile::kSwapM192N128Cooperative2x1;
-    // 96-row x tiles bring 17% fewer bytes into each SM than 128-row ones (v18: o and down 8-9%
-    // faster at m = 129-192); the 160-row qkv tile of v16 lost to 128 x 96 by 2% (v17a, v18).
-    if (m <= kMaxMForTmaM192 && fits_one_wave(GemmTmaTile::kSwapM96N64Basic1x2))
-      return GemmTmaTile::kSwapM96N64Basic1x2;
-    if (fits_one_wave(GemmTmaTile::kSwapM128N64Basic1x2)) return GemmTmaTile::kSwapM128N64Basic1x2;
-    if (fits_one_wave(GemmTmaTile::kM128N96Basic2x1)) return GemmTmaTile::kM128N96Basic2x1;
-    return GemmTmaTile::kM128N256Cooperative2x1;
-  }
-  if (m <= kMaxMForTmaSwap128) {
-    const GemmTmaTile swap = GemmTmaTile::kSwapM128N128Cooperative;
-    return fits_one_wave(swap) || wave_fill(swap) >= kTmaMinWaveFill ? swap : GemmTmaTile::kM128N256Cooperative2x1;
-  }
-  // Larger m: the large unswapped tiles (fewer re-reads of x and w, 2 x 1 clusters): 128 x 256,
-  // unless 128 x 192 fills the waves clearly better (qkv at m = 1024: 192 wide tiles on 132 SMs;
-  // v17: 69.1 us against 72.1 for 128 x 128, the previous choice there), then 128 x 128 unless it
-  // fills them clearly better still.
-  const GemmTmaTile widest =
-      unless_fills_better(GemmTmaTile::kM128N256Cooperative2x1, GemmTmaTile::kM128N192Cooperative2x1);
-  return unless_fills_better(widest, GemmTmaTile::kM128N128Cooperative2x1);
+  return GemmTmaTile::kM128N256Cooperative2x1;  // not reached: the last row applies to every m
 }
 
 GemmTmaSplit gemm_plan_tma_split(const GemmSchedule& schedule, int64_t m, GemmTmaTile head, int num_sms) {

@@ -57,36 +57,12 @@ enum class GemmInstruction : uint8_t { kMmaSyncM16N8K16, kWgmmaM64N128K16, kWgmm
 // CTAs on neighbouring column tiles sharing one x tile). Every one evaluates the same chain per element (above);
 // plan_gemm_launch() picks one from m and how the deployment's n (and k) fills the waves. The 21 planned are those
 // kept of the 71 swept in v11-v22 (dev/cuda/NOTES.md, v9-v22), then two with two k segments (v17, seven swept);
-// "k128" ones load 128 columns of k per pipeline stage, the others 64.
+// "k128" ones load 128 columns of k per pipeline stage, the others 64. The list, with where the
+// rule uses each, is gemm_tma_tiles.def.
 enum class GemmTmaTile : uint8_t {
-  kSwapM16N64Basic4x1K128,      // m <= 16 where its tiles fit one wave
-  kSwapM16N64Pingpong4x1K128,   // m <= 16 otherwise
-  kSwapM32N64Basic4x1K128,      // m = 17-32 where its tiles fit one wave
-  kM64N32Pingpong,              // m = 17-32 otherwise
-  kSwapM32N128Cooperative2x1,   // m = 17-32 where n / 128 tiles fill the machine (gate_up)
-  kSwapM32N64Basic1x2K128,      // m = 33-64 where its tiles fit one wave (o, down)
-  kSwapM64N64Basic4x1K128,      // m = 33-64 where its tiles fit one wave (qkv)
-  kSwapM32N64Pingpong1x2,       // m = 33-64 where no basic tile fits one wave
-  kSwapM64N128Cooperative2x1,   // m = 33-64 where n / 128 tiles fill the machine (gate_up)
-  kSwapM64N64Basic1x2,          // m = 65-128 where its tiles fit one wave (o, down)
-  kM64N96Basic2x1,              // m = 65-128 where its tiles fit one wave (qkv)
-  kSwapM128N64Pingpong,         // m = 65-128 otherwise
-  kSwapM128N128Cooperative,     // m = 65-128 where n / 128 tiles fill the machine but n / 256 need two waves;
-                                //   m = 257-512 where its tiles fit one wave or fill >= 80% of their waves
-  kSwapM128N256Cooperative,     // m = 65-128 where its tiles fit one wave and n / 128 fill the machine (gate_up)
-  kSwapM192N128Cooperative2x1,  // m = 129-192 where n / 128 tiles fill the machine (gate_up)
-  kSwapM96N64Basic1x2,          // m = 129-192 where its tiles fit one wave (o, down)
-  kSwapM128N64Basic1x2,         // m = 193-256 where its tiles fit one wave (o, down)
-  kM128N96Basic2x1,             // m = 129-256 where its tiles fit one wave (qkv)
-  kM128N128Cooperative2x1,      // m > 512 where it fills the waves clearly better than the two below
-  kM128N192Cooperative2x1,      // m = 193-256: the columns after whole waves of 128 x 256 (gate_up);
-                                //   m > 512 where it fills the waves clearly better than 128 x 256
-  kM128N256Cooperative2x1,      // otherwise from m = 129, and m > 512
-  // Two k segments (GemmSchedule::num_segments = 2), both in one CTA, the second added to the
-  // first: not planned (select_schedule gives S = 1); they check that the family evaluates the
-  // segment contract as the hand-written wgmma kernel does, and the sweep times them (NOTES v17).
-  kSwapM16N64Basic4x1K128Seg2,
-  kM128N128Cooperative2x1Seg2,
+#define VOSTI_GEMM_TMA_TILE(tile, ...) tile,
+#include "kernels/cuda/gemm_tma_tiles.def"
+#undef VOSTI_GEMM_TMA_TILE
 };
 struct GemmTmaTileShape {
   int m, n, k;
@@ -105,34 +81,25 @@ struct GemmTmaTileInfo {
   int segments = 1;
 };
 inline constexpr GemmTmaTileInfo kGemmTmaTileInfo[] = {
-    {GemmTmaTile::kSwapM16N64Basic4x1K128, {16, 64, 128}, 1, "swap 16x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM16N64Pingpong4x1K128, {16, 64, 128}, 1, "swap 16x64 pingpong 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Basic4x1K128, {32, 64, 128}, 1, "swap 32x64 basic 4x1 k128"},
-    {GemmTmaTile::kM64N32Pingpong, {64, 32, 64}, 1, "64x32 pingpong"},
-    {GemmTmaTile::kSwapM32N128Cooperative2x1, {32, 128, 64}, 1, "swap 32x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM32N64Basic1x2K128, {32, 64, 128}, 2, "swap 32x64 basic 1x2 k128"},
-    {GemmTmaTile::kSwapM64N64Basic4x1K128, {64, 64, 128}, 1, "swap 64x64 basic 4x1 k128"},
-    {GemmTmaTile::kSwapM32N64Pingpong1x2, {32, 64, 64}, 2, "swap 32x64 pingpong 1x2"},
-    {GemmTmaTile::kSwapM64N128Cooperative2x1, {64, 128, 64}, 1, "swap 64x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM64N64Basic1x2, {64, 64, 64}, 2, "swap 64x64 basic 1x2"},
-    {GemmTmaTile::kM64N96Basic2x1, {64, 96, 64}, 2, "64x96 basic 2x1"},
-    {GemmTmaTile::kSwapM128N64Pingpong, {128, 64, 64}, 1, "swap 128x64 pingpong"},
-    {GemmTmaTile::kSwapM128N128Cooperative, {128, 128, 64}, 1, "swap 128x128 cooperative"},
-    {GemmTmaTile::kSwapM128N256Cooperative, {128, 256, 64}, 1, "swap 128x256 cooperative"},
-    {GemmTmaTile::kSwapM192N128Cooperative2x1, {192, 128, 64}, 1, "swap 192x128 cooperative 2x1"},
-    {GemmTmaTile::kSwapM96N64Basic1x2, {96, 64, 64}, 2, "swap 96x64 basic 1x2"},
-    {GemmTmaTile::kSwapM128N64Basic1x2, {128, 64, 64}, 2, "swap 128x64 basic 1x2"},
-    {GemmTmaTile::kM128N96Basic2x1, {128, 96, 64}, 2, "128x96 basic 2x1"},
-    {GemmTmaTile::kM128N128Cooperative2x1, {128, 128, 64}, 2, "128x128 cooperative 2x1"},
-    {GemmTmaTile::kM128N192Cooperative2x1, {128, 192, 64}, 2, "128x192 cooperative 2x1"},
-    {GemmTmaTile::kM128N256Cooperative2x1, {128, 256, 64}, 2, "128x256 cooperative 2x1"},
-    {GemmTmaTile::kSwapM16N64Basic4x1K128Seg2, {16, 64, 128}, 1, "swap 16x64 basic 4x1 k128 seg2", 2},
-    {GemmTmaTile::kM128N128Cooperative2x1Seg2, {128, 128, 64}, 2, "128x128 cooperative 2x1 seg2", 2},
+#define VOSTI_GEMM_TMA_TILE(tile, cutlass_m, cutlass_n, cluster_m, cluster_n, schedule, swapped, k_tile, segments, \
+                            name)                                                                                  \
+  {GemmTmaTile::tile,                                                                                              \
+   {(swapped) ? (cutlass_n) : (cutlass_m), (swapped) ? (cutlass_m) : (cutlass_n), (k_tile)},                       \
+   (swapped) ? (cluster_n) : (cluster_m),                                                                          \
+   name,                                                                                                           \
+   (segments)},
+#include "kernels/cuda/gemm_tma_tiles.def"
+#undef VOSTI_GEMM_TMA_TILE
 };
+inline constexpr size_t kNumGemmTmaTiles = 0
+#define VOSTI_GEMM_TMA_TILE(...) +1
+#include "kernels/cuda/gemm_tma_tiles.def"
+#undef VOSTI_GEMM_TMA_TILE
+    ;
 constexpr bool gemm_tma_tile_info_in_enum_order() {
   for (size_t i = 0; i < std::size(kGemmTmaTileInfo); ++i)
     if (kGemmTmaTileInfo[i].tile != static_cast<GemmTmaTile>(i)) return false;
-  return std::size(kGemmTmaTileInfo) == static_cast<size_t>(GemmTmaTile::kM128N128Cooperative2x1Seg2) + 1;
+  return std::size(kGemmTmaTileInfo) == kNumGemmTmaTiles;
 }
 static_assert(gemm_tma_tile_info_in_enum_order(), "kGemmTmaTileInfo: one row per GemmTmaTile, in enum order");
 // Every instantiation, in enum order: what the dispatch, the tests and the benchmark iterate.
