@@ -183,30 +183,17 @@ uint64_t name_key(const std::string& name, uint64_t seed) {
   return h;
 }
 
-// Fills bf16 values uniform in [-a, a], in parallel over the threads.
-void fill_uniform_bf16(uint8_t* dst, size_t bytes, uint64_t key, float a, int threads) {
-  auto* out = reinterpret_cast<uint16_t*>(dst);
-  const size_t n = bytes / 2;
-  const auto part = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      const uint64_t r = splitmix64(key ^ (i * 0xD1B54A32D192ED03ull));
-      const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-      out[i] = f32_to_bf16((2.0f * u - 1.0f) * a);
-    }
-  };
-  std::vector<std::thread> pool;
-  const size_t per = (n + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
-  for (int t = 0; t < threads; ++t) {
-    const size_t b = std::min(n, per * static_cast<size_t>(t)), e = std::min(n, b + per);
-    if (b < e) pool.emplace_back(part, b, e);
+// Fills bf16 values uniform in [-a, a] for elements [first, first + count) of a tensor.
+void fill_uniform_bf16(uint16_t* out, size_t first, size_t count, uint64_t key, float a) {
+  for (size_t j = 0; j < count; ++j) {
+    const size_t i = first + j;
+    const uint64_t r = splitmix64(key ^ (i * 0xD1B54A32D192ED03ull));
+    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    out[j] = f32_to_bf16((2.0f * u - 1.0f) * a);
   }
-  for (auto& th : pool) th.join();
 }
 
-void fill_const_bf16(uint8_t* dst, size_t bytes, float v) {
-  auto* out = reinterpret_cast<uint16_t*>(dst);
-  std::fill(out, out + bytes / 2, f32_to_bf16(v));
-}
+void fill_const_bf16(uint16_t* out, size_t count, float v) { std::fill(out, out + count, f32_to_bf16(v)); }
 
 ordered_json config_json(const Shape& s) {
   const char* arch = std::string(s.model_type) == "qwen3"   ? "Qwen3ForCausalLM"
@@ -267,7 +254,8 @@ Status write_tokenizer(const Shape& s, const std::filesystem::path& dir) {
     vocab[static_cast<size_t>(next)] = byte_token(b);
     taken[static_cast<size_t>(next)] = true;
   }
-  ordered_json model_vocab = ordered_json::object();
+  // A std::map-backed object: ordered_json looks keys up linearly (quadratic for 152k tokens).
+  nlohmann::json model_vocab = nlohmann::json::object();
   for (int64_t i = 0; i < s.vocab; ++i) {
     std::string t = vocab[static_cast<size_t>(i)];
     bool special = false;
@@ -434,14 +422,15 @@ int cmd_make_model(int argc, char** argv) {
       e.shape = t->shape;
       const uint64_t key = name_key(t->name, seed);
       const Tensor::Kind kind = t->kind;
-      e.fill = [=](uint8_t* dst, size_t bytes) {
-        if (kind == Tensor::kOnes) return fill_const_bf16(dst, bytes, 1.0f);
-        if (kind == Tensor::kZeros) return fill_const_bf16(dst, bytes, 0.0f);
-        fill_uniform_bf16(dst, bytes, key, kind == Tensor::kEmbedding ? embed_a : matrix_a, threads);
+      e.fill = [=](uint8_t* dst, size_t offset, size_t bytes) {
+        auto* out = reinterpret_cast<uint16_t*>(dst);
+        if (kind == Tensor::kOnes) return fill_const_bf16(out, bytes / 2, 1.0f);
+        if (kind == Tensor::kZeros) return fill_const_bf16(out, bytes / 2, 0.0f);
+        fill_uniform_bf16(out, offset / 2, bytes / 2, key, kind == Tensor::kEmbedding ? embed_a : matrix_a);
       };
       entries.push_back(std::move(e));
     }
-    if (Status st = write_safetensors((dir / file).string(), entries); !st.ok()) {
+    if (Status st = write_safetensors((dir / file).string(), entries, threads); !st.ok()) {
       std::fprintf(stderr, "vosti make-model: %s\n", st.to_string().c_str());
       return 1;
     }

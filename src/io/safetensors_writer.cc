@@ -1,12 +1,14 @@
 #include "io/safetensors_writer.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace vosti {
 
@@ -16,7 +18,7 @@ size_t safetensors_dtype_bytes(const std::string& dtype) {
   return 0;
 }
 
-Status write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries) {
+Status write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries, int num_threads) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   std::vector<size_t> offsets;
   size_t at = 0;
@@ -34,32 +36,56 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsE
   text.append((8 - text.size() % 8) % 8, ' ');
   const size_t total = 8 + text.size() + at;
 
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return internal_error("cannot create " + path + ": " + std::strerror(errno));
-  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return internal_error("cannot size " + path + " to " + std::to_string(total) + " bytes: " + std::strerror(err));
-  }
-  void* map = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) {
-    const int err = errno;
-    ::close(fd);
-    return internal_error("cannot map " + path + ": " + std::strerror(err));
-  }
-  auto* bytes = static_cast<uint8_t*>(map);
+  std::string head(8, '\0');
   const uint64_t len = text.size();
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(len >> (8 * i));
-  std::memcpy(bytes + 8, text.data(), text.size());
-  uint8_t* data = bytes + 8 + text.size();
+  for (int i = 0; i < 8; ++i) head[static_cast<size_t>(i)] = static_cast<char>(len >> (8 * i));
+  head += text;
+  const size_t data_start = head.size();
+  // Chunks of at most kChunk bytes, in file order; workers take the next one.
+  constexpr size_t kChunk = size_t{8} << 20;
+  struct Chunk {
+    size_t entry, offset, bytes;
+  };
+  std::vector<Chunk> chunks;
   for (size_t i = 0; i < entries.size(); ++i) {
     const size_t end = i + 1 < entries.size() ? offsets[i + 1] : at;
-    entries[i].fill(data + offsets[i], end - offsets[i]);
+    for (size_t o = 0; o < end - offsets[i]; o += kChunk)
+      chunks.push_back({i, o, std::min(kChunk, end - offsets[i] - o)});
   }
-  const bool synced = ::msync(map, total, MS_SYNC) == 0;
-  ::munmap(map, total);
-  ::close(fd);
-  if (!synced) return internal_error("cannot write " + path + ": " + std::strerror(errno));
+  std::atomic<size_t> next{0};
+  std::atomic<int> error{0};
+  const auto write_all = [fd](const uint8_t* p, size_t n, size_t where) {
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(where));
+      if (w <= 0) return errno != 0 ? errno : EIO;
+      p += w;
+      n -= static_cast<size_t>(w);
+      where += static_cast<size_t>(w);
+    }
+    return 0;
+  };
+  if (const int e = write_all(reinterpret_cast<const uint8_t*>(head.data()), head.size(), 0); e != 0) {
+    ::close(fd);
+    return internal_error("cannot write " + path + ": " + std::strerror(e));
+  }
+  const auto worker = [&] {
+    std::vector<uint8_t> buf(kChunk);
+    for (size_t c = next++; c < chunks.size() && error.load() == 0; c = next++) {
+      const Chunk& k = chunks[c];
+      entries[k.entry].fill(buf.data(), k.offset, k.bytes);
+      if (const int e = write_all(buf.data(), k.bytes, data_start + offsets[k.entry] + k.offset); e != 0) error = e;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::max(1, num_threads); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  const bool closed = ::close(fd) == 0;
+  if (error.load() != 0) return internal_error("cannot write " + path + ": " + std::strerror(error.load()));
+  if (!closed) return internal_error("cannot close " + path + ": " + std::strerror(errno));
+  (void)total;
   return Status();
 }
 
