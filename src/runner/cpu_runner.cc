@@ -39,8 +39,8 @@ Result<std::unique_ptr<ModelRunner>> CpuDeviceModel::make_runner(const EngineCon
   int64_t elems = w.embed.num_elements() + w.final_norm.num_elements() +
                   (w.lm_head.data == w.embed.data ? 0 : w.lm_head.num_elements());
   for (const LayerWeights& l : w.layers)
-    for (const FloatTensor* t : {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.ffn_norm,
-                                 &l.w_gate_up, &l.w_down})
+    for (const FloatTensor* t :
+         {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate_up, &l.w_down})
       elems += t->num_elements();
   info.weight_bytes = elems * static_cast<int64_t>(sizeof(float));
   const int32_t threads = config.num_threads > 0
