@@ -1,4 +1,5 @@
 #include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -235,6 +236,56 @@ TEST(MappedFile, ErrorsNameThePath) {
   auto abc = MappedFile::open(dir.file("abc"));
   ASSERT_TRUE(abc.ok());
   EXPECT_EQ(std::string(reinterpret_cast<const char*>((*abc)->data()), (*abc)->size()), "abc");
+}
+
+}  // namespace
+}  // namespace vosti
+
+namespace vosti {
+namespace {
+
+// write_safetensors (io/safetensors_writer.h): what it writes reads back as written, tensor for
+// tensor, filled in chunks from several threads (one tensor spans several 8 MiB chunks).
+TEST(SafetensorsWriter, WritesWhatTheReaderReadsBack) {
+  testing::ScratchDir dir;
+  const std::string path = dir.path() + "/w.safetensors";
+  const size_t big = (size_t{9} << 20) / 2 + 5;  // bf16 elements: more than one chunk, odd tail
+  std::vector<SafetensorsEntry> entries;
+  entries.push_back({"a.weight", "F32", {3, 5}, [](uint8_t* dst, size_t offset, size_t bytes) {
+                       for (size_t i = 0; i < bytes / 4; ++i) {
+                         const float v = static_cast<float>(offset / 4 + i) * 0.5f;
+                         std::memcpy(dst + 4 * i, &v, 4);
+                       }
+                     }});
+  entries.push_back({"b.weight", "BF16", {static_cast<int64_t>(big)}, [](uint8_t* dst, size_t offset, size_t bytes) {
+                       for (size_t i = 0; i < bytes / 2; ++i) {
+                         const uint16_t v = static_cast<uint16_t>((offset / 2 + i) * 2654435761u >> 16);
+                         std::memcpy(dst + 2 * i, &v, 2);
+                       }
+                     }});
+  ASSERT_TRUE(write_safetensors(path, entries, 3).ok());
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  ASSERT_EQ(f->tensors().size(), 2u);
+  for (const WeightView& t : f->tensors()) {
+    if (t.name == "a.weight") {
+      ASSERT_EQ(t.shape, (std::vector<int64_t>{3, 5}));
+      for (size_t i = 0; i < 15; ++i) {
+        float v;
+        std::memcpy(&v, t.data + 4 * i, 4);
+        EXPECT_EQ(v, static_cast<float>(i) * 0.5f);
+      }
+    } else {
+      ASSERT_EQ(t.name, "b.weight");
+      ASSERT_EQ(t.num_bytes, 2 * big);
+      for (size_t i = 0; i < big; i += 4099) {
+        uint16_t v;
+        std::memcpy(&v, t.data + 2 * i, 2);
+        EXPECT_EQ(v, static_cast<uint16_t>(i * 2654435761u >> 16)) << i;
+      }
+    }
+  }
+  EXPECT_EQ(write_safetensors(path, {{"c", "Q9", {1}, nullptr}}).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
