@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "kernels/cuda/gemm_bf16.h"
-#include "kernels/cuda/logits_kernels.h"
+#include "dev/cuda/logits_postprocess/logits_kernels.h"
 #include "kernels/cuda/row_kernels.h"
 
 namespace {

@@ -34,7 +34,6 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsE
   header["__metadata__"] = {{"format", "pt"}, {"written_by", "vosti make-model"}};
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  const size_t total = 8 + text.size() + at;
 
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return internal_error("cannot create " + path + ": " + std::strerror(errno));
@@ -85,7 +84,6 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsE
   const bool closed = ::close(fd) == 0;
   if (error.load() != 0) return internal_error("cannot write " + path + ": " + std::strerror(error.load()));
   if (!closed) return internal_error("cannot close " + path + ": " + std::strerror(errno));
-  (void)total;
   return Status();
 }
 

@@ -1,9 +1,9 @@
-// Tests of logits post-processing (src/kernels/cuda/logits_kernels.h): max and argmax exact
+// Tests of logits post-processing (src/dev/cuda/logits_postprocess/logits_kernels.h): max and argmax exact
 // (ties to the lowest id, NaN as -inf), log_sum and logprobs against an f64 reference, the
 // same bits whatever the row's alignment or whether logprobs aliases logits, and bitwise row
 // invariance: row r of an m-row call equals the row computed alone, for every m in 1..300
 // and samples up to 2048, at rows {0, m/2, m-1}, the other rows freshly drawn.
-#include "kernels/cuda/logits_kernels.h"
+#include "dev/cuda/logits_postprocess/logits_kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "kernels/cuda/logits_kernels.h"
+#include "dev/cuda/logits_postprocess/logits_kernels.h"
 
 __global__ void fill(float* x, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {

@@ -156,7 +156,7 @@ __device__ int32_t dense_draw(const Weight& weight, int vocab, double u, const S
   while (c < num_chunks && !(sm.ckpt[j][c] > p.lane_target)) ++c;
   if (c == num_chunks) return sm.last_pos[j];
   double acc = c == 0 ? 0.0 : sm.ckpt[j][c - 1];
-  int32_t last = c == 0 ? -1 : -1;
+  int32_t last = -1;
   const int end = min(vocab, (c + 1) * kChunk);
   for (int i = c * kChunk + j; i < end; i += kSumLanes) {
     const float w = weight(i);

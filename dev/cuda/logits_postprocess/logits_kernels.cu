@@ -3,7 +3,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/logits_kernels.h"
+#include "dev/cuda/logits_postprocess/logits_kernels.h"
 
 namespace vosti {
 namespace {

@@ -1,3 +1,6 @@
+// (dev/: no engine path runs this; the CUDA runner's device sampler, src/kernels/cuda/
+// sampler_kernels.h, replaced it, because this log_sum agrees with the host's only to rounding.
+// Built for its test and the benchmark as vosti_kernels_cuda_dev.)
 // Logits post-processing on the GPU: per logits row, the greedy token and the log-softmax
 // normaliser, and optionally the whole log-softmax row, so that a decode step needs to copy
 // back only what its requests ask for (a token id and its logprob, not 49k-152k floats).
