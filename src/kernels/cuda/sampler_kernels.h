@@ -13,9 +13,10 @@
 //           per-row list the host builds) applied to l' in sampler.h's order, then greedy argmax
 //           (lowest id) or temperature, top-k, top-p, min-p and the Philox draw, with every sum,
 //           comparison and walk in the host's order (sampler_core.h holds the shared arithmetic).
-// A row the device cannot finish in its fixed resources (top_k above kMaxSamplerCandidates,
-// a top-p nucleus longer than that, a vocabulary above kMaxSamplerVocab) comes back with
-// status kSamplerHostFallback: the runner then samples it on the host from the same row.
+// A row the device cannot finish in its fixed resources (top_k above kMaxSamplerCandidates, a
+// top-p nucleus longer than that) comes back with status kSamplerHostFallback: the runner then
+// samples it on the host from the same row. Vocabularies above kMaxSamplerVocab are refused
+// (sample_rows and the CUDA runner name the limit).
 // Work: one CTA of kSamplerThreads threads per row; the lane sums are eight sequential double
 // chains (the host's order), so a row costs about V / 8 dependent adds per chain it needs.
 // Order of a row's result never depends on other rows, the row's index or the row count.
