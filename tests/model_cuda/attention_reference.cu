@@ -3,39 +3,16 @@
 
 #include <cuda_bf16.h>
 
+#include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/cuda_status.h"
 
 namespace vosti::cuda_test {
 namespace {
 
+using namespace attention_detail;
+
 constexpr int kRefWarpsPerBlock = 4;
 constexpr int kRefOutPerLane = kMaxCudaHeadDim / 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-__device__ __forceinline__ void store_out(float* out, int d, float v) { out[d] = v; }
-__device__ __forceinline__ void store_out(__nv_bfloat16* out, int d, float v) { out[d] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ float load_kv(const float* p) { return *p; }
-__device__ __forceinline__ float load_kv(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ float4 load_kv4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ __forceinline__ float4 load_kv4(const __nv_bfloat16* p) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-  return make_float4(a.x, a.y, b.x, b.y);
-}
-__device__ __forceinline__ int64_t kv_offset(const CudaKvLayer& kv, int64_t block, int head, int offset) {
-  return ((block * kv.num_kv_heads + head) * kv.block_size + offset) * static_cast<int64_t>(kv.head_dim);
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
 
 // blockIdx.x: the query row; warp w of blockIdx.y: head blockIdx.y * kRefWarpsPerBlock + w.
 // The row index selects the query's inputs and output and nothing else.

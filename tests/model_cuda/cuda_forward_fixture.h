@@ -26,21 +26,16 @@ class CudaForwardFixture {
       : model_(std::move(model)), max_tokens_(max_tokens), block_size_(block_size) {
     const ModelConfig& c = model_->config();
     const CudaModelDims& d = model_->dims();
-    const int64_t rows = (max_tokens + 255) / 256 * 256, H = c.hidden_size;
+    const int64_t rows = (max_tokens + 255) / 256 * 256;
     const int64_t num_blocks = (max_tokens + block_size - 1) / block_size;
     auto alloc = [](DeviceMemory& m, int64_t count, size_t elem) {
       auto r = DeviceMemory::allocate(static_cast<size_t>(count) * elem, "test buffer");
       EXPECT_TRUE(r.ok()) << r.status().to_string();
       if (r.ok()) m = std::move(r).value();
     };
-    alloc(x_, rows * H, 4);
-    alloc(h_, rows * H, 2);
-    alloc(qkv_, rows * d.qkv_rows, 4);
-    alloc(attn_, rows * d.attn_width, 2);
-    alloc(proj_, rows * H, 4);
-    alloc(gate_up_, rows * 2 * d.ffn_width, 4);
-    alloc(act_, rows * d.ffn_width, 2);
-    alloc(h_logits_, rows * H, 2);
+    auto acts = CudaActivationBuffers::allocate(*model_, rows, rows, nullptr);
+    EXPECT_TRUE(acts.ok()) << acts.status().to_string();
+    if (acts.ok()) acts_ = std::move(acts).value();
     alloc(logits_, rows * d.vocab_rows, 4);
     alloc(ids_, rows, 4);
     alloc(pos_, rows, 4);
@@ -48,9 +43,6 @@ class CudaForwardFixture {
     alloc(row_seq_, rows, 4);
     alloc(logit_rows_, rows, 4);
     alloc(table_, num_blocks + 1, 4);
-    alloc(workspace_, static_cast<int64_t>(model_->gemm_workspace_bytes(rows)) + 1, 1);
-    EXPECT_EQ(cudaMemset(workspace_.as<void>(), 0, workspace_.bytes()), cudaSuccess);
-    EXPECT_EQ(cudaMemset(attn_.as<void>(), 0, attn_.bytes()), cudaSuccess);
     const size_t elem = kv_element_bytes(kv_dtype);
     const int64_t side = num_blocks * block_size * c.num_kv_heads * c.head_dim;
     alloc(pool_, 2 * c.num_layers * side, elem);
@@ -64,17 +56,6 @@ class CudaForwardFixture {
     table[0] = static_cast<int32_t>(num_blocks);
     std::iota(table.begin() + 1, table.end(), 0);
     EXPECT_EQ(cudaMemcpy(table_.as<void>(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    acts_ = CudaActivations{x_.as<float>(),
-                            h_.as<uint16_t>(),
-                            qkv_.as<float>(),
-                            attn_.as<uint16_t>(),
-                            proj_.as<float>(),
-                            gate_up_.as<float>(),
-                            act_.as<uint16_t>(),
-                            h_logits_.as<uint16_t>(),
-                            rows,
-                            rows,
-                            {workspace_.as<void>(), workspace_.bytes()}};
   }
 
   // Appends `tokens` as one batch; returns the logits of every appended row [n, vocab], or of
@@ -104,7 +85,7 @@ class CudaForwardFixture {
     b.block_tables = table_.as<int32_t>() + 1;
     b.num_logit_rows = static_cast<int64_t>(rows.size());
     b.logit_rows = logit_rows_.as<int32_t>();
-    VOSTI_RETURN_IF_ERROR(model_->forward(b, acts_, kv_.data(), logits_.as<float>(), nullptr));
+    VOSTI_RETURN_IF_ERROR(model_->forward(b, acts_.view(), kv_.data(), logits_.as<float>(), nullptr));
     const int64_t vocab = model_->config().vocab_size, vocab_rows = model_->dims().vocab_rows;
     std::vector<float> out(rows.size() * static_cast<size_t>(vocab));
     VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpy2D(out.data(), vocab * 4, logits_.as<void>(), vocab_rows * 4, vocab * 4,
@@ -118,10 +99,9 @@ class CudaForwardFixture {
   int64_t max_tokens_;
   int block_size_;
   int64_t num_tokens_ = 0;
-  DeviceMemory x_, h_, qkv_, attn_, proj_, gate_up_, act_, h_logits_, logits_, ids_, pos_, slots_, row_seq_,
-      logit_rows_, table_, workspace_, pool_;
+  DeviceMemory logits_, ids_, pos_, slots_, row_seq_, logit_rows_, table_, pool_;
   std::vector<CudaKvLayer> kv_;
-  CudaActivations acts_;
+  CudaActivationBuffers acts_;
 };
 
 }  // namespace vosti::cuda_test

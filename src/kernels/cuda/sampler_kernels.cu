@@ -42,27 +42,21 @@ struct Smem {
 
 // ---- block-wide reductions and scans (results in every thread) ----
 
-__device__ int32_t block_max_i32(int32_t v, Smem& sm) {
+// max (kMax) or min of v over the CTA's threads; integers, so any order gives the same value.
+template <bool kMax>
+__device__ int32_t block_reduce_i32(int32_t v, Smem& sm) {
+  const auto op = [](int32_t a, int32_t b) { return kMax ? max(a, b) : min(a, b); };
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   if ((threadIdx.x & 31) == 0) sm.warp_i[threadIdx.x >> 5] = v;
   __syncthreads();
   int32_t r = sm.warp_i[0];
-  for (int w = 1; w < kWarps; ++w) r = max(r, sm.warp_i[w]);
+  for (int w = 1; w < kWarps; ++w) r = op(r, sm.warp_i[w]);
   __syncthreads();
   return r;
 }
-
-__device__ int32_t block_min_i32(int32_t v, Smem& sm) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if ((threadIdx.x & 31) == 0) sm.warp_i[threadIdx.x >> 5] = v;
-  __syncthreads();
-  int32_t r = sm.warp_i[0];
-  for (int w = 1; w < kWarps; ++w) r = min(r, sm.warp_i[w]);
-  __syncthreads();
-  return r;
-}
+__device__ int32_t block_max_i32(int32_t v, Smem& sm) { return block_reduce_i32<true>(v, sm); }
+__device__ int32_t block_min_i32(int32_t v, Smem& sm) { return block_reduce_i32<false>(v, sm); }
 
 // Exclusive prefix sum of v over threads in thread order; *total gets the sum (integers: exact).
 __device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t* total, Smem& sm) {

@@ -295,6 +295,41 @@ size_t CudaModel::gemm_workspace_bytes(int64_t max_m) const {
   return bytes;
 }
 
+Result<CudaActivationBuffers> CudaActivationBuffers::allocate(const CudaModel& model, int64_t rows, int64_t logit_rows,
+                                                              cudaStream_t stream) {
+  const CudaModelDims& d = model.dims();
+  const int64_t H = model.config().hidden_size;
+  CudaActivationBuffers b;
+  const auto alloc = [](DeviceMemory& m, int64_t count, size_t elem, const char* what) -> Status {
+    VOSTI_ASSIGN_OR_RETURN(m, DeviceMemory::allocate(static_cast<size_t>(count) * elem, what));
+    return Status();
+  };
+  VOSTI_RETURN_IF_ERROR(alloc(b.x_, rows * H, sizeof(float), "residual stream"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.h_, rows * H, sizeof(uint16_t), "normed activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.qkv_, rows * d.qkv_rows, sizeof(float), "qkv activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.attn_, rows * d.attn_width, sizeof(uint16_t), "attention output"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.proj_, rows * H, sizeof(float), "projection output"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.gate_up_, rows * 2 * d.ffn_width, sizeof(float), "gate_up activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.act_, rows * d.ffn_width, sizeof(uint16_t), "SwiGLU activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.h_logits_, logit_rows * H, sizeof(uint16_t), "final-normed logit rows"));
+  VOSTI_ASSIGN_OR_RETURN(b.workspace_, DeviceMemory::allocate(model.gemm_workspace_bytes(rows), "GEMM workspace"));
+  if (!b.workspace_.empty())
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.workspace_.as<void>(), 0, b.workspace_.bytes(), stream));
+  VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.attn_.as<void>(), 0, b.attn_.bytes(), stream));
+  b.view_ = CudaActivations{b.x_.as<float>(),
+                            b.h_.as<uint16_t>(),
+                            b.qkv_.as<float>(),
+                            b.attn_.as<uint16_t>(),
+                            b.proj_.as<float>(),
+                            b.gate_up_.as<float>(),
+                            b.act_.as<uint16_t>(),
+                            b.h_logits_.as<uint16_t>(),
+                            rows,
+                            logit_rows,
+                            {b.workspace_.as<void>(), b.workspace_.bytes()}};
+  return b;
+}
+
 Status CudaModel::gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y, int64_t row_capacity,
                        const CudaActivations& acts, cudaStream_t stream) const {
   GemmArgs args;

@@ -103,6 +103,24 @@ struct CudaActivations {
   GemmWorkspace workspace;  // counters zeroed once by the owner
 };
 
+class CudaModel;
+
+// The device memory behind a CudaActivations view, owned by whoever runs the forward (the CUDA
+// runner; the tests' fixture): every buffer for `rows` token rows (the caller rounds rows up to
+// whole GEMM tiles) and `logit_rows` logit rows, the GEMM workspace with its counters zeroed and
+// attn's padding columns zeroed (wo's padding columns read them; attention never writes them).
+class CudaActivationBuffers {
+ public:
+  // Errors: kResourceExhausted naming the buffer that does not fit; kInternal for CUDA failures.
+  static Result<CudaActivationBuffers> allocate(const CudaModel& model, int64_t rows, int64_t logit_rows,
+                                                cudaStream_t stream);
+  const CudaActivations& view() const { return view_; }
+
+ private:
+  DeviceMemory x_, h_, qkv_, attn_, proj_, gate_up_, act_, h_logits_, workspace_;
+  CudaActivations view_;
+};
+
 // The batch of one step on the device (the runner's step buffer), see attention.h.
 struct CudaBatch {
   int64_t num_tokens = 0;                       // T (host value: grid sizes)

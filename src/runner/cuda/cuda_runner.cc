@@ -122,16 +122,14 @@ class CudaRunner final : public ModelRunner {
   DeviceMemory step_dev_;        // its device copy
   DeviceMemory kv_pool_;         // [num_layers][K, V][num_blocks, num_kv_heads, block_size, head_dim]
   std::vector<CudaKvLayer> kv_;  // [num_layers] views into kv_pool_
-  DeviceMemory x_, h_, qkv_, attn_, proj_, gate_up_, act_, h_logits_;  // CudaActivations
-  DeviceMemory workspace_;                                             // GEMM workspace (counters zeroed once)
-  DeviceMemory logits_;                                                // [logit_cap, vocab_rows] f32
-  DeviceMemory scratch_;      // [logit_cap, vocab] f32: adjusted logits of the sampler
-  DeviceMemory results_dev_;  // [token_cap] SamplerRowResult
+  DeviceMemory logits_;          // [logit_cap, vocab_rows] f32
+  DeviceMemory scratch_;         // [logit_cap, vocab] f32: adjusted logits of the sampler
+  DeviceMemory results_dev_;     // [token_cap] SamplerRowResult
   PinnedMemory results_host_;
   DeviceMemory digests_dev_;  // [seq_cap, 2] uint64
   PinnedMemory digests_host_;
   PinnedMemory rows_host_;  // [seq_cap, vocab] f32: whole rows that come back
-  CudaActivations acts_;
+  CudaActivationBuffers acts_;
   SamplerScratch sampler_scratch_;
   std::vector<SamplerAdjust> adjusts_;  // the step's adjustments (host staging)
 };
@@ -179,15 +177,7 @@ Status CudaRunner::allocate() {
     VOSTI_ASSIGN_OR_RETURN(m, DeviceMemory::allocate(static_cast<size_t>(count) * elem, what));
     return Status();
   };
-  const int64_t H = c.hidden_size;
-  VOSTI_RETURN_IF_ERROR(alloc(x_, rows * H, sizeof(float), "residual stream"));
-  VOSTI_RETURN_IF_ERROR(alloc(h_, rows * H, sizeof(uint16_t), "normed activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(qkv_, rows * d.qkv_rows, sizeof(float), "qkv activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(attn_, rows * d.attn_width, sizeof(uint16_t), "attention output"));
-  VOSTI_RETURN_IF_ERROR(alloc(proj_, rows * H, sizeof(float), "projection output"));
-  VOSTI_RETURN_IF_ERROR(alloc(gate_up_, rows * 2 * d.ffn_width, sizeof(float), "gate_up activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(act_, rows * d.ffn_width, sizeof(uint16_t), "SwiGLU activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(h_logits_, logit_cap_ * H, sizeof(uint16_t), "final-normed logit rows"));
+  VOSTI_ASSIGN_OR_RETURN(acts_, CudaActivationBuffers::allocate(*model_, rows, logit_cap_, stream_));
   VOSTI_RETURN_IF_ERROR(alloc(logits_, logit_cap_ * d.vocab_rows, sizeof(float), "logits"));
   VOSTI_RETURN_IF_ERROR(alloc(scratch_, logit_cap_ * vocab, sizeof(float), "sampler scratch"));
   VOSTI_RETURN_IF_ERROR(alloc(results_dev_, token_cap_, sizeof(SamplerRowResult), "sampler results"));
@@ -199,22 +189,6 @@ Status CudaRunner::allocate() {
                          PinnedMemory::allocate(static_cast<size_t>(seq_cap_) * 2 * sizeof(uint64_t), "digests"));
   VOSTI_ASSIGN_OR_RETURN(rows_host_, PinnedMemory::allocate(static_cast<size_t>(seq_cap_ * vocab) * sizeof(float),
                                                             "logits rows on the host"));
-  VOSTI_ASSIGN_OR_RETURN(workspace_, DeviceMemory::allocate(model_->gemm_workspace_bytes(rows), "GEMM workspace"));
-  if (!workspace_.empty())
-    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(workspace_.as<void>(), 0, workspace_.bytes(), stream_));
-  // wo's padding columns read attn_'s padding columns, which attention never writes.
-  VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attn_.as<void>(), 0, attn_.bytes(), stream_));
-  acts_ = CudaActivations{x_.as<float>(),
-                          h_.as<uint16_t>(),
-                          qkv_.as<float>(),
-                          attn_.as<uint16_t>(),
-                          proj_.as<float>(),
-                          gate_up_.as<float>(),
-                          act_.as<uint16_t>(),
-                          h_logits_.as<uint16_t>(),
-                          rows,
-                          logit_cap_,
-                          {workspace_.as<void>(), workspace_.bytes()}};
 
   // The KV pool: what the memory fraction leaves after everything above.
   const size_t elem = kv_element_bytes(kv_dtype);
@@ -293,12 +267,12 @@ CudaBatch CudaRunner::batch_view(const StepLayout& l, int64_t T, int64_t R) cons
 
 Status CudaRunner::forward_eager(const CudaBatch& batch, const std::vector<std::pair<int64_t, int64_t>>& chunks,
                                  const StepLayout& layout) {
-  VOSTI_RETURN_IF_ERROR(model_->forward_layers(batch, acts_, kv_.data(), stream_));
+  VOSTI_RETURN_IF_ERROR(model_->forward_layers(batch, acts_.view(), kv_.data(), stream_));
   // All chunks but the last: logits, then the sampler writes their results before the next
   // chunk overwrites the logits (stream order).
   for (size_t ci = 0; ci + 1 < chunks.size(); ++ci) {
     const auto [begin, n] = chunks[ci];
-    VOSTI_RETURN_IF_ERROR(model_->logits(batch.logit_rows + begin, n, acts_, logits_.as<float>(), stream_));
+    VOSTI_RETURN_IF_ERROR(model_->logits(batch.logit_rows + begin, n, acts_.view(), logits_.as<float>(), stream_));
     VOSTI_RETURN_IF_ERROR(sample_rows(logits_.as<float>(), model_->dims().vocab_rows, model_->config().vocab_size,
                                       dev_at<SamplerRowTask>(layout.tasks) + begin,
                                       dev_at<SamplerAdjust>(layout.adjusts), scratch_.as<float>(),
@@ -306,7 +280,7 @@ Status CudaRunner::forward_eager(const CudaBatch& batch, const std::vector<std::
   }
   if (!chunks.empty()) {
     const auto [begin, n] = chunks.back();
-    VOSTI_RETURN_IF_ERROR(model_->logits(batch.logit_rows + begin, n, acts_, logits_.as<float>(), stream_));
+    VOSTI_RETURN_IF_ERROR(model_->logits(batch.logit_rows + begin, n, acts_.view(), logits_.as<float>(), stream_));
   }
   return Status();
 }
@@ -314,8 +288,8 @@ Status CudaRunner::forward_eager(const CudaBatch& batch, const std::vector<std::
 Status CudaRunner::capture_graph(int64_t size, const CudaBatch& batch) {
   cudaGraph_t graph = nullptr;
   VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  Status recorded = model_->forward_layers(batch, acts_, kv_.data(), stream_);
-  if (recorded.ok()) recorded = model_->logits(batch.logit_rows, size, acts_, logits_.as<float>(), stream_);
+  Status recorded = model_->forward_layers(batch, acts_.view(), kv_.data(), stream_);
+  if (recorded.ok()) recorded = model_->logits(batch.logit_rows, size, acts_.view(), logits_.as<float>(), stream_);
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
   if (!recorded.ok() || ended != cudaSuccess) {
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
