@@ -228,8 +228,11 @@ int main(int argc, char** argv) {
     const std::string base = c.kind + " " + std::to_string(c.batch) + " x " + std::to_string(c.len);
     const std::vector<int> splits =
         c.kind == "prefill" ? std::vector<int>{512} : std::vector<int>{256, 512, 1024, 2048};
-    for (int split : splits) {
-      const AttentionShape shape{kHeads, kKvHeads, kHd, split};
+    std::vector<std::pair<int, int>> configs;  // (split, folded rows)
+    for (int split : splits) configs.push_back({split, kAttnRowsPerCta});
+    if (c.kind == "prefill") configs.push_back({512, 2 * kAttnRowsPerCta});
+    for (const auto& [split, folded_rows] : configs) {
+      const AttentionShape shape{kHeads, kKvHeads, kHd, split, folded_rows};
       const int32_t capacity = seqs * attention_num_splits(c.len, split) + 16;
       AttentionPlan plan;
       const auto t0 = std::chrono::steady_clock::now();
@@ -240,7 +243,8 @@ int main(int argc, char** argv) {
       auto view = work.value().upload(plan, nullptr);
       CHECK_OK(view.status());
       a.work = view.value();
-      const std::string name = base + " split " + std::to_string(split);
+      const std::string name =
+          base + " split " + std::to_string(split) + (folded_rows != kAttnRowsPerCta ? " rows 128" : "");
       record(name, timer.median_us(reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }));
       if (c.kind == "prefill") {  // the anchors' method: back to back, KV warm in the L2
         record(name + " no flush", timer.median_us(

@@ -132,7 +132,8 @@ struct Query {
 struct RunOptions {
   int32_t partial_capacity = -1;
   int32_t per_split_ctas = 0;
-  int split_override = 0;  // 0: the case's split
+  int split_override = 0;             // 0: the case's split
+  int folded_rows = kAttnRowsPerCta;  // rows of a folding CTA (two m16 blocks per warp at 128)
   DType out_dtype = DType::kF32;
 };
 
@@ -172,7 +173,7 @@ class Stepper {
     pos_.upload(pos);
     seq_.upload(seq);
     AttentionShape shape{c_.num_heads, c_.num_kv_heads, c_.head_dim,
-                         opt.split_override > 0 ? opt.split_override : c_.split};
+                         opt.split_override > 0 ? opt.split_override : c_.split, opt.folded_rows};
     const int32_t capacity = opt.partial_capacity < 0 ? capacity_ : opt.partial_capacity;
     const Status planned = plan_attention(pos, seq, shape, capacity, &plan_);
     EXPECT_TRUE(planned.ok()) << planned.to_string();
@@ -272,6 +273,11 @@ TEST_P(AttentionMma, EveryQueryHasTheBitsItHasAlone) {
         for (int p = begin; p < std::min(pool.length(s), begin + chunk); ++p) rows.push_back({s, p});
       if (rows.empty()) continue;
       expect_alone(run_step(dev, rows, plain), rows, "chunk " + std::to_string(chunk));
+      if (c.head_dim <= 128 && chunk >= 64) {  // two m16 blocks per warp: the same bits
+        RunOptions wide = plain;
+        wide.folded_rows = 2 * kAttnRowsPerCta;
+        expect_alone(run_step(dev, rows, wide), rows, "chunk " + std::to_string(chunk) + ", 128-row CTAs");
+      }
     }
   }
   // Decode batches of 1..256 sequences in shuffled row order, alone and beside a prefill chunk.

@@ -3,16 +3,19 @@
 // bf16_weight_model() rounds the projection matrices and the embedding to bf16 (kept as
 // f32 values), and Bf16InputBackend rounds every matmul input row to bf16, which is where
 // the GPU stores bf16 activations (normed rows, attention output, SwiGLU output), and the
-// K/V rows written to the cache (the default bf16 KV pool).
+// K/V rows written to the cache (the default bf16 KV pool); its attention rounds where the
+// tensor-core attention rounds (q and the softmax weights to bf16).
 // Thread safety: none needed (tests are single-threaded).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/kernel_backend.h"
+#include "kernels/ref/paged_kv.h"
 #include "model/model.h"
 
 namespace vosti::cuda_test {
@@ -73,9 +76,50 @@ class Bf16InputBackend final : public KernelBackend {
     }
     inner_->kv_write(k_rounded_.data(), v_rounded_.data(), m, slots, kv);
   }
+  // The tensor-core attention's rounding points (kernels/cuda/attention.h, family 1) with plain
+  // f32 sums: q rounded to bf16; per KV tile of 64 positions the online softmax in base 2 with
+  // c = scale * log2(e); the weights rounded to bf16 for the P.V products (the row sum L taken
+  // from the unrounded weights). Splits are not emulated: the golden prompts are shorter than
+  // one split (512).
   void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
                  float* out) override {
-    inner_->attention(q, m, num_heads, queries, kv, scale, out);
+    const int d = kv.head_dim, group = num_heads / kv.num_kv_heads;
+    const float c = scale * 1.44269504088896340736f;
+    std::vector<float> qr(static_cast<size_t>(d)), o(static_cast<size_t>(d));
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t len = static_cast<int64_t>(queries[r].position) + 1;
+      for (int h = 0; h < num_heads; ++h) {
+        for (int i = 0; i < d; ++i) qr[static_cast<size_t>(i)] = round_bf16(q[(r * num_heads + h) * d + i]);
+        const int kvh = h / group;
+        float mx_run = -INFINITY, l = 0.f;
+        std::fill(o.begin(), o.end(), 0.f);
+        for (int64_t t0 = 0; t0 < len; t0 += 64) {
+          const int64_t t1 = std::min(len, t0 + 64);
+          std::vector<float> s(static_cast<size_t>(t1 - t0));
+          float mx = -INFINITY;
+          for (int64_t j = t0; j < t1; ++j) {
+            const float* kj = kv.k + kv_slot_offset(kv, kv_slot_of_position(kv, queries[r].block_table, j), kvh);
+            float dot = 0.f;
+            for (int i = 0; i < d; ++i) dot += qr[static_cast<size_t>(i)] * kj[i];
+            s[static_cast<size_t>(j - t0)] = dot;
+            mx = std::max(mx, dot);
+          }
+          const float m_new = std::max(mx_run, mx);
+          const float alpha = std::exp2((mx_run - m_new) * c);
+          float sum = 0.f;
+          for (float& x : s) sum += (x = std::exp2(x * c - m_new * c));
+          l = l * alpha + sum;
+          for (float& x : o) x *= alpha;
+          for (int64_t j = t0; j < t1; ++j) {
+            const float* vj = kv.v + kv_slot_offset(kv, kv_slot_of_position(kv, queries[r].block_table, j), kvh);
+            const float w = round_bf16(s[static_cast<size_t>(j - t0)]);
+            for (int i = 0; i < d; ++i) o[static_cast<size_t>(i)] += w * vj[i];
+          }
+          mx_run = m_new;
+        }
+        for (int i = 0; i < d; ++i) out[(r * num_heads + h) * d + i] = o[static_cast<size_t>(i)] / l;
+      }
+    }
   }
 
  private:

@@ -110,8 +110,10 @@ Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int6
 // tensor-core family reads. Counts the kernels read on the device are device scalars, so a CUDA
 // graph captured once serves later steps; the host values size the grids.
 struct AttentionWorkView {
-  const AttentionWork* folded = nullptr;     // [num_folded] device
+  const AttentionWork* folded = nullptr;     // [num_folded] device, the one-split items first
   int32_t num_folded = 0;                    // host (eager launches only: one CTA row per item)
+  int32_t num_folded_one_split = 0;          // host
+  int folded_rows = kAttnRowsPerCta;         // rows of a folding CTA (AttentionShape::folded_rows)
   const AttentionWork* per_split = nullptr;  // [*num_per_split] device
   const int32_t* num_per_split = nullptr;    // device scalar
   int32_t per_split_grid = 0;                // host: CTA rows launched; each strides over the items

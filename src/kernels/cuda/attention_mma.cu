@@ -2,10 +2,12 @@
 // sm_90a), K/V tiles of 64 positions staged in shared memory by cp.async, grouped-query heads
 // packed into the mma rows, KV splits folded in one CTA or saved for the merge kernel.
 //
-// CTA: kWarps = 4 warps; warp w owns CTA rows [16w, 16w + 16) (row i of an item is position
-// i / group, head i % group). Shared memory: Q [64 rows][hd] bf16, K and V [kStages][64][hd]
-// bf16, rows of 16-byte chunks XOR-swizzled by (row & 7) so that ldmatrix is conflict-free;
-// with kFold also the folded O [kWarps][hd / 2][32 lanes] f32 (each thread its own fragment).
+// CTA: kWarps = 4 warps; warp w owns kBlocks m16 row blocks, CTA rows [16 kBlocks w, 16 kBlocks
+// (w + 1)) (row i of an item is position i / group, head i % group). Shared memory: Q [rows][hd]
+// bf16, K and V [kStages][64][hd] bf16, rows of 16-byte chunks XOR-swizzled by (row & 7) so that
+// ldmatrix is conflict-free; with kFold also the folded O [kWarps][kBlocks][hd / 2][32 lanes]
+// f32 (each thread its own fragment). The block-table entries of a tile are read one tile ahead
+// of its copies; one-split CTAs run three stages, folding ones two (their O copy needs the room).
 // Every warp computes its rows with the same instructions (tile_step, end_split); which rows a
 // warp holds, how many other rows share the CTA and which CTA runs a split never enter them.
 #include <cuda_bf16.h>
@@ -22,9 +24,8 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kTile = kAttnKvTile;  // 64 positions
-constexpr int kStages = 2;
 constexpr int kTileNt = kTile / 8;  // n8 tiles of the scores
-static_assert(kAttnRowsPerCta == kWarps * 16, "one m16 row block per warp");
+static_assert(kAttnRowsPerCta == kWarps * 16, "one m16 row block per warp and block");
 static_assert(kTile == 64, "the score fragment holds 8 n8 tiles");
 
 struct MmaParams {
@@ -104,64 +105,86 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
   return static_cast<uint32_t>((row * kChunks + (chunk ^ (row & kMask))) * 16);
 }
 
-template <int kHd>
-struct Smem {
+// The compile-time shape of one instantiation: head_dim, m16 blocks per warp, the fold's
+// shared-memory copy of O, pipeline stages.
+template <int kHd, int kBlocks, bool kFold>
+struct Shape {
+  static constexpr int kRows = kAttnRowsPerCta * kBlocks;  // query rows per CTA
+  static constexpr int kStages = kFold ? 2 : 3;
   static constexpr int kTileBytes = kTile * kHd * 2;
-  static constexpr int kQ = 0;                            // [64][kHd] bf16
-  static constexpr int kK = kAttnRowsPerCta * kHd * 2;    // [kStages][64][kHd] bf16
+  static constexpr int kQ = 0;                            // [kRows][kHd] bf16
+  static constexpr int kK = kRows * kHd * 2;              // [kStages][64][kHd] bf16
   static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16
-  static constexpr int kAcc = kV + kStages * kTileBytes;  // [kWarps][kHd / 2][32] f32
-  static constexpr int kBytesNoFold = kAcc;
-  static constexpr int kBytesFold = kAcc + kWarps * (kHd / 2) * 32 * 4;
+  static constexpr int kAcc = kV + kStages * kTileBytes;  // [kWarps][kBlocks][kHd / 2][32] f32
+  static constexpr int kBytes = kAcc + (kFold ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);
+  // The tile loader: thread t copies chunk t % kChunks of rows t / kChunks + i * kRowsPerPass.
+  static constexpr int kChunks = kHd / 8;
+  static constexpr int kRowsPerPass = kThreads / kChunks;
+  static constexpr int kRowsPerThread = kTile / kRowsPerPass;
+  static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
 };
 
-// A warp's running state for its 16 rows: this thread's fragment (rows lane/4 and lane/4 + 8).
-template <int kHd>
+// A warp's running state for its kBlocks x 16 rows: this thread's fragments (block b: rows
+// lane/4 and lane/4 + 8 of the block).
+template <int kHd, int kBlocks>
 struct WarpState {
-  float o[kHd / 8][4];  // O: d n8 tile, then (row lane/4: cols 2c, 2c+1; row lane/4+8: cols 2c, 2c+1)
-  float m[2];           // M of the two rows
-  float l[2];           // this lane's column-class partial sums l_k of the two rows
+  float o[kBlocks][kHd / 8][4];  // O: d n8 tile, then (row lane/4: cols 2c, 2c+1; row lane/4+8: cols 2c, 2c+1)
+  float m[kBlocks][2];           // M of the two rows
+  float l[kBlocks][2];           // this lane's column-class partial sums l_k of the two rows
 };
 
-template <int kHd>
-__device__ __forceinline__ void reset(WarpState<kHd>& st) {
+template <int kHd, int kBlocks>
+__device__ __forceinline__ void reset(WarpState<kHd, kBlocks>& st) {
 #pragma unroll
-  for (int i = 0; i < kHd / 8; ++i)
+  for (int b = 0; b < kBlocks; ++b) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) st.o[i][e] = 0.f;
-  st.m[0] = st.m[1] = -INFINITY;
-  st.l[0] = st.l[1] = 0.f;
+    for (int i = 0; i < kHd / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[b][i][e] = 0.f;
+    st.m[b][0] = st.m[b][1] = -INFINITY;
+    st.l[b][0] = st.l[b][1] = 0.f;
+  }
 }
 
-// Loads KV tile `tile` of `kv_head` into one stage: rows past last_pos are zero-filled.
-template <int kHd>
-__device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t* table, int kv_head, int tile, int last_pos,
-                                          uint32_t k_stage, uint32_t v_stage) {
-  constexpr int kChunks = kHd / 8;
-  static_assert(kThreads % kChunks == 0, "a pass covers whole rows");
-  constexpr int kRowsPerPass = kThreads / kChunks;
-  const int chunk = threadIdx.x % kChunks;
+// The block-table entries of this thread's rows of KV tile `tile` (-1 past last_pos), read one
+// tile ahead of the copies that use them, so that the table's latency hides behind a tile.
+template <class S>
+__device__ __forceinline__ void load_blocks(const MmaParams& p, const int32_t* table, int tile, int last_pos,
+                                            int32_t (&blk)[S::kRowsPerThread]) {
 #pragma unroll
-  for (int row = threadIdx.x / kChunks; row < kTile; row += kRowsPerPass) {
+  for (int i = 0; i < S::kRowsPerThread; ++i) {
+    const int j = tile * kTile + static_cast<int>(threadIdx.x) / S::kChunks + i * S::kRowsPerPass;
+    blk[i] = j <= last_pos ? table[j / p.block_size] : -1;
+  }
+}
+
+// Copies KV tile `tile` of `kv_head` into one stage; rows past last_pos (blk -1) are zero-filled.
+template <class S>
+__device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&blk)[S::kRowsPerThread], int kv_head,
+                                          int tile, uint32_t k_stage, uint32_t v_stage) {
+  const int chunk = static_cast<int>(threadIdx.x) % S::kChunks;
+#pragma unroll
+  for (int i = 0; i < S::kRowsPerThread; ++i) {
+    const int row = static_cast<int>(threadIdx.x) / S::kChunks + i * S::kRowsPerPass;
     const int j = tile * kTile + row;
-    const bool valid = j <= last_pos;
-    int64_t off = 0;
-    if (valid) {
-      const int64_t block = table[j / p.block_size];
-      off = ((block * p.num_kv_heads + kv_head) * p.block_size + j % p.block_size) * kHd + chunk * 8;
-    }
-    const uint32_t dst = swizzled<kHd>(row, chunk);
+    const bool valid = blk[i] >= 0;
+    const int64_t off =
+        valid ? ((static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head) * p.block_size + j % p.block_size) *
+                        S::kChunks * 8 +
+                    chunk * 8
+              : 0;
+    const uint32_t dst = swizzled<S::kChunks * 8>(row, chunk);
     cp_async_16(k_stage + dst, p.k + off, valid);
     cp_async_16(v_stage + dst, p.v + off, valid);
   }
 }
 
 // Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros.
-template <int kHd>
+template <int kHd, int kRows>
 __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& w, int kv_head, char* q_smem) {
   constexpr int kChunks = kHd / 8;
   const int rows = w.num_positions * p.group;
-  for (int i = threadIdx.x; i < kAttnRowsPerCta * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
     const int row = i / kChunks, chunk = i % kChunks;
     uint4 packed = make_uint4(0, 0, 0, 0);
     if (row < rows) {
@@ -175,80 +198,100 @@ __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& 
   }
 }
 
-// One KV tile for the warp's 16 rows (attention.h's per-tile steps). p0/p1: the positions of
-// this lane's two rows; mask: the tile holds positions past some row's own.
-template <int kHd>
-__device__ __forceinline__ void tile_step(WarpState<kHd>& st, uint32_t q_rows, uint32_t k_stage, uint32_t v_stage,
-                                          int tile, bool mask, int p0, int p1, float c) {
+// One KV tile for the warp's kBlocks x 16 rows (attention.h's per-tile steps; each block's
+// rows get exactly the operations a lone block's rows get: the K and V fragments are only
+// loaded once for all blocks). p: the positions of this lane's rows [block][0: lane/4, 1:
+// lane/4 + 8]; mask: the tile holds positions past some row's own.
+template <int kHd, int kBlocks>
+__device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t q_rows, uint32_t k_stage,
+                                          uint32_t v_stage, int tile, bool mask, const int (&p)[kBlocks][2], float c) {
   const int lane = threadIdx.x & 31;
-  float s[kTileNt][4];
+  float s[kBlocks][kTileNt][4];
 #pragma unroll
-  for (int nt = 0; nt < kTileNt; ++nt)
+  for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
-      // Scores: the mma chain over d in steps of 16.
+    for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[b][nt][e] = 0.f;
+        // Scores: the mma chain over d in steps of 16.
 #pragma unroll
   for (int kk = 0; kk < kHd / 16; ++kk) {
-    uint32_t a[4];
-    ldsm_x4(a, q_rows + swizzled<kHd>(lane & 15, kk * 2 + (lane >> 4)));
+    uint32_t a[kBlocks][4];
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) ldsm_x4(a[b], q_rows + swizzled<kHd>(b * 16 + (lane & 15), kk * 2 + (lane >> 4)));
 #pragma unroll
     for (int np = 0; np < kTileNt / 2; ++np) {
-      uint32_t b[4];
-      ldsm_x4(b, k_stage + swizzled<kHd>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
-      mma_bf16(s[2 * np], a, b[0], b[1]);
-      mma_bf16(s[2 * np + 1], a, b[2], b[3]);
+      uint32_t f[4];
+      ldsm_x4(f, k_stage + swizzled<kHd>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        mma_bf16(s[b][2 * np], a[b], f[0], f[1]);
+        mma_bf16(s[b][2 * np + 1], a[b], f[2], f[3]);
+      }
     }
   }
   if (mask) {
 #pragma unroll
-    for (int nt = 0; nt < kTileNt; ++nt)
+    for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
-        if (j > p0) s[nt][e] = -INFINITY;
-        if (j > p1) s[nt][2 + e] = -INFINITY;
-      }
+      for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
+          if (j > p[b][0]) s[b][nt][e] = -INFINITY;
+          if (j > p[b][1]) s[b][nt][2 + e] = -INFINITY;
+        }
   }
-  // Online softmax of the two rows.
+  // Online softmax of each row.
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float mx = -INFINITY;
+  for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
-    for (int nt = 0; nt < kTileNt; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(st.m[i], mx);
-    const float alpha = ex2(__fmul_rn(__fsub_rn(st.m[i], m_new), c));
-    const float m_scaled = __fmul_rn(m_new, c);
-    float sum = 0.f;
+    for (int i = 0; i < 2; ++i) {
+      float mx = -INFINITY;
 #pragma unroll
-    for (int nt = 0; nt < kTileNt; ++nt)
+      for (int nt = 0; nt < kTileNt; ++nt) mx = fmaxf(mx, fmaxf(s[b][nt][2 * i], s[b][nt][2 * i + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(st.m[b][i], mx);
+      const float alpha = ex2(__fmul_rn(__fsub_rn(st.m[b][i], m_new), c));
+      const float m_scaled = __fmul_rn(m_new, c);
+      float sum = 0.f;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float pj = ex2(__fmaf_rn(s[nt][2 * i + e], c, -m_scaled));
-        s[nt][2 * i + e] = pj;
-        sum = __fadd_rn(sum, pj);
+      for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pj = ex2(__fmaf_rn(s[b][nt][2 * i + e], c, -m_scaled));
+          s[b][nt][2 * i + e] = pj;
+          sum = __fadd_rn(sum, pj);
+        }
+      st.l[b][i] = __fadd_rn(__fmul_rn(st.l[b][i], alpha), sum);
+#pragma unroll
+      for (int dt = 0; dt < kHd / 8; ++dt) {
+        st.o[b][dt][2 * i] = __fmul_rn(st.o[b][dt][2 * i], alpha);
+        st.o[b][dt][2 * i + 1] = __fmul_rn(st.o[b][dt][2 * i + 1], alpha);
       }
-    st.l[i] = __fadd_rn(__fmul_rn(st.l[i], alpha), sum);
-#pragma unroll
-    for (int dt = 0; dt < kHd / 8; ++dt) {
-      st.o[dt][2 * i] = __fmul_rn(st.o[dt][2 * i], alpha);
-      st.o[dt][2 * i + 1] = __fmul_rn(st.o[dt][2 * i + 1], alpha);
+      st.m[b][i] = m_new;
     }
-    st.m[i] = m_new;
-  }
-  // O += bf16(P) V: the mma chain over the tile's positions in steps of 16.
+    // O += bf16(P) V: the mma chain over the tile's positions in steps of 16.
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
-    const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                           pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                           pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    uint32_t a[kBlocks][4];
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) {
+      a[b][0] = pack_bf16(s[b][2 * kk][0], s[b][2 * kk][1]);
+      a[b][1] = pack_bf16(s[b][2 * kk][2], s[b][2 * kk][3]);
+      a[b][2] = pack_bf16(s[b][2 * kk + 1][0], s[b][2 * kk + 1][1]);
+      a[b][3] = pack_bf16(s[b][2 * kk + 1][2], s[b][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int dp = 0; dp < kHd / 16; ++dp) {
-      uint32_t b[4];
-      ldsm_x4_trans(b, v_stage + swizzled<kHd>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
-      mma_bf16(st.o[2 * dp], a, b[0], b[1]);
-      mma_bf16(st.o[2 * dp + 1], a, b[2], b[3]);
+      uint32_t f[4];
+      ldsm_x4_trans(f, v_stage + swizzled<kHd>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        mma_bf16(st.o[b][2 * dp], a[b], f[0], f[1]);
+        mma_bf16(st.o[b][2 * dp + 1], a[b], f[2], f[3]);
+      }
     }
   }
 }
@@ -278,26 +321,27 @@ __device__ __forceinline__ void store_pair(__nv_bfloat16* out, float x, float y)
   *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
 }
 
-// Where this lane's fragment row i (0: lane/4, 1: lane/4 + 8) of the warp lands: the query row
-// and head, or row -1 for a row past the item.
+// Where this lane's row i (0: lane/4, 1: lane/4 + 8) of the warp's block b lands: the query
+// row and head, or row -1 for a row past the item.
 struct RowPlace {
   int64_t row;
   int head;
 };
-__device__ __forceinline__ RowPlace row_place(const MmaParams& p, const AttentionWork& w, int kv_head, int i) {
-  const int cta_row = (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * i;
+template <int kBlocks>
+__device__ __forceinline__ RowPlace row_place(const MmaParams& p, const AttentionWork& w, int kv_head, int b, int i) {
+  const int cta_row = ((threadIdx.x >> 5) * kBlocks + b) * 16 + ((threadIdx.x & 31) >> 2) + 8 * i;
   if (cta_row >= w.num_positions * p.group) return {-1, 0};
   return {w.first_row + cta_row / p.group, kv_head * p.group + cta_row % p.group};
 }
 
-// Writes O / L of the lane's rows (o: the fragment, from registers or the folded smem copy).
-template <int kHd, typename OutT>
-__device__ __forceinline__ void write_output(const MmaParams& p, const AttentionWork& w, int kv_head,
+// Writes O / L of the lane's rows of block b.
+template <int kHd, int kBlocks, typename OutT>
+__device__ __forceinline__ void write_output(const MmaParams& p, const AttentionWork& w, int kv_head, int b,
                                              const float (&o)[kHd / 8][4], const float (&L)[2]) {
   const int col = 2 * (threadIdx.x & 3);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const RowPlace at = row_place(p, w, kv_head, i);
+    const RowPlace at = row_place<kBlocks>(p, w, kv_head, b, i);
     if (at.row < 0) continue;
     OutT* dst = static_cast<OutT*>(p.out) + at.row * p.out_row_stride + static_cast<int64_t>(at.head) * kHd + col;
 #pragma unroll
@@ -306,129 +350,147 @@ __device__ __forceinline__ void write_output(const MmaParams& p, const Attention
   }
 }
 
-// Saves the split's state (O unnormalised, M, L) of the lane's rows in partial slot w.partial.
-template <int kHd>
-__device__ __forceinline__ void write_partial(const MmaParams& p, const AttentionWork& w, int kv_head,
-                                              const WarpState<kHd>& st, const float (&L)[2]) {
+// Saves the split's state (O unnormalised, M, L) of the lane's rows of block b in slot w.partial.
+template <int kHd, int kBlocks>
+__device__ __forceinline__ void write_partial(const MmaParams& p, const AttentionWork& w, int kv_head, int b,
+                                              const float (&o)[kHd / 8][4], const float (&m)[2], const float (&L)[2]) {
   const int col = 2 * (threadIdx.x & 3);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const RowPlace at = row_place(p, w, kv_head, i);
+    const RowPlace at = row_place<kBlocks>(p, w, kv_head, b, i);
     if (at.row < 0) continue;
     const int64_t slot_head = static_cast<int64_t>(w.partial) * p.num_heads + at.head;
     float* dst = p.partial_o + slot_head * kHd + col;
 #pragma unroll
-    for (int dt = 0; dt < kHd / 8; ++dt) store_pair(dst + dt * 8, st.o[dt][2 * i], st.o[dt][2 * i + 1]);
-    if ((threadIdx.x & 3) == 0) store_pair(p.partial_ml + slot_head * 2, st.m[i], L[i]);
+    for (int dt = 0; dt < kHd / 8; ++dt) store_pair(dst + dt * 8, o[dt][2 * i], o[dt][2 * i + 1]);
+    if ((threadIdx.x & 3) == 0) store_pair(p.partial_ml + slot_head * 2, m[i], L[i]);
   }
 }
 
+// The fold so far of a CTA that folds its splits: M and L in registers, O in shared memory
+// (acc_o: this lane's [kBlocks][kHd / 2] values, stride 32 floats).
+template <int kBlocks>
+struct Folded {
+  float m[kBlocks][2];
+  float l[kBlocks][2];
+};
+
 // The end of split s for the warp's rows: finish L, then output, save, or fold.
-template <int kHd, typename OutT, bool kFold>
+template <int kHd, int kBlocks, typename OutT, bool kFold>
 __device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWork& w, int kv_head, int s,
-                                          WarpState<kHd>& st, float (&acc_m)[2], float (&acc_l)[2], float* acc_o) {
-  float L[2] = {quad_sum(st.l[0]), quad_sum(st.l[1])};
-  if (w.split_end - w.split_begin == 1) {
-    if (w.partial >= 0) {
-      write_partial<kHd>(p, w, kv_head, st, L);
-    } else {
-      write_output<kHd, OutT>(p, w, kv_head, st.o, L);
+                                          WarpState<kHd, kBlocks>& st, Folded<kBlocks>& acc, float* acc_o) {
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    const float L[2] = {quad_sum(st.l[b][0]), quad_sum(st.l[b][1])};
+    if (w.split_end - w.split_begin == 1) {
+      if (w.partial >= 0) {
+        write_partial<kHd, kBlocks>(p, w, kv_head, b, st.o[b], st.m[b], L);
+      } else {
+        write_output<kHd, kBlocks, OutT>(p, w, kv_head, b, st.o[b], L);
+      }
+      continue;
     }
-    return;
-  }
-  if constexpr (kFold) {
-    // acc_o: this lane's [kHd / 2] fragment values, stride 32 floats (one per lane).
-    if (s == w.split_begin) {
+    if constexpr (kFold) {
+      float* ao = acc_o + b * (kHd / 2) * 32;
+      if (s == w.split_begin) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          acc.m[b][i] = st.m[b][i];
+          acc.l[b][i] = L[i];
+        }
+#pragma unroll
+        for (int dt = 0; dt < kHd / 8; ++dt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) ao[(dt * 4 + e) * 32] = st.o[b][dt][e];
+        continue;
+      }
+      FoldCoef f[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        acc_m[i] = st.m[i];
-        acc_l[i] = L[i];
+        f[i] = fold_coef(acc.m[b][i], st.m[b][i], p.c);
+        acc.l[b][i] = fold(acc.l[b][i], L[i], f[i]);
+        acc.m[b][i] = f[i].m;
       }
 #pragma unroll
       for (int dt = 0; dt < kHd / 8; ++dt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_o[(dt * 4 + e) * 32] = st.o[dt][e];
-      return;
-    }
-    FoldCoef f[2];
+        for (int e = 0; e < 4; ++e) st.o[b][dt][e] = fold(ao[(dt * 4 + e) * 32], st.o[b][dt][e], f[e >> 1]);
+      if (s == w.split_end - 1) {
+        write_output<kHd, kBlocks, OutT>(p, w, kv_head, b, st.o[b], acc.l[b]);
+      } else {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      f[i] = fold_coef(acc_m[i], st.m[i], p.c);
-      acc_l[i] = fold(acc_l[i], L[i], f[i]);
-      acc_m[i] = f[i].m;
-    }
+        for (int dt = 0; dt < kHd / 8; ++dt)
 #pragma unroll
-    for (int dt = 0; dt < kHd / 8; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st.o[dt][e] = fold(acc_o[(dt * 4 + e) * 32], st.o[dt][e], f[e >> 1]);
-    if (s == w.split_end - 1) {
-      write_output<kHd, OutT>(p, w, kv_head, st.o, acc_l);
-    } else {
-#pragma unroll
-      for (int dt = 0; dt < kHd / 8; ++dt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_o[(dt * 4 + e) * 32] = st.o[dt][e];
+          for (int e = 0; e < 4; ++e) ao[(dt * 4 + e) * 32] = st.o[b][dt][e];
+      }
     }
   }
 }
 
 // One CTA row per work item (grid.x strides over the items), grid.y = KV head.
-template <int kHd, typename OutT, bool kFold>
+template <int kHd, typename OutT, bool kFold, int kBlocks>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams p) {
+  using S = Shape<kHd, kBlocks, kFold>;
   extern __shared__ __align__(128) char smem[];
-  using L = Smem<kHd>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kv_head = static_cast<int>(blockIdx.y);
   const uint32_t base = smem_addr(smem);
-  const uint32_t q_rows = base + L::kQ + warp * 16 * kHd * 2;
-  float* acc_o = reinterpret_cast<float*>(smem + L::kAcc) + warp * (kHd / 2) * 32 + lane;
+  const uint32_t q_rows = base + S::kQ + warp * kBlocks * 16 * kHd * 2;
+  const auto k_stage = [&](int st) { return base + S::kK + st * S::kTileBytes; };
+  const auto v_stage = [&](int st) { return base + S::kV + st * S::kTileBytes; };
+  float* acc_o = reinterpret_cast<float*>(smem + S::kAcc) + warp * kBlocks * (kHd / 2) * 32 + lane;
   const int num_work = p.num_work_dev != nullptr ? *p.num_work_dev : p.num_work_host;
   for (int item = blockIdx.x; item < num_work; item += gridDim.x) {
     const AttentionWork w = p.work[item];
     const int rows = w.num_positions * p.group;
-    const bool active = warp * 16 < rows;
+    const bool active = warp * kBlocks * 16 < rows;
     const int last_pos = w.first_position + w.num_positions - 1;
     const int last_tile = last_pos / kTile;
     const int t_begin = w.split_begin * p.tiles_per_split;
     const int t_end = min(w.split_end * p.tiles_per_split, last_tile + 1);
     const int32_t* table = p.block_tables + static_cast<int64_t>(w.seq) * *p.block_table_stride;
-    // Positions of this lane's two rows (rows past the item: the last position).
-    const int r0 = warp * 16 + (lane >> 2);
-    const int p0 = w.first_position + min(r0, rows - 1) / p.group;
-    const int p1 = w.first_position + min(r0 + 8, rows - 1) / p.group;
+    // Positions of this lane's rows (rows past the item: the last row's).
+    int pos[kBlocks][2];
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        pos[b][i] = w.first_position + min((warp * kBlocks + b) * 16 + (lane >> 2) + 8 * i, rows - 1) / p.group;
 
     __syncthreads();  // the previous item's reads of Q and the stages are done
-    load_q<kHd>(p, w, kv_head, smem + L::kQ);
+    int32_t blk[S::kRowsPerThread];
+    load_blocks<S>(p, table, t_begin, last_pos, blk);
+    load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) {
-      if (t_begin + st < t_end)
-        load_tile<kHd>(p, table, kv_head, t_begin + st, last_pos, base + L::kK + st * L::kTileBytes,
-                       base + L::kV + st * L::kTileBytes);
+    for (int st = 0; st < S::kStages - 1; ++st) {
+      if (t_begin + st < t_end) {
+        load_tile<S>(p, blk, kv_head, t_begin + st, k_stage(st), v_stage(st));
+        load_blocks<S>(p, table, t_begin + st + 1, last_pos, blk);
+      }
       cp_async_commit();
     }
-    WarpState<kHd> state;
+    WarpState<kHd, kBlocks> state;
     reset(state);
-    float acc_m[2] = {0.f, 0.f}, acc_l[2] = {0.f, 0.f};
+    Folded<kBlocks> acc{};
     for (int t = t_begin; t < t_end; ++t) {
-      const int ahead = t + kStages - 1;
+      const int ahead = t + S::kStages - 1;
       if (ahead < t_end) {
-        const int stage = (ahead - t_begin) % kStages;
-        load_tile<kHd>(p, table, kv_head, ahead, last_pos, base + L::kK + stage * L::kTileBytes,
-                       base + L::kV + stage * L::kTileBytes);
+        load_tile<S>(p, blk, kv_head, ahead, k_stage((ahead - t_begin) % S::kStages),
+                     v_stage((ahead - t_begin) % S::kStages));
+        if (ahead + 1 < t_end) load_blocks<S>(p, table, ahead + 1, last_pos, blk);
       }
       cp_async_commit();
-      cp_async_wait<kStages - 1>();
+      cp_async_wait<S::kStages - 1>();
       __syncthreads();
-      const int stage = (t - t_begin) % kStages;
+      const int stage = (t - t_begin) % S::kStages;
       const int s = t / p.tiles_per_split;
       if (active) {
-        if (t == t_begin || t == s * p.tiles_per_split) reset(state);
-        tile_step<kHd>(state, q_rows, base + L::kK + stage * L::kTileBytes, base + L::kV + stage * L::kTileBytes, t,
-                       t == last_tile, p0, p1, p.c);
+        if (t == s * p.tiles_per_split) reset(state);
+        tile_step<kHd, kBlocks>(state, q_rows, k_stage(stage), v_stage(stage), t, t == last_tile, pos, p.c);
         if (t + 1 == t_end || t + 1 == (s + 1) * p.tiles_per_split)
-          end_split<kHd, OutT, kFold>(p, w, kv_head, s, state, acc_m, acc_l, acc_o);
+          end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, s, state, acc, acc_o);
       }
-      __syncthreads();  // this stage is read before the next iteration's load overwrites it
+      __syncthreads();  // this stage is read before a later iteration's load overwrites it
     }
   }
 }
@@ -458,10 +520,10 @@ __global__ void attention_merge_kernel(const AttentionMerge* __restrict__ merges
   }
 }
 
-template <int kHd, typename OutT, bool kFold>
+template <int kHd, typename OutT, bool kFold, int kBlocks>
 Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
-  auto kernel = attention_mma_kernel<kHd, OutT, kFold>;
-  const int smem = kFold ? Smem<kHd>::kBytesFold : Smem<kHd>::kBytesNoFold;
+  auto kernel = attention_mma_kernel<kHd, OutT, kFold, kBlocks>;
+  const int smem = Shape<kHd, kBlocks, kFold>::kBytes;
   // The limit is the context's; the first (eager) launch raises it, before any graph capture.
   static std::atomic<bool> raised{false};
   if (smem > 48 * 1024 && !raised.load(std::memory_order_acquire)) {
@@ -472,22 +534,37 @@ Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t strea
   return cuda_launch_status("attention (tensor cores)");
 }
 
-template <typename OutT, bool kFold>
+// The instantiations: head_dim x (one split, folding) x m16 blocks per warp. A head_dim of 256
+// folds with one block per warp only (two would not fit the registers).
+template <typename OutT, bool kFold, int kBlocks>
 Status launch_for_head_dim(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
   switch (hd) {
     case 16:
-      return launch_mma<16, OutT, kFold>(p, grid_x, grid_y, stream);
+      return launch_mma<16, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 32:
-      return launch_mma<32, OutT, kFold>(p, grid_x, grid_y, stream);
+      return launch_mma<32, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 64:
-      return launch_mma<64, OutT, kFold>(p, grid_x, grid_y, stream);
+      return launch_mma<64, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 128:
-      return launch_mma<128, OutT, kFold>(p, grid_x, grid_y, stream);
+      return launch_mma<128, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 256:
-      return launch_mma<256, OutT, kFold>(p, grid_x, grid_y, stream);
+      if constexpr (kBlocks == 1) return launch_mma<256, OutT, kFold, 1>(p, grid_x, grid_y, stream);
+      return unimplemented("attention: head_dim 256 folds with 64 rows per CTA only");
     default:
       return unimplemented("attention: head_dim " + std::to_string(hd) + " has no tensor-core instantiation");
   }
+}
+
+// The folded items [first, first + count) with or without the fold, at the plan's rows per CTA.
+template <typename OutT, bool kFold>
+Status launch_folded(const AttentionWorkView& w, int hd, MmaParams p, int first, int count, int grid_y,
+                     cudaStream_t stream) {
+  if (count <= 0) return Status();
+  p.work = w.folded + first;
+  p.num_work_dev = nullptr;
+  p.num_work_host = count;
+  if (w.folded_rows == 2 * kAttnRowsPerCta) return launch_for_head_dim<OutT, kFold, 2>(hd, p, count, grid_y, stream);
+  return launch_for_head_dim<OutT, kFold, 1>(hd, p, count, grid_y, stream);
 }
 
 template <typename OutT>
@@ -513,17 +590,14 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
                      ? nullptr
                      : w.partials + static_cast<int64_t>(w.partial_capacity) * a.num_heads * kv.head_dim;
   const int hd = kv.head_dim;
-  if (w.num_folded > 0) {
-    p.work = w.folded;
-    p.num_work_dev = nullptr;
-    p.num_work_host = w.num_folded;
-    VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, true>(hd, p, w.num_folded, kv.num_kv_heads, stream)));
-  }
+  VOSTI_RETURN_IF_ERROR((launch_folded<OutT, false>(w, hd, p, 0, w.num_folded_one_split, kv.num_kv_heads, stream)));
+  VOSTI_RETURN_IF_ERROR((launch_folded<OutT, true>(w, hd, p, w.num_folded_one_split,
+                                                   w.num_folded - w.num_folded_one_split, kv.num_kv_heads, stream)));
   if (w.per_split_grid > 0) {
     p.work = w.per_split;
     p.num_work_dev = w.num_per_split;
     p.num_work_host = 0;
-    VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, false>(hd, p, w.per_split_grid, kv.num_kv_heads, stream)));
+    VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, false, 1>(hd, p, w.per_split_grid, kv.num_kv_heads, stream)));
   }
   if (w.merge_grid > 0) {
     attention_merge_kernel<OutT><<<static_cast<unsigned>(w.merge_grid), 256, 0, stream>>>(
@@ -538,10 +612,14 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
 
 Status attention_tensor_cores(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
   if (kv.dtype != DType::kBF16) return invalid_argument("attention (tensor cores): the KV pool must be bf16");
-  AttentionShape shape{a.num_heads, kv.num_kv_heads, kv.head_dim, a.work.split};
+  AttentionShape shape{a.num_heads, kv.num_kv_heads, kv.head_dim, a.work.split, a.work.folded_rows};
+  if (kv.head_dim == 256 && shape.folded_rows != kAttnRowsPerCta)
+    return unimplemented("attention (tensor cores): head_dim 256 folds with " + std::to_string(kAttnRowsPerCta) +
+                         " rows per CTA only");
   VOSTI_RETURN_IF_ERROR(check_attention_shape(shape));
   const AttentionWorkView& w = a.work;
-  if (w.num_folded < 0 || w.per_split_grid < 0 || w.merge_grid < 0)
+  if (w.num_folded < 0 || w.num_folded_one_split < 0 || w.num_folded_one_split > w.num_folded || w.per_split_grid < 0 ||
+      w.merge_grid < 0)
     return invalid_argument("attention (tensor cores): negative grid in the plan");
   if ((w.num_folded > 0 && w.folded == nullptr) ||
       (w.per_split_grid > 0 && (w.per_split == nullptr || w.num_per_split == nullptr)) ||

@@ -11,7 +11,7 @@ namespace {
 // at `row`: cut at tile boundaries, each tile's positions spread evenly over as few CTAs as fit.
 void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decode, const AttentionShape& shape,
               int32_t partial_capacity, AttentionPlan* plan) {
-  const int max_positions = kAttnRowsPerCta / shape.group();
+  const int max_positions = (decode ? kAttnRowsPerCta : shape.folded_rows) / shape.group();
   int32_t p = first;
   const int32_t end = first + count;
   while (p < end) {
@@ -64,6 +64,10 @@ Status check_attention_shape(const AttentionShape& s) {
     return unimplemented("attention: head_dim " + std::to_string(s.head_dim) +
                          " has no tensor-core instantiation (16, 32, 64, 128, 256)");
   }
+  if (s.folded_rows != kAttnRowsPerCta && s.folded_rows != 2 * kAttnRowsPerCta) {
+    return invalid_argument("attention: folded_rows " + std::to_string(s.folded_rows) + " must be " +
+                            std::to_string(kAttnRowsPerCta) + " or " + std::to_string(2 * kAttnRowsPerCta));
+  }
   if (s.split <= 0 || s.split % kAttnKvTile != 0) {
     return invalid_argument("attention: the KV split " + std::to_string(s.split) + " must be a positive multiple of " +
                             std::to_string(kAttnKvTile));
@@ -76,6 +80,7 @@ Status plan_attention(std::span<const int32_t> positions, std::span<const int32_
   plan->clear();
   VOSTI_RETURN_IF_ERROR(check_attention_shape(shape));
   plan->split = shape.split;
+  plan->folded_rows = shape.folded_rows;
   if (positions.size() != row_seq.size())
     return invalid_argument("attention plan: positions and row_seq differ in length");
   const int32_t m = static_cast<int32_t>(positions.size());
@@ -85,17 +90,18 @@ Status plan_attention(std::span<const int32_t> positions, std::span<const int32_
       ++r;
       continue;
     }
-    // The run of consecutive positions of one sequence starting at row r.
+    // The run of consecutive positions of one sequence starting at row r (a sequence's rows
+    // are one run in the runner's steps; any other row order is planned run by run).
     int32_t e = r + 1;
     while (e < m && row_seq[e] == row_seq[r] && positions[e] == positions[e - 1] + 1) ++e;
-    if (e < m && row_seq[e] == row_seq[r] && positions[e] >= 0) {
-      return invalid_argument("attention plan: rows " + std::to_string(e - 1) + " and " + std::to_string(e) +
-                              " of sequence " + std::to_string(row_seq[r]) + " are not consecutive positions");
-    }
-    // A sequence's rows come in one run; a one-row run is a decode.
+    // A one-row run is a decode.
     plan_run(row_seq[r], r, positions[r], e - r, e - r == 1, shape, partial_capacity, plan);
     r = e;
   }
+  // One-split items first: their CTAs need no shared memory for the fold.
+  const auto multi = std::partition(plan->folded.begin(), plan->folded.end(),
+                                    [](const AttentionWork& w) { return w.split_end - w.split_begin == 1; });
+  plan->num_folded_one_split = static_cast<int32_t>(multi - plan->folded.begin());
   return Status();
 }
 

@@ -5,7 +5,8 @@
 // Invariants (what keeps the bits independent of the batch; attention.h states the arithmetic):
 // - A work item holds consecutive positions of one sequence that share the KV tile of their
 //   last position (floor(p / kAttnKvTile) is the same for every row of an item), all heads of
-//   one KV head group, at most kAttnRowsPerCta rows. So every row of an item walks the same
+//   one KV head group, at most kAttnRowsPerCta rows (AttentionShape::folded_rows for items
+//   that fold their splits). So every row of an item walks the same
 //   tiles 0..floor(p / kAttnKvTile), and no row ever sees a tile wholly past its own position.
 // - Split boundaries are multiples of the deployment's split size (AttentionShape::split),
 //   a multiple of kAttnKvTile: logical positions, never a function of the step.
@@ -34,6 +35,9 @@ struct AttentionShape {
   int num_kv_heads = 0;  // a divisor of num_heads; group = num_heads / num_kv_heads <= kAttnRowsPerCta
   int head_dim = 0;
   int split = kAttnDefaultSplit;  // KV positions per split: a positive multiple of kAttnKvTile
+  // Rows of a CTA that folds its splits: kAttnRowsPerCta or twice it (two m16 blocks per warp,
+  // the K/V fragments loaded once for both). Where a row is computed, never how.
+  int folded_rows = kAttnRowsPerCta;
   int group() const { return num_heads / num_kv_heads; }
 };
 
@@ -42,7 +46,7 @@ struct AttentionWork {
   int32_t seq = 0;             // row of the block-table matrix
   int32_t first_row = 0;       // query row of first_position; position first_position + i is row first_row + i
   int32_t first_position = 0;  // logical position of the first query
-  int32_t num_positions = 0;   // 1 .. kAttnRowsPerCta / group
+  int32_t num_positions = 0;   // 1 .. (kAttnRowsPerCta or folded_rows) / group
   int32_t split_begin = 0;     // the splits [split_begin, split_end) this CTA computes, in order
   int32_t split_end = 0;
   int32_t partial = -1;  // -1: fold the splits and write the output; >= 0: (one position, one split) save the
@@ -60,13 +64,17 @@ struct AttentionMerge {
 static_assert(sizeof(AttentionMerge) == 12, "AttentionMerge is copied to the device as 3 int32");
 
 struct AttentionPlan {
-  std::vector<AttentionWork> folded;     // items whose CTA folds all their splits
+  // Items whose CTA folds all their splits: the num_folded_one_split items of one split first.
+  std::vector<AttentionWork> folded;
+  int32_t num_folded_one_split = 0;
   std::vector<AttentionWork> per_split;  // one split each (partial >= 0), or a one-split decode (partial -1)
   std::vector<AttentionMerge> merges;
   int32_t num_partials = 0;       // partial slots used
   int split = kAttnDefaultSplit;  // the split the plan was made for
+  int folded_rows = kAttnRowsPerCta;
   void clear() {
     folded.clear();
+    num_folded_one_split = 0;
     per_split.clear();
     merges.clear();
     num_partials = 0;
@@ -76,11 +84,11 @@ struct AttentionPlan {
 // Number of splits of a query at position p: floor(p / split) + 1.
 inline int32_t attention_num_splits(int32_t position, int split) { return position / split + 1; }
 
-// Plans the step whose query rows have positions[r] and sequences row_seq[r] (rows of one
-// sequence consecutive, in increasing position; a negative position marks a padding row, which
-// gets no work). partial_capacity: partial slots available. Fills *plan (cleared first; its
-// vectors keep their capacity, so a runner's step allocates nothing once warm).
-// Errors: kInvalidArgument for a bad shape or split, or rows of a sequence out of order.
+// Plans the step whose query rows have positions[r] and sequences row_seq[r] (a run of
+// adjacent rows of one sequence at consecutive positions shares items; a negative position
+// marks a padding row, which gets no work). partial_capacity: partial slots available. Fills
+// *plan (cleared first; its vectors keep their capacity, so a runner's step allocates nothing
+// once warm). Errors: kInvalidArgument / kUnimplemented for a bad shape or split.
 Status plan_attention(std::span<const int32_t> positions, std::span<const int32_t> row_seq, const AttentionShape& shape,
                       int32_t partial_capacity, AttentionPlan* plan);
 

@@ -75,7 +75,9 @@ Result<AttentionWorkView> AttentionWorkBuffers::upload(const AttentionPlan& plan
   VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_.as<void>(), h, used, cudaMemcpyHostToDevice, stream));
   AttentionWorkView v = base_view();
   v.split = plan.split;
+  v.folded_rows = plan.folded_rows;
   v.num_folded = static_cast<int32_t>(n_folded);
+  v.num_folded_one_split = plan.num_folded_one_split;
   v.per_split_grid = static_cast<int32_t>(n_per_split);
   v.merge_grid = static_cast<int32_t>(n_merges);
   return v;
