@@ -39,6 +39,7 @@ struct MmaParams {
   const __nv_bfloat16* v;
   int num_kv_heads;
   int block_size;
+  int block_shift;  // log2(block_size) when block_size is a power of two <= 64 (it divides a tile), else -1
   int tiles_per_split;
   float c;  // scale * log2(e)
   void* out;
@@ -148,13 +149,16 @@ __device__ __forceinline__ void reset(WarpState<kHd, kBlocks>& st) {
 
 // The block-table entries of this thread's rows of KV tile `tile` (-1 past last_pos), read one
 // tile ahead of the copies that use them, so that the table's latency hides behind a tile.
+// Where the block size divides the tile, a row's block and offset are shifts and masks.
 template <class S>
 __device__ __forceinline__ void load_blocks(const MmaParams& p, const int32_t* table, int tile, int last_pos,
                                             int32_t (&blk)[S::kRowsPerThread]) {
+  const int r0 = static_cast<int>(threadIdx.x) / S::kChunks;
 #pragma unroll
   for (int i = 0; i < S::kRowsPerThread; ++i) {
-    const int j = tile * kTile + static_cast<int>(threadIdx.x) / S::kChunks + i * S::kRowsPerPass;
-    blk[i] = j <= last_pos ? table[j / p.block_size] : -1;
+    const int j = tile * kTile + r0 + i * S::kRowsPerPass;
+    const int index = p.block_shift >= 0 ? j >> p.block_shift : j / p.block_size;
+    blk[i] = j <= last_pos ? table[index] : -1;
   }
 }
 
@@ -162,18 +166,18 @@ __device__ __forceinline__ void load_blocks(const MmaParams& p, const int32_t* t
 template <class S>
 __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&blk)[S::kRowsPerThread], int kv_head,
                                           int tile, uint32_t k_stage, uint32_t v_stage) {
+  constexpr int kHd = S::kChunks * 8;
   const int chunk = static_cast<int>(threadIdx.x) % S::kChunks;
+  const int r0 = static_cast<int>(threadIdx.x) / S::kChunks;
 #pragma unroll
   for (int i = 0; i < S::kRowsPerThread; ++i) {
-    const int row = static_cast<int>(threadIdx.x) / S::kChunks + i * S::kRowsPerPass;
+    const int row = r0 + i * S::kRowsPerPass;
     const int j = tile * kTile + row;
     const bool valid = blk[i] >= 0;
-    const int64_t off =
-        valid ? ((static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head) * p.block_size + j % p.block_size) *
-                        S::kChunks * 8 +
-                    chunk * 8
-              : 0;
-    const uint32_t dst = swizzled<S::kChunks * 8>(row, chunk);
+    const int in_block = p.block_shift >= 0 ? j & ((1 << p.block_shift) - 1) : j % p.block_size;
+    const int64_t page = static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head;  // [block, head] page
+    const int64_t off = valid ? (page * p.block_size + in_block) * kHd + chunk * 8 : 0;
+    const uint32_t dst = swizzled<kHd>(row, chunk);
     cp_async_16(k_stage + dst, p.k + off, valid);
     cp_async_16(v_stage + dst, p.v + off, valid);
   }
@@ -581,6 +585,9 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
   p.v = static_cast<const __nv_bfloat16*>(kv.v);
   p.num_kv_heads = kv.num_kv_heads;
   p.block_size = kv.block_size;
+  p.block_shift = -1;
+  for (int shift = 0; shift <= 6; ++shift)
+    if (kv.block_size == 1 << shift) p.block_shift = shift;
   p.tiles_per_split = w.split / kTile;
   p.c = a.scale * 1.44269504088896340736f;  // one f32 rounding
   p.out = a.out;
