@@ -25,7 +25,7 @@
 namespace vosti::bench {
 
 struct HttpTargetOptions {
-  std::string base_url = "http://127.0.0.1:8000";
+  std::string base_url;  // http://HOST[:PORT][/PREFIX]
   std::string api_key;
   std::string model;               // the "model" field; empty: the first id of GET /v1/models
   double request_timeout_s = 600;  // the longest silence of a server within one request

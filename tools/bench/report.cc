@@ -131,7 +131,7 @@ void print_run(FILE* out, const RunResult& run, const std::string& title) {
   if (m.cached_token_fraction) cache += "; cached prompt tokens " + percent(*m.cached_token_fraction) + " (responses)";
   std::fprintf(out, "prefix cache    hit rate %s\n", cache.c_str());
   std::fprintf(out, "preemptions     %s\n", c.preemptions ? std::to_string(*c.preemptions).c_str() : "not reported");
-  std::fprintf(out, "latency (ms)          mean     median        p90        p99    count\n");
+  std::fprintf(out, "latency\n  %-6s %10s %10s %10s %10s %8s\n", "(ms)", "mean", "median", "p90", "p99", "count");
   print_distribution(out, "TTFT", m.ttft_ms);
   print_distribution(out, "TPOT", m.tpot_ms);
   print_distribution(out, "ITL", m.itl_ms);
