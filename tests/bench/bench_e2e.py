@@ -5,7 +5,8 @@
   honoured) report the same prompt and output token counts, request by request;
 - --check-determinism against the server compares token ids and logits digests: identical;
 - bad arguments exit 2 naming the flag; an unreachable server exits 1 naming the URL;
-- a server killed mid-run gives a partial report, the JSON, and exit 1 within a bound;
+- a server killed mid-run gives a partial report, the JSON, and exit 1 within a bound; one
+  that stops answering (SIGSTOP) fails its requests after --request-timeout and stops the run;
 - Ctrl-C (SIGINT) prints what was measured so far, writes the JSON, exits 130;
 - --sweep-concurrency with --plot writes the PNG plots (matplotlib).
 Every run is small (seconds on 2 cores); no timing is asserted.
@@ -122,6 +123,28 @@ def server_dies(binary, model, tmp):
     check("a dead server: the JSON keeps what was measured", 0 < m["completed"] < 60 and m["not_sent"] > 0, m)
 
 
+def server_stalls(binary, model, tmp):
+    """A server that stops answering (SIGSTOP) fails the requests after --request-timeout."""
+    server = h.Server(binary, model, ["--no-access-log"])
+    p = subprocess.Popen([binary, "bench", "--base-url", server.base_url, "--num-prompts", "60", "--input-len", "16",
+                          "--output-len", "24", "--ignore-eos", "--max-concurrency", "2", "--no-progress",
+                          "--request-timeout", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    server.proc.send_signal(signal.SIGSTOP)
+    try:
+        out, err = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out = ""
+        check("a stalled server does not hang the benchmark", False)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.proc.kill()
+        server.proc.wait()
+    check("a stalled server: exit 1", p.returncode == 1, f"rc={p.returncode}")
+    check("a stalled server: the report says it timed out", "timed out" in out and "STOPPED EARLY" in out, out[-600:])
+
+
 def interrupted(binary, tmp):
     out_json = os.path.join(tmp, "int.json")
     p = subprocess.Popen([binary, "bench", "--num-prompts", "200", "--input-len", "16", "--output-len", "8",
@@ -167,6 +190,7 @@ def main():
         finally:
             server.stop()
         server_dies(binary, model, tmp)
+        server_stalls(binary, model, tmp)
         interrupted(binary, tmp)
     print(f"bench_e2e: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1

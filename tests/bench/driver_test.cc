@@ -135,7 +135,7 @@ TEST(Driver, AnUnreachableServerStopsSending) {
   RunOptions o;
   o.max_concurrency = 1;
   const RunResult r = run_workload(t, clock, requests(50), o);
-  EXPECT_NE(r.stopped_early.find("unreachable: connection refused"), std::string::npos);
+  EXPECT_NE(r.stopped_early.find("unresponsive: connection refused"), std::string::npos);
   EXPECT_EQ(r.metrics.num_completed, 2);
   EXPECT_GE(r.metrics.num_not_sent, 47);
 }

@@ -9,10 +9,10 @@ namespace {
 // Poisson arrivals, a cap on concurrency, ranged lengths.
 void cpu_small(BenchConfig& c) {
   c.workload.kind = "random";
-  c.workload.num_prompts = 48;
+  c.workload.num_prompts = 64;
   c.input_len = "32:256";
-  c.output_len = "16:96";
-  c.request_rate = 2;
+  c.output_len = "16:128";
+  c.request_rate = 1.5;
   c.max_concurrency = 16;
   c.engine.max_num_seqs = 16;
 }
@@ -58,7 +58,7 @@ void shared_prefix_chat(BenchConfig& c) {
 }
 
 constexpr BenchPreset kPresets[] = {
-    {"cpu-small", "48 random requests (32-256 in, 16-96 out), Poisson 2 req/s, 16 at once: ~1 min on 2 cores",
+    {"cpu-small", "64 random requests (32-256 in, 16-128 out), Poisson 1.5 req/s, 16 at once: ~1 min on 2 cores",
      cpu_small},
     {"decode-b1", "batch-1 decode: 4 requests of 1,024 in / 256 out one at a time, EOS ignored, 1 warm-up", decode_b1},
     {"rollout", "256 x 1,024 in / 1,024 out all at once, temperature 1, EOS ignored (SGLang's rollout)", rollout},

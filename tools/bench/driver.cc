@@ -63,7 +63,7 @@ RunResult run_workload(Target& target, RunClock& clock, std::span<const BenchReq
       if (options.interrupted && options.interrupted->load()) {
         stop("interrupted (Ctrl-C)");
       } else if (auto why = target.unreachable()) {
-        stop("the server became unreachable: " + *why);
+        stop("the server is unreachable or unresponsive: " + *why);
       }
     }
     const bool stopping = !result.stopped_early.empty();

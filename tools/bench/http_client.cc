@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace vosti::bench {
@@ -49,18 +50,27 @@ class Socket {
 
 using Clock = std::chrono::steady_clock;
 
+// Why a wait on a socket ended.
+struct WaitOutcome {
+  enum Kind : uint8_t { kReady, kTimedOut, kCancelled, kError } kind = kReady;
+  std::string message;  // empty when ready
+};
+
 // Waits for `events` on fd up to timeout_s, in 100 ms slices that check `cancel`.
-// Returns "" when ready, else why not ("timed out after N s", "cancelled").
-std::string wait_fd(int fd, short events, double timeout_s, const std::atomic<bool>* cancel) {
+WaitOutcome wait_fd(int fd, short events, double timeout_s, const std::atomic<bool>* cancel) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
-    if (cancel && cancel->load()) return "cancelled";
+    if (cancel && cancel->load()) return {WaitOutcome::kCancelled, "cancelled"};
     const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left <= 0) return "no response for " + std::to_string(static_cast<int>(timeout_s)) + " s (timed out)";
+    if (left <= 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "no response for %g s (timed out)", timeout_s);
+      return {WaitOutcome::kTimedOut, buf};
+    }
     pollfd p{fd, events, 0};
     const int rc = ::poll(&p, 1, static_cast<int>(std::min(left, 0.1) * 1000) + 1);
-    if (rc > 0) return "";
-    if (rc < 0 && errno != EINTR) return std::string("poll: ") + std::strerror(errno);
+    if (rc > 0) return {};
+    if (rc < 0 && errno != EINTR) return {WaitOutcome::kError, std::string("poll: ") + std::strerror(errno)};
   }
 }
 
@@ -84,7 +94,7 @@ std::string connect_to(const BaseUrl& url, const HttpExchangeOptions& o, Socket&
       error = std::strerror(errno);
       continue;
     }
-    error = wait_fd(sock.fd(), POLLOUT, o.connect_timeout_s, o.cancel);
+    error = wait_fd(sock.fd(), POLLOUT, o.connect_timeout_s, o.cancel).message;
     if (error.empty()) {
       int so_error = 0;
       socklen_t len = sizeof so_error;
@@ -112,7 +122,8 @@ std::string send_all(int fd, std::string_view data, const HttpExchangeOptions& o
     }
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       return std::string("send: ") + std::strerror(errno);
-    if (std::string e = wait_fd(fd, POLLOUT, o.read_timeout_s, o.cancel); !e.empty()) return e;
+    if (WaitOutcome w = wait_fd(fd, POLLOUT, o.read_timeout_s, o.cancel); w.kind != WaitOutcome::kReady)
+      return w.message;
   }
   return "";
 }
@@ -292,8 +303,10 @@ HttpOutcome http_exchange(const BaseUrl& url, const HttpRequest& request, const 
   std::string body;
   char buf[16384];
   while (!parser.complete()) {
-    if (std::string e = wait_fd(sock.fd(), POLLIN, options.read_timeout_s, options.cancel); !e.empty()) {
-      out.transport_error = e;
+    if (WaitOutcome w = wait_fd(sock.fd(), POLLIN, options.read_timeout_s, options.cancel);
+        w.kind != WaitOutcome::kReady) {
+      out.transport_error = w.message;
+      out.timed_out = w.kind == WaitOutcome::kTimedOut;
       return out;
     }
     const ssize_t n = ::recv(sock.fd(), buf, sizeof buf, 0);

@@ -82,6 +82,7 @@ struct HttpExchangeOptions {
 struct HttpOutcome {
   int status = 0;
   bool connected = false;  // the TCP connection was made
+  bool timed_out = false;  // the server went silent for read_timeout_s
   std::string transport_error;
 };
 

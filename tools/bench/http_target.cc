@@ -51,7 +51,8 @@ std::map<std::string, double> parse_prometheus(std::string_view text) {
 Result<std::unique_ptr<HttpTarget>> HttpTarget::create(const HttpTargetOptions& options, const RunClock* clock) {
   VOSTI_ASSIGN_OR_RETURN(BaseUrl url, parse_base_url(options.base_url));
   std::unique_ptr<HttpTarget> t(new HttpTarget(options, url, clock));
-  VOSTI_ASSIGN_OR_RETURN(HttpReply models, http_get(url, "/v1/models", t->auth_headers(), 30));
+  const double probe_timeout_s = std::min(30.0, options.request_timeout_s);
+  VOSTI_ASSIGN_OR_RETURN(HttpReply models, http_get(url, "/v1/models", t->auth_headers(), probe_timeout_s));
   if (models.status != 200) {
     return failed_precondition("GET " + url.to_string() + "/v1/models: " + error_message(models.status, models.body) +
                                (models.status == 401 ? " (give --api-key)" : ""));
@@ -123,13 +124,16 @@ void HttpTarget::run_request(BenchRequest request, SamplingOptions options, doub
   });
   tokens_in_flight_ -= counted;
   r.end_s = clock_->now_s();
-  if (!r.delivery_s.empty() || reader.saw_usage()) {
-    if (!reader.saw_usage()) r.num_output_tokens = reader.num_tokens_counted();
+  if (!reader.saw_usage()) {  // a server without usage: what the stream and the prompt say
+    r.num_output_tokens = reader.num_tokens_counted();
+    if (request.kind == PromptKind::kTokenIds) r.num_prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!outcome.transport_error.empty() && !reader.done()) {
     r.error = outcome.transport_error == "cancelled" ? "aborted: " + abort_reason_ : outcome.transport_error;
+    // A server that refuses connections or stops answering gets no more requests.
     if (!outcome.connected && !cancel_) unreachable_ = outcome.transport_error;
+    if (outcome.timed_out && !cancel_) unreachable_ = outcome.transport_error;
   } else if (outcome.status != 200) {
     r.error = error_message(outcome.status, error_body);
   } else if (!stream_error.ok()) {

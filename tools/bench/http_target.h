@@ -2,7 +2,8 @@
 // llama.cpp's llama-server). One thread and one connection per request in flight, streamed
 // responses (SSE) timed chunk by chunk; the server's /metrics (Vosti's or vLLM's counter
 // names, SGLang's hit-rate gauge) give prefix-cache hits and preemptions where it has them.
-// A request that cannot connect marks the server unreachable; the driver then stops sending.
+// A request that cannot connect, or that the server leaves silent for request_timeout_s, marks
+// the server unreachable; the driver then stops sending.
 // Thread safety: as Target (one driver thread); the request threads share only the finished
 // queue (under mu_) and atomics.
 #pragma once
