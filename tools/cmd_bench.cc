@@ -88,7 +88,7 @@ void add_target_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
   app.add_option("--model,-m", c.model,
                  "model file: a .gguf or a Hugging Face directory (in-process: the model; HTTP: its tokenizer)")
       ->capture_default_str();
-  app.add_option("--base-url", c.base_url, "benchmark an OpenAI-compatible server at this URL (http://HOST:PORT)");
+  app.add_option("--base-url", c.http.base_url, "benchmark an OpenAI-compatible server at this URL (http://HOST:PORT)");
   app.add_option("--served-model-name", c.http.model, "HTTP: the \"model\" field (default: the server's first model)");
   app.add_option("--api-key", c.http.api_key, "HTTP: sent as 'Authorization: Bearer KEY'");
   app.add_option("--request-timeout", c.http.request_timeout_s, "HTTP: seconds of server silence that fail a request")

@@ -109,7 +109,6 @@ Status finalize_config(BenchConfig& c) {
   if (!(c.http.request_timeout_s > 0)) return invalid_argument("--request-timeout must be > 0 seconds");
   if (c.kv_cache_mb < 1) return invalid_argument("--kv-cache-mb must be >= 1");
   c.engine.kv_cache_bytes = c.kv_cache_mb << 20;
-  c.http.base_url = c.base_url;
   return Status();
 }
 

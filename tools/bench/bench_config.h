@@ -19,9 +19,8 @@ namespace vosti::bench {
 
 struct BenchConfig {
   std::string preset;  // "" or a preset's name
-  // Target: in-process engine unless base_url is given.
+  // Target: the engine in-process unless http.base_url is given.
   std::string model;  // the model file (in-process), or its tokenizer (HTTP)
-  std::string base_url;
   HttpTargetOptions http;
   EngineConfig engine;
   int64_t kv_cache_mb = 256;

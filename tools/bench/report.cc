@@ -168,10 +168,10 @@ ordered_json config_json(const BenchConfig& c) {
   const WorkloadConfig& w = c.workload;
   ordered_json j;
   j["preset"] = c.preset;
-  j["target"] = c.base_url.empty() ? "in-process" : "http";
+  j["target"] = c.http.base_url.empty() ? "in-process" : "http";
   j["model"] = c.model;
-  if (!c.base_url.empty()) {
-    j["base_url"] = c.base_url;
+  if (!c.http.base_url.empty()) {
+    j["base_url"] = c.http.base_url;
     j["served_model_name"] = c.http.model;
     j["request_timeout_s"] = c.http.request_timeout_s;
   } else {

@@ -36,7 +36,7 @@ struct OpenedTarget {
 
 Result<OpenedTarget> open_target(const BenchConfig& c, const RunClock* clock) {
   OpenedTarget out;
-  if (c.base_url.empty()) {
+  if (c.http.base_url.empty()) {
     VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<EngineTarget> t, EngineTarget::create(c.model, c.engine, clock));
     const RunnerInfo& info = t->engine().runner_info();
     const std::string model_name = t->engine().model().config().name;
@@ -112,6 +112,59 @@ bool all_answered(const RunResult& r) {
   return r.stopped_early.empty() && r.metrics.num_completed == r.metrics.num_requests;
 }
 
+// Warm-up requests (prompts of their own, all at once); their results are not kept.
+void run_warmups(const BenchConfig& c, const OpenedTarget& t, RunClock& clock, const RunOptions& base) {
+  if (c.num_warmups <= 0) return;
+  auto warm = workload_at(c, t.tokenizer.get(), 1000003);
+  if (!warm.ok()) return;
+  warm->resize(std::min<size_t>(warm->size(), static_cast<size_t>(c.num_warmups)));
+  RunOptions o = base;
+  o.label = "warm-up";
+  o.arrivals.request_rate = std::numeric_limits<double>::infinity();
+  const RunResult w = run_workload(*t.target, clock, *warm, o);
+  std::fprintf(stderr, "vosti bench: %lld warm-up request(s) in %.2f s\n",
+               static_cast<long long>(w.metrics.num_completed), w.duration_s);
+}
+
+struct Measurements {
+  std::vector<RunResult> runs;
+  std::optional<DeterminismReport> determinism;
+};
+
+// The measured runs: one, one per sweep point (each with its own prompts), or the two
+// determinism passes and their comparison. Each run's table is printed as it ends; a run
+// that stops early ends the sequence.
+Measurements measure(const BenchConfig& c, const OpenedTarget& t, RunClock& clock,
+                     const std::vector<BenchRequest>& requests, const RunOptions& base) {
+  Measurements m;
+  const auto run = [&](const std::vector<BenchRequest>& reqs, const RunOptions& o) {
+    m.runs.push_back(run_workload(*t.target, clock, reqs, o));
+    print_run(stdout, m.runs.back(), o.label + ": " + t.title);
+    std::fflush(stdout);
+    return m.runs.back().stopped_early.empty();
+  };
+  if (!c.sweep_concurrency.empty()) {
+    for (size_t k = 0; k < c.sweep_concurrency.size(); ++k) {
+      auto reqs = k == 0 ? Result<std::vector<BenchRequest>>(requests) : workload_at(c, t.tokenizer.get(), 2000003 * k);
+      if (!reqs.ok()) break;
+      RunOptions o = base;
+      o.max_concurrency = c.sweep_concurrency[k];
+      o.label = "concurrency " + std::to_string(o.max_concurrency);
+      if (!run(*reqs, o)) break;
+    }
+    return m;
+  }
+  RunOptions o = base;
+  o.label = c.check_determinism ? "determinism pass 1" : "main";
+  o.sampling.want_content = c.check_determinism;
+  if (run(requests, o) && c.check_determinism &&
+      run(requests, second_pass(c, o, static_cast<int64_t>(requests.size())))) {
+    m.determinism = compare_runs(m.runs[0].records, m.runs[1].records);
+    print_determinism(stdout, *m.determinism);
+  }
+  return m;
+}
+
 std::string plot_script() {
   std::vector<std::filesystem::path> candidates;
   if (const char* s = std::getenv("VOSTI_SOURCE_DIR"); s && *s)
@@ -178,7 +231,6 @@ int run_session(const BenchConfig& c, const std::string& command_line, const std
     std::fprintf(stderr, "vosti bench: %s\n", opened.status().to_string().c_str());
     return opened.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
   }
-  Target& target = *opened->target;
   doc["target"] = opened->description;
   std::fprintf(stderr, "vosti bench: %s\n", opened->title.c_str());
   auto requests = workload_at(c, opened->tokenizer.get(), 0);
@@ -187,56 +239,18 @@ int run_session(const BenchConfig& c, const std::string& command_line, const std
     return requests.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
   }
   const RunOptions base = base_options(c, interrupted);
-  if (c.num_warmups > 0) {
-    auto warm = workload_at(c, opened->tokenizer.get(), 1000003);
-    if (warm.ok()) {
-      warm->resize(std::min<size_t>(warm->size(), static_cast<size_t>(c.num_warmups)));
-      RunOptions o = base;
-      o.label = "warm-up";
-      o.arrivals.request_rate = std::numeric_limits<double>::infinity();
-      const RunResult w = run_workload(target, clock, *warm, o);
-      std::fprintf(stderr, "vosti bench: %lld warm-up request(s) in %.2f s\n",
-                   static_cast<long long>(w.metrics.num_completed), w.duration_s);
-    }
-  }
-  std::vector<RunResult> runs;
-  std::optional<DeterminismReport> determinism;
-  const auto measure = [&](const std::vector<BenchRequest>& reqs, const RunOptions& o) {
-    runs.push_back(run_workload(target, clock, reqs, o));
-    print_run(stdout, runs.back(), o.label + ": " + opened->title);
-    std::fflush(stdout);
-    return runs.back().stopped_early.empty();
-  };
-  if (!c.sweep_concurrency.empty()) {
-    for (size_t k = 0; k < c.sweep_concurrency.size(); ++k) {
-      auto reqs = k == 0 ? requests : workload_at(c, opened->tokenizer.get(), 2000003 * k);
-      if (!reqs.ok()) break;
-      RunOptions o = base;
-      o.max_concurrency = c.sweep_concurrency[k];
-      o.label = "concurrency " + std::to_string(o.max_concurrency);
-      if (!measure(*reqs, o)) break;
-    }
-  } else {
-    RunOptions o = base;
-    o.label = c.check_determinism ? "determinism pass 1" : "main";
-    o.sampling.want_content = c.check_determinism;
-    if (measure(*requests, o) && c.check_determinism) {
-      if (measure(*requests, second_pass(c, o, static_cast<int64_t>(requests->size())))) {
-        determinism = compare_runs(runs[0].records, runs[1].records);
-        print_determinism(stdout, *determinism);
-      }
-    }
-  }
+  run_warmups(c, *opened, clock, base);
+  const Measurements m = measure(c, *opened, clock, *requests, base);
   doc["machine"]["load_average_end"] = machine_info()["load_average"];
   ordered_json runs_json = ordered_json::array();
-  for (const RunResult& r : runs) runs_json.push_back(run_json(r, c.save_detailed));
+  for (const RunResult& r : m.runs) runs_json.push_back(run_json(r, c.save_detailed));
   doc["runs"] = std::move(runs_json);
-  if (determinism) doc["determinism"] = determinism_json(*determinism);
+  if (m.determinism) doc["determinism"] = determinism_json(*m.determinism);
   const bool written = write_outputs(c, doc);
   if (interrupted) return kExitInterrupted;
-  bool ok = written && !runs.empty();
-  for (const RunResult& r : runs) ok = ok && all_answered(r);
-  if (c.check_determinism) ok = ok && determinism && determinism->identical();
+  bool ok = written && !m.runs.empty();
+  for (const RunResult& r : m.runs) ok = ok && all_answered(r);
+  if (c.check_determinism) ok = ok && m.determinism && m.determinism->identical();
   return ok ? kExitOk : kExitFailed;
 }
 
