@@ -155,6 +155,7 @@ void add_workload_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
   app.add_option("--determinism-concurrency", c.determinism_concurrency,
                  "the second pass's cap (default: 1 if the first ran several at once, else none)");
   app.add_option("--output,-o", c.output_json, "write the JSON result here");
+  app.add_option("--label", c.label, "a note kept in the JSON and the docs table (e.g. how the server was started)");
   app.add_option("--plot", c.plot_dir, "write PNG plots here (scripts/bench-plot, matplotlib)");
   app.add_flag("--save-detailed", c.save_detailed, "per-request delivery times in the JSON (ITL CDF)");
   app.add_flag("--no-progress", x.no_progress, "no progress bar (it is off when stderr is not a terminal)");

@@ -19,6 +19,7 @@ namespace vosti::bench {
 
 struct BenchConfig {
   std::string preset;  // "" or a preset's name
+  std::string label;   // a free note recorded with the result (e.g. the server's command line)
   // Target: the engine in-process unless http.base_url is given.
   std::string model;  // the model file (in-process), or its tokenizer (HTTP)
   HttpTargetOptions http;

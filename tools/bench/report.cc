@@ -168,6 +168,7 @@ ordered_json config_json(const BenchConfig& c) {
   const WorkloadConfig& w = c.workload;
   ordered_json j;
   j["preset"] = c.preset;
+  j["label"] = c.label;
   j["target"] = c.http.base_url.empty() ? "in-process" : "http";
   j["model"] = c.model;
   if (!c.http.base_url.empty()) {
