@@ -8,15 +8,22 @@
 - a server killed mid-run gives a partial report, the JSON, and exit 1 within a bound; one
   that stops answering (SIGSTOP) fails its requests after --request-timeout and stops the run;
 - Ctrl-C (SIGINT) prints what was measured so far, writes the JSON, exits 130;
-- --sweep-concurrency with --plot writes the PNG plots (matplotlib).
+- --sweep-concurrency with --plot writes the PNG plots (matplotlib);
+- a prompts file (text and chat entries): in-process and HTTP count the same tokens;
+- a peer server without digests (a stand-in for llama-server, strict about unknown fields):
+  --check-determinism compares token text and logprobs and says so, and reports every
+  mismatch of a peer whose logprobs depend on the batch.
 Every run is small (seconds on 2 cores); no timing is asserted.
 """
+import hashlib
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
@@ -83,6 +90,110 @@ def same_token_counts(binary, server, tmp):
     m = doc_b["runs"][0]["metrics"]
     check("HTTP: prefix-cache and preemption counters from /metrics",
           m["prefix_cache_hit_rate"] is not None and m["preemptions"] is not None, m)
+
+
+def prompts_file(binary, server, tmp):
+    path = os.path.join(tmp, "prompts.jsonl")
+    with open(path, "w") as f:
+        f.write(json.dumps({"prompt": "The capital of France is", "max_tokens": 12}) + "\n")
+        f.write(json.dumps({"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 10}) + "\n")
+        f.write(json.dumps({"conversations": [{"from": "human", "value": "Say hi."}, {"from": "gpt", "value": "Hi!"}]})
+                + "\n")
+    a, b = os.path.join(tmp, "file_a.json"), os.path.join(tmp, "file_b.json")
+    args = ["--prompts-file", path, "--no-progress"]
+    rc_a, _, err_a = bench(binary, [*args, "-o", a])
+    rc_b, _, err_b = bench(binary, ["--base-url", server.base_url, *args, "-o", b])
+    check("prompts file: both targets exit 0", rc_a == 0 and rc_b == 0, err_a[-300:] + err_b[-300:])
+    _, ra = per_request(a)
+    _, rb = per_request(b)
+    check("prompts file (text, chat, ShareGPT): the same token counts in-process and over HTTP", ra == rb and
+          len(ra) == 3, f"{ra} vs {rb}")
+
+
+class PeerHandler(http.server.BaseHTTPRequestHandler):
+    """A stand-in for a peer server (llama-server style): no token ids, no digests, unknown
+    fields refused; output text and logprobs derived from the prompt and seed. With
+    server.batch_variant set, a logprob moves when several requests run at once."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send_json(self, status, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path == "/v1/models":
+            self.send_json(200, {"object": "list", "data": [{"id": "peer", "owned_by": "llamacpp"}]})
+        else:
+            self.send_json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        allowed = {"model", "prompt", "max_tokens", "temperature", "seed", "stream", "stream_options", "ignore_eos",
+                   "logprobs"}
+        if set(req) - allowed:
+            self.send_json(400, {"error": {"message": f"unknown fields {sorted(set(req) - allowed)}"}})
+            return
+        server = self.server
+        with server.lock:
+            server.in_flight += 1
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            key = json.dumps([req["prompt"], req.get("seed")])
+            for i in range(req["max_tokens"]):
+                time.sleep(0.01)
+                h = int(hashlib.sha256(f"{key}/{i}".encode()).hexdigest(), 16)
+                piece = " w" + str(h % 50)
+                logprob = -(h % 1000) / 100
+                with server.lock:
+                    if server.batch_variant and server.in_flight > 1 and i == 2:
+                        logprob -= 0.001
+                chunk = {"object": "text_completion", "choices": [{"index": 0, "text": piece, "finish_reason": None,
+                         "logprobs": {"tokens": [piece], "token_logprobs": [logprob]}}]}
+                self.send_event(chunk)
+            self.send_event({"object": "text_completion", "choices": [],
+                             "usage": {"prompt_tokens": len(req["prompt"]), "completion_tokens": req["max_tokens"]}})
+            self.send_event("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+
+    def send_event(self, obj):
+        data = ("data: " + (obj if isinstance(obj, str) else json.dumps(obj)) + "\n\n").encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+def peer_determinism(binary, tmp):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PeerHandler)
+    server.lock, server.in_flight, server.batch_variant = threading.Lock(), 0, False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    args = ["--base-url", url, "--num-prompts", "6", "--input-len", "8", "--output-len", "5", "--ignore-eos",
+            "--max-concurrency", "3", "--no-progress", "--check-determinism"]
+    try:
+        rc, out, err = bench(binary, args)
+        check("a peer without digests: --check-determinism exits 0 when it is stable", rc == 0,
+              f"rc={rc} {out[-600:]} {err[-300:]}")
+        check("a peer without digests: compares token text and logprobs, and says so",
+              "token text and logprobs" in out and "do not prove" in out, out[-600:])
+        server.batch_variant = True
+        rc, out, err = bench(binary, args)
+        check("a batch-variant peer: exit 1", rc == 1, f"rc={rc}")
+        check("a batch-variant peer: every mismatch is printed", "MISMATCH request" in out and "position 2: logprob"
+              in out and "DIFFERS" in out, out[-800:])
+    finally:
+        server.shutdown()
 
 
 def determinism(binary, server, tmp):
@@ -186,9 +297,11 @@ def main():
         try:
             same_token_counts(binary, server, tmp)
             determinism(binary, server, tmp)
+            prompts_file(binary, server, tmp)
             plots(binary, server, tmp)
         finally:
             server.stop()
+        peer_determinism(binary, tmp)
         server_dies(binary, model, tmp)
         server_stalls(binary, model, tmp)
         interrupted(binary, tmp)
