@@ -57,7 +57,6 @@ class ScriptedTarget : public Target {
     return out;
   }
   void abort_all(const std::string& why) override { aborted_with = why; }
-  int64_t num_in_flight() const override { return static_cast<int64_t>(pending_.size()); }
   int64_t num_output_tokens_in_flight() const override { return 0; }
   std::optional<std::string> unreachable() const override {
     if (unreachable_after >= 0 && answered_ >= unreachable_after) return "connection refused";

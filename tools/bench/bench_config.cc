@@ -104,6 +104,8 @@ Status finalize_config(BenchConfig& c) {
     return invalid_argument("--sweep-concurrency sets the cap of each run; do not also give --max-concurrency");
   if (!c.sweep_concurrency.empty() && c.check_determinism)
     return invalid_argument("--check-determinism runs its own two passes; run it without --sweep-concurrency");
+  if (c.determinism_concurrency < -1)
+    return invalid_argument("--determinism-concurrency must be >= 1 (0: no cap; unset: chosen from the first pass)");
   if (c.temperature < 0) return invalid_argument("--temperature must be >= 0 (0: greedy)");
   if (c.num_warmups < 0) return invalid_argument("--num-warmups must be >= 0");
   if (!(c.http.request_timeout_s > 0)) return invalid_argument("--request-timeout must be > 0 seconds");

@@ -31,7 +31,6 @@ class EngineTarget : public Target {
   void submit(const BenchRequest& request, const SamplingOptions& options, double send_s) override;
   std::vector<RequestRecord> wait(double deadline_s) override;
   void abort_all(const std::string& why) override;
-  int64_t num_in_flight() const override { return static_cast<int64_t>(in_flight_.size()); }
   int64_t num_output_tokens_in_flight() const override;
   std::optional<std::string> unreachable() const override { return std::nullopt; }
   TargetCounters counters() override;

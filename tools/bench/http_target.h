@@ -42,7 +42,6 @@ class HttpTarget : public Target {
   void submit(const BenchRequest& request, const SamplingOptions& options, double send_s) override;
   std::vector<RequestRecord> wait(double deadline_s) override;
   void abort_all(const std::string& why) override;
-  int64_t num_in_flight() const override { return static_cast<int64_t>(workers_.size()); }
   int64_t num_output_tokens_in_flight() const override { return tokens_in_flight_.load(); }
   std::optional<std::string> unreachable() const override;
   TargetCounters counters() override;

@@ -221,10 +221,6 @@ int run_session(const BenchConfig& c, const std::string& command_line, const std
   doc["command"] = command_line;
   doc["machine"] = machine_info();
   doc["config"] = config_json(c);
-  if (!c.output_json.empty() && !std::ofstream(c.output_json, std::ios::app)) {  // fail now, not after the run
-    std::fprintf(stderr, "vosti bench: cannot write -o %s (does its directory exist?)\n", c.output_json.c_str());
-    return kExitUsage;
-  }
   RunClock clock;
   auto opened = open_target(c, &clock);
   if (!opened.ok()) {
@@ -237,6 +233,10 @@ int run_session(const BenchConfig& c, const std::string& command_line, const std
   if (!requests.ok()) {
     std::fprintf(stderr, "vosti bench: %s\n", requests.status().to_string().c_str());
     return requests.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+  }
+  if (!c.output_json.empty() && !std::ofstream(c.output_json, std::ios::app)) {  // fail before the run, not after
+    std::fprintf(stderr, "vosti bench: cannot write -o %s (does its directory exist?)\n", c.output_json.c_str());
+    return kExitUsage;
   }
   const RunOptions base = base_options(c, interrupted);
   run_warmups(c, *opened, clock, base);

@@ -53,7 +53,6 @@ class Target {
   virtual std::vector<RequestRecord> wait(double deadline_s) = 0;
   // Stops every request in flight; each still comes out of wait(), failed with `why`.
   virtual void abort_all(const std::string& why) = 0;
-  virtual int64_t num_in_flight() const = 0;
   // Output tokens received so far by requests still in flight (the progress bar's count).
   virtual int64_t num_output_tokens_in_flight() const = 0;
   // Set when the server cannot be reached any more: the driver stops sending.
