@@ -21,6 +21,11 @@ TEST(BaseUrl, ParsesHostPortAndPrefix) {
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->prefix, "/proxy");
   EXPECT_EQ(parse_base_url("http://localhost")->port, 80);
+  auto v6 = parse_base_url("http://[::1]:8000");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 8000);
+  EXPECT_EQ(v6->to_string(), "http://[::1]:8000");
   EXPECT_FALSE(parse_base_url("https://x:1").ok());
   EXPECT_FALSE(parse_base_url("127.0.0.1:8000").ok());
   EXPECT_FALSE(parse_base_url("http://x:99999").ok());

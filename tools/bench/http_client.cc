@@ -130,7 +130,12 @@ std::string send_all(int fd, std::string_view data, const HttpExchangeOptions& o
 
 }  // namespace
 
-std::string BaseUrl::to_string() const { return "http://" + host + ":" + std::to_string(port) + prefix; }
+std::string BaseUrl::authority() const {
+  const std::string h = host.find(':') == std::string::npos ? host : "[" + host + "]";
+  return h + ":" + std::to_string(port);
+}
+
+std::string BaseUrl::to_string() const { return "http://" + authority() + prefix; }
 
 Result<BaseUrl> parse_base_url(const std::string& url) {
   const std::string scheme = "http://";
@@ -145,8 +150,11 @@ Result<BaseUrl> parse_base_url(const std::string& url) {
     rest = rest.substr(0, slash);
     while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
   }
+  // HOST, HOST:PORT, [V6], [V6]:PORT
+  const size_t bracket = rest.rfind(']');
   const size_t colon = rest.rfind(':');
-  if (colon != std::string::npos && rest.find(']') == std::string::npos) {
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket) &&
+      (rest.front() == '[' || rest.find(':') == colon)) {
     const std::string port = rest.substr(colon + 1);
     rest = rest.substr(0, colon);
     if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit) || std::stoi(port) < 1 ||
@@ -290,8 +298,8 @@ HttpOutcome http_exchange(const BaseUrl& url, const HttpRequest& request, const 
     return out;
   }
   out.connected = true;
-  std::string wire = request.method + " " + url.prefix + request.path + " HTTP/1.1\r\nHost: " + url.host + ":" +
-                     std::to_string(url.port) + "\r\nConnection: close\r\nUser-Agent: vosti-bench\r\n";
+  std::string wire = request.method + " " + url.prefix + request.path + " HTTP/1.1\r\nHost: " + url.authority() +
+                     "\r\nConnection: close\r\nUser-Agent: vosti-bench\r\n";
   for (const auto& [k, v] : request.headers) wire += k + ": " + v + "\r\n";
   if (request.method != "GET") wire += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
   wire += "\r\n" + request.body;

@@ -23,7 +23,8 @@ namespace vosti::bench {
 struct BaseUrl {
   std::string host;
   int port = 80;
-  std::string prefix;  // "" or "/something", no trailing slash
+  std::string prefix;             // "" or "/something", no trailing slash
+  std::string authority() const;  // "host:port", an IPv6 host in brackets
   std::string to_string() const;
 };
 // Errors: kInvalidArgument naming the URL (https, no host, a bad port).
