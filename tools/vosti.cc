@@ -36,6 +36,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"generate", vosti::tools::cmd_generate, "generate text from a prompt"},
     {"serve", vosti::tools::cmd_serve, "run the OpenAI-compatible HTTP server"},
+    {"bench", vosti::tools::cmd_bench, "benchmark serving: TTFT, TPOT, ITL, throughput (in-process or HTTP)"},
     {"verify", vosti::tools::cmd_verify, "check bitwise determinism under the variation matrix"},
     {"inspect", vosti::tools::cmd_inspect, "print a model file's architecture, tensors and metadata"},
     {"make-model", vosti::tools::cmd_make_model, "write a random-weight model with a real model's config"},
