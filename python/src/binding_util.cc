@@ -1,5 +1,7 @@
 #include "python/src/binding_util.h"
 
+#include <nanobind/stl/string.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_template.h"

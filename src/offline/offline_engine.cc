@@ -1,6 +1,5 @@
 #include "offline/offline_engine.h"
 
-#include "offline/weights_identity.h"
 #include "runner/load_device_model.h"
 
 namespace vosti {
@@ -31,7 +30,7 @@ Result<std::unique_ptr<OfflineEngine>> OfflineEngine::create(const std::string& 
   std::unique_ptr<OfflineEngine> e(new OfflineEngine());
   e->path_ = path;
   VOSTI_ASSIGN_OR_RETURN(e->file_, ModelFile::open(path));
-  VOSTI_ASSIGN_OR_RETURN(LogitsDigest digest, weights_digest(*e->file_));
+  VOSTI_ASSIGN_OR_RETURN(LogitsDigest digest, e->digester_.digest(*e->file_));
   VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceModel> model, load_device_model(e->file_, config.device));
   if (load_tokenizer) {
     VOSTI_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::load_for_model(path));
@@ -195,7 +194,7 @@ Status OfflineEngine::update_weights(std::shared_ptr<const ModelFile> file) {
       return failed_precondition("cannot update the weights while " + std::to_string(num_in_flight_) +
                                  " requests are in flight: wait for them (or a stream's end), or abort them first");
   }
-  VOSTI_ASSIGN_OR_RETURN(LogitsDigest digest, weights_digest(*file));
+  VOSTI_ASSIGN_OR_RETURN(LogitsDigest digest, digester_.digest(*file));
   const std::string device = engine_->config().device;
   VOSTI_RETURN_IF_ERROR(engine_->replace_model([&] { return load_device_model(file, device); }, digest[0]));
   std::lock_guard<std::mutex> lock(state_mu_);

@@ -30,6 +30,7 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "model/model_file.h"
+#include "offline/weights_identity.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vosti {
@@ -143,6 +144,7 @@ class OfflineEngine {
   std::shared_ptr<const ModelFile> file_;  // guarded by state_mu_ (written under all three)
   WeightsInfo weights_;                    // guarded by state_mu_
   int64_t num_in_flight_ = 0;              // guarded by state_mu_
+  WeightsDigester digester_;               // used under admit_mu_ (and by create())
 };
 
 }  // namespace vosti

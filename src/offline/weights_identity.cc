@@ -9,38 +9,52 @@ namespace vosti {
 
 namespace {
 
-// Streams the tensor's f32 values (HF row order) into `state`: straight from the file where it
-// stores them as f32 in that order, through read_f32 otherwise.
-Status hash_values(const ModelFile& file, const TensorSlot& slot, XXH3_state_t* state) {
-  VOSTI_ASSIGN_OR_RETURN(WeightView w, file.view(slot.role, slot.layer));
+// XXH3-128 of the tensor's f32 values (HF row order): straight from the file where it stores
+// them as f32 in that order, through read_f32 otherwise.
+Result<LogitsDigest> tensor_digest(const ModelFile& file, const TensorSlot& slot, const WeightView& w) {
   if (w.type == WeightType::kF32 && !file.needs_row_unpermute(slot.role)) {
-    XXH3_128bits_update(state, w.data, w.num_bytes);
-    return Status();
+    const XXH128_hash_t h = XXH3_128bits(w.data, w.num_bytes);
+    return LogitsDigest{h.low64, h.high64};
   }
   VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file.read_f32(slot.role, slot.layer));
-  XXH3_128bits_update(state, values.data(), values.size() * sizeof(float));
-  return Status();
+  const XXH128_hash_t h = XXH3_128bits(values.data(), values.size() * sizeof(float));
+  return LogitsDigest{h.low64, h.high64};
+}
+
+// The whole model's digest from its tensors', `tensor` giving each one's.
+template <typename TensorDigest>
+Result<LogitsDigest> combine(const ModelFile& file, TensorDigest tensor) {
+  std::vector<int64_t> stream;  // [role, layer, shape..., digest low, digest high] per tensor
+  for (const TensorSlot& slot : file.tensor_slots()) {
+    VOSTI_ASSIGN_OR_RETURN(WeightView w, file.view(slot.role, slot.layer));
+    VOSTI_ASSIGN_OR_RETURN(LogitsDigest d, tensor(slot, w));
+    stream.push_back(static_cast<int64_t>(slot.role));
+    stream.push_back(slot.layer);
+    for (int64_t dim : file.expected_shape(slot.role)) stream.push_back(dim);
+    stream.push_back(static_cast<int64_t>(d[0]));
+    stream.push_back(static_cast<int64_t>(d[1]));
+  }
+  const XXH128_hash_t h = XXH3_128bits(stream.data(), stream.size() * sizeof(int64_t));
+  return LogitsDigest{h.low64, h.high64};
 }
 
 }  // namespace
 
 Result<LogitsDigest> weights_digest(const ModelFile& file) {
-  XXH3_state_t* state = XXH3_createState();
-  VOSTI_CHECK(state != nullptr, "XXH3_createState failed");
-  XXH3_128bits_reset(state);
-  Status status;
-  for (const TensorSlot& slot : file.tensor_slots()) {
-    const int64_t header[2] = {static_cast<int64_t>(slot.role), slot.layer};
-    XXH3_128bits_update(state, header, sizeof(header));
-    const std::vector<int64_t> shape = file.expected_shape(slot.role);
-    XXH3_128bits_update(state, shape.data(), shape.size() * sizeof(int64_t));
-    status = hash_values(file, slot, state);
-    if (!status.ok()) break;
-  }
-  const XXH128_hash_t h = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
-  if (!status.ok()) return status;
-  return LogitsDigest{h.low64, h.high64};
+  return combine(file, [&](const TensorSlot& slot, const WeightView& w) { return tensor_digest(file, slot, w); });
+}
+
+Result<LogitsDigest> WeightsDigester::digest(const ModelFile& file) {
+  return combine(file, [&](const TensorSlot& slot, const WeightView& w) -> Result<LogitsDigest> {
+    const std::string name = file.tensor_name(slot.role, slot.layer);
+    auto it = by_name_.find(name);
+    if (it != by_name_.end() && w.owner && it->second.data == w.data && !it->second.owner.expired() &&
+        it->second.owner.lock() == w.owner)
+      return it->second.digest;
+    VOSTI_ASSIGN_OR_RETURN(LogitsDigest d, tensor_digest(file, slot, w));
+    if (w.owner) by_name_[name] = Entry{w.data, w.owner, d};
+    return d;
+  });
 }
 
 std::string digest_hex(const LogitsDigest& digest) {

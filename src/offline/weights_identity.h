@@ -3,14 +3,16 @@
 // weights, the device and its numeric policy, the block size, ...).
 //
 // weights_digest is XXH3-128 over every tensor of the model in ModelFile::tensor_slots() order:
-// its role, layer and shape, then its values as f32 in HF row order (ModelFile::read_f32), so
-// it names the values and not their encoding: the same values given as f32 arrays, or read
-// back from the model and given again, have the same digest as the file they came from, and a
-// weight update that changes any value changes it.
-// Thread safety: pure functions.
+// its role, layer and shape, then the XXH3-128 of its values as f32 in HF row order
+// (ModelFile::read_f32), so it names the values and not their encoding: the same values given
+// as f32 arrays, or read back from the model and given again, have the same digest as the file
+// they came from, and a weight update that changes any value changes it.
+// Thread safety: the free functions are pure; a WeightsDigester has one caller at a time.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "core/engine_config.h"
@@ -23,6 +25,22 @@ namespace vosti {
 
 // REQUIRES: every tensor of `file` readable. Errors: the file's (ModelFile::read_f32).
 Result<LogitsDigest> weights_digest(const ModelFile& file);
+
+// weights_digest that remembers each tensor's digest by the memory holding the tensor (its
+// data pointer, while a weak reference to its owner says that memory is still the same), so
+// that after a weight update only the replaced tensors are read and hashed again.
+class WeightsDigester {
+ public:
+  Result<LogitsDigest> digest(const ModelFile& file);
+
+ private:
+  struct Entry {
+    const uint8_t* data = nullptr;
+    std::weak_ptr<const void> owner;
+    LogitsDigest digest{};
+  };
+  std::map<std::string, Entry, std::less<>> by_name_;  // by the file's tensor name
+};
 
 // XXH128's canonical hex of a 128-bit digest {low64, high64}: 32 lower-case digits, high 64
 // bits first (Python's xxhash.xxh3_128_hexdigest).

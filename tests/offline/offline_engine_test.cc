@@ -213,6 +213,11 @@ TEST(WithReplaced, SameValuesSameDigestAndTiedHeadSkipped) {
   auto changed = ModelFile::with_replaced(*file, {scaled(**file, "model.embed_tokens.weight", 2.0f, head)});
   ASSERT_TRUE(changed.ok());
   EXPECT_NE(*weights_digest(**changed), d0);
+  WeightsDigester digester;  // remembers tensors by their memory: the same answers
+  EXPECT_EQ(*digester.digest(**file), d0);
+  EXPECT_EQ(*digester.digest(**changed), *weights_digest(**changed));
+  EXPECT_EQ(*digester.digest(**r), d0);
+  EXPECT_EQ(*digester.digest(**file), d0);
 }
 
 // llama.cpp stores Llama q/k rows interleaved: a replacement given in HF order must read back
