@@ -59,8 +59,9 @@ class Engine {
   virtual bool has_work() const = 0;
   virtual EngineStats stats() const = 0;
   virtual const EngineConfig& config() const = 0;
+  // The model served now. REQUIRES: not concurrent with replace_model(), which changes it.
   virtual const DeviceModel& model() const = 0;
-  // What the runner was given: device, KV dtype, blocks, limits.
+  // What the runner was given: device, KV dtype, blocks, limits. REQUIRES: as model().
   virtual const RunnerInfo& runner_info() const = 0;
 
   // Swaps in the model `load` returns (new weights of the same architecture) between steps:

@@ -36,6 +36,7 @@ Result<std::unique_ptr<OfflineEngine>> OfflineEngine::create(const std::string& 
     VOSTI_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::load_for_model(path));
   }
   VOSTI_ASSIGN_OR_RETURN(e->engine_, Engine::create(std::move(model), config, e->tokenizer_));
+  e->runner_info_ = e->engine_->runner_info();
   e->weights_.weights_digest = digest_hex(digest);
   e->weights_.deployment_digest =
       deployment_digest_hex(digest, e->file_->config(), e->engine_->config(), e->engine_->runner_info());
@@ -45,6 +46,16 @@ Result<std::unique_ptr<OfflineEngine>> OfflineEngine::create(const std::string& 
 WeightsInfo OfflineEngine::weights() const {
   std::lock_guard<std::mutex> lock(state_mu_);
   return weights_;
+}
+
+RunnerInfo OfflineEngine::runner_info() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return runner_info_;
+}
+
+ModelConfig OfflineEngine::model_config() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return file_->config();
 }
 
 std::shared_ptr<const ModelFile> OfflineEngine::model_file() const {
@@ -199,6 +210,7 @@ Status OfflineEngine::update_weights(std::shared_ptr<const ModelFile> file) {
   VOSTI_RETURN_IF_ERROR(engine_->replace_model([&] { return load_device_model(file, device); }, digest[0]));
   std::lock_guard<std::mutex> lock(state_mu_);
   file_ = std::move(file);
+  runner_info_ = engine_->runner_info();
   weights_.version += 1;
   weights_.weights_digest = digest_hex(digest);
   weights_.deployment_digest =

@@ -94,10 +94,11 @@ class OfflineEngine {
 
   // Null when created without one.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
-  // The engine's config (num_blocks and max_model_len as derived) and runner.
+  // The engine's config (num_blocks and max_model_len as derived; never changes) and the
+  // runner's and model's, copied: an update makes them anew.
   const EngineConfig& config() const { return engine_->config(); }
-  const RunnerInfo& runner_info() const { return engine_->runner_info(); }
-  const ModelConfig& model_config() const { return file_->config(); }
+  RunnerInfo runner_info() const;
+  ModelConfig model_config() const;
   const std::string& model_path() const { return path_; }
   WeightsInfo weights() const;
   // The weights now served (the file, with the tensors updates replaced).
@@ -142,6 +143,7 @@ class OfflineEngine {
   std::mutex step_mu_;   // one step() at a time; update_weights() holds it while swapping
   mutable std::mutex state_mu_;
   std::shared_ptr<const ModelFile> file_;  // guarded by state_mu_ (written under all three)
+  RunnerInfo runner_info_;                 // guarded by state_mu_ (engine_->runner_info() after an update)
   WeightsInfo weights_;                    // guarded by state_mu_
   int64_t num_in_flight_ = 0;              // guarded by state_mu_
   WeightsDigester digester_;               // used under admit_mu_ (and by create())
