@@ -75,6 +75,32 @@ def test_float16_arrays_and_non_contiguous(llm):
     llm.update_weights(original)
 
 
+class DLPackOnly:
+    """An array seen only through DLPack, as a PyTorch CPU tensor is."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_arrays_through_dlpack(llm):
+    original = llm.get_weights([NAME])
+    wid = llm.weights_id
+    changed = original[NAME] * np.float32(0.5)
+    llm.update_weights([(NAME, DLPackOnly(changed))])
+    assert llm.weights_id != wid
+    assert np.array_equal(llm.get_weights([NAME])[NAME], changed)
+    changed[:] = 0  # the engine holds its own copy
+    assert not np.array_equal(llm.get_weights([NAME])[NAME], changed)
+    llm.update_weights([(NAME, DLPackOnly(original[NAME]))])
+    assert llm.weights_id == wid
+
+
 def test_bad_updates_raise_and_keep_the_old_weights(llm):
     wid = llm.weights_id
     w = llm.get_weights([NAME])[NAME]
