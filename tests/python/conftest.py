@@ -1,7 +1,8 @@
 """Fixtures of the Python package's tests: one LLM on the default model, shared by the session.
 
 The package is the one the build made (ctest sets PYTHONPATH=build/python) or an installed one;
-without it or without the default model every test skips, saying why.
+without it or without the default model every test skips, saying why. VOSTI_TEST_DEVICE=cuda
+runs them on the GPU (the CLI and the server they compare with too).
 """
 import os
 import sys
@@ -33,8 +34,13 @@ def model_path():
 
 
 @pytest.fixture(scope="session")
-def llm(model_path):
-    return vosti.LLM(model_path, num_threads=2, max_num_seqs=32)
+def device():
+    return os.environ.get("VOSTI_TEST_DEVICE", "cpu")
+
+
+@pytest.fixture(scope="session")
+def llm(model_path, device):
+    return vosti.LLM(model_path, device=device, num_threads=2, max_num_seqs=32)
 
 
 @pytest.fixture(scope="session")

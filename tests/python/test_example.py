@@ -6,9 +6,9 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_rl_loop_example(model_path):
+def test_rl_loop_example(model_path, device):
     r = subprocess.run([sys.executable, os.path.join(REPO, "examples", "rl_loop.py"), "--model", model_path,
-                        "--steps", "2", "--group", "3", "--max-tokens", "10"],
+                        "--device", device, "--steps", "2", "--group", "3", "--max-tokens", "10"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replayed bit for bit" in r.stdout

@@ -16,8 +16,9 @@ def f32(xs):
     return np.asarray(xs, dtype=np.float32).tobytes()
 
 
-def test_generate_equals_the_cli(llm, vosti_bin, model_path):
-    cli = subprocess.run([vosti_bin, "generate", "--model", model_path, "--prompt-ids", *map(str, PROMPT_IDS),
+def test_generate_equals_the_cli(llm, vosti_bin, model_path, device):
+    cli = subprocess.run([vosti_bin, "generate", "--model", model_path, "--device", device,
+                          "--prompt-ids", *map(str, PROMPT_IDS),
                           "--temperature", "0.8", "--seed", "1234", "--max-tokens", "12", "--json"],
                          capture_output=True, text=True, check=True, timeout=300)
     ref = json.loads(cli.stdout)
@@ -29,10 +30,10 @@ def test_generate_equals_the_cli(llm, vosti_bin, model_path):
     assert out.finish_reason == ref["finish_reason"]
 
 
-def test_generate_and_chat_equal_the_server(llm, vosti_bin, model_path):
+def test_generate_and_chat_equal_the_server(llm, vosti_bin, model_path, device):
     import server_harness
 
-    server = server_harness.Server(vosti_bin, model_path)
+    server = server_harness.Server(vosti_bin, model_path, extra_args=["--device", device])
     try:
         body = {"model": "smollm2", "prompt": PROMPT_IDS, "max_tokens": 10, "temperature": 0.9, "seed": 77,
                 "logprobs": 2, "return_token_ids": True, "return_logits_digests": True}
