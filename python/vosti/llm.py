@@ -205,8 +205,17 @@ class LLM:
                 specs.append(make_spec(p.token_ids, sp, self._seed(sp, j), self.max_model_len, prio))
         return self._engine.submit(specs, stream)
 
+    def _wait(self, batch: Any) -> None:
+        """Waits for the batch; on any exception (a KeyboardInterrupt raised between bytecodes
+        rather than inside the wait, say) its requests are aborted before it propagates."""
+        try:
+            self._engine.wait(batch)
+        except BaseException:
+            self._engine.cancel(batch)
+            raise
+
     def _collect(self, prompts: List[Prompt], params: List[SamplingParams], batch: Any) -> List[RequestOutput]:
-        self._engine.wait(batch)
+        self._wait(batch)
         results = batch.results()
         outputs, k = [], 0
         for p, sp in zip(prompts, params):
@@ -292,7 +301,7 @@ class LLM:
             sp = SamplingParams(max_tokens=0, prompt_logprobs=logprobs or 0)
             specs.append(make_spec(p + c, sp, 0, self.max_model_len))
         batch = self._engine.submit(specs, False)
-        self._engine.wait(batch)
+        self._wait(batch)
         results = batch.results()
         outs = [self._out.score(list(p), list(c), r, logprobs, batch.weights) for (p, c), r in zip(pairs, results)]
         return outs[0] if single else outs
