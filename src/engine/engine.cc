@@ -46,12 +46,15 @@ namespace {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(std::shared_ptr<const DeviceModel> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
-             std::unique_ptr<ModelRunner> runner, Scheduler scheduler)
+             std::unique_ptr<ModelRunner> runner, SchedulerConfig scheduler_config, Scheduler scheduler)
       : model_(std::move(model)),
         config_(std::move(config)),
         tokenizer_(std::move(tokenizer)),
         runner_(std::move(runner)),
-        scheduler_(std::move(scheduler)) {}
+        scheduler_config_(scheduler_config),
+        scheduler_(std::move(scheduler)),
+        vocab_size_(model_->config().vocab_size),
+        eos_token_ids_(model_->config().eos_token_ids) {}
 
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
     VOSTI_RETURN_IF_ERROR(validate(spec));
@@ -84,6 +87,7 @@ class EngineImpl final : public Engine {
   const RunnerInfo& runner_info() const override { return runner_->info(); }
 
   bool step() override;
+  Status replace_model(const ModelLoader& load, uint64_t identity) override;
 
  private:
   Status validate(const RequestSpec& spec) const;
@@ -99,7 +103,13 @@ class EngineImpl final : public Engine {
   EngineConfig config_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<ModelRunner> runner_;
+  SchedulerConfig scheduler_config_;
   Scheduler scheduler_;
+  SchedulerStats retired_stats_;  // the counters of schedulers replace_model() retired
+  // The first model's, kept for add_request() on other threads (a replacement has the same
+  // architecture, and the engine keeps its stop tokens).
+  const int64_t vocab_size_;
+  const std::vector<int64_t> eos_token_ids_;
   Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
 
   mutable std::mutex mu_;  // guards pending_, aborts_, next_id_, stats_ and live_'s membership
@@ -113,7 +123,7 @@ class EngineImpl final : public Engine {
 
 StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
   StopConditions c;
-  for (int64_t id : model_->config().eos_token_ids) c.eos_token_ids.push_back(static_cast<int32_t>(id));
+  for (int64_t id : eos_token_ids_) c.eos_token_ids.push_back(static_cast<int32_t>(id));
   if (tokenizer_)
     for (int32_t id : tokenizer_->stop_ids())
       if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
@@ -127,7 +137,7 @@ StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
 }
 
 Status EngineImpl::validate(const RequestSpec& spec) const {
-  const int64_t vocab = model_->config().vocab_size;
+  const int64_t vocab = vocab_size_;
   if (spec.prompt.empty()) return invalid_argument("the prompt is empty: give at least one token");
   for (size_t i = 0; i < spec.prompt.size(); ++i) {
     if (spec.prompt[i] < 0 || spec.prompt[i] >= vocab)
@@ -288,10 +298,87 @@ void EngineImpl::publish_stats() {
   stats_.num_waiting = scheduler_.num_waiting() + static_cast<int64_t>(pending_.size());
   stats_.num_blocks_total = scheduler_.pool().num_blocks();
   stats_.num_blocks_used = scheduler_.pool().num_used_blocks();
-  stats_.num_preemptions = s.num_preemptions;
-  stats_.num_prefix_queries = s.num_prefix_query_tokens;
-  stats_.num_prefix_hits = s.num_prefix_hit_tokens;
+  stats_.num_preemptions = retired_stats_.num_preemptions + s.num_preemptions;
+  stats_.num_prefix_queries = retired_stats_.num_prefix_query_tokens + s.num_prefix_query_tokens;
+  stats_.num_prefix_hits = retired_stats_.num_prefix_hit_tokens + s.num_prefix_hit_tokens;
   stats_.num_generated_tokens = num_generated_;
+}
+
+// The first architecture field in which two models differ, named; ok when none does.
+Status same_architecture(const ModelConfig& a, const ModelConfig& b) {
+  const auto differ = [](const char* field, const auto& x, const auto& y) {
+    return invalid_argument(std::string("the new weights' model differs in ") + field + " (" + std::to_string(x) +
+                            " vs " + std::to_string(y) +
+                            "): weights can only be replaced by weights of the same "
+                            "architecture");
+  };
+  if (a.arch != b.arch) return differ("architecture", static_cast<int>(a.arch), static_cast<int>(b.arch));
+  if (a.vocab_size != b.vocab_size) return differ("vocab_size", a.vocab_size, b.vocab_size);
+  if (a.hidden_size != b.hidden_size) return differ("hidden_size", a.hidden_size, b.hidden_size);
+  if (a.intermediate_size != b.intermediate_size)
+    return differ("intermediate_size", a.intermediate_size, b.intermediate_size);
+  if (a.num_layers != b.num_layers) return differ("num_layers", a.num_layers, b.num_layers);
+  if (a.num_heads != b.num_heads) return differ("num_heads", a.num_heads, b.num_heads);
+  if (a.num_kv_heads != b.num_kv_heads) return differ("num_kv_heads", a.num_kv_heads, b.num_kv_heads);
+  if (a.head_dim != b.head_dim) return differ("head_dim", a.head_dim, b.head_dim);
+  if (a.max_position_embeddings != b.max_position_embeddings)
+    return differ("max_position_embeddings", a.max_position_embeddings, b.max_position_embeddings);
+  if (a.tie_word_embeddings != b.tie_word_embeddings)
+    return differ("tie_word_embeddings", a.tie_word_embeddings, b.tie_word_embeddings);
+  if (a.qkv_bias != b.qkv_bias) return differ("qkv_bias", a.qkv_bias, b.qkv_bias);
+  if (a.qk_norm != b.qk_norm) return differ("qk_norm", a.qk_norm, b.qk_norm);
+  return Status();
+}
+
+Status EngineImpl::replace_model(const ModelLoader& load, uint64_t identity) {
+  if (!broken_.ok()) return broken_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pending_.empty() || !live_.empty())
+      return failed_precondition("cannot replace the weights while requests are in flight (" +
+                                 std::to_string(live_.size()) + " running, " + std::to_string(pending_.size()) +
+                                 " queued): wait for them to finish or abort them first");
+    // With nothing queued or live, every queued abort names a finished request: nothing to do.
+    // Requests added from now on wait in pending_ for the next step(), which runs the new model.
+    aborts_.clear();
+  }
+  EngineConfig config = config_;  // num_blocks and max_model_len: the ones derived at create()
+  runner_.reset();                // frees the KV memory before the new weights load
+  const auto restore = [&](const Status& error) {
+    auto runner = model_->make_runner(config);
+    if (!runner.ok()) {
+      broken_ = runner.status().with_context("the engine stopped: its runner could not be made again after " +
+                                             error.message());
+      return broken_;
+    }
+    runner_ = std::move(runner).value();
+    return error;
+  };
+  Result<std::shared_ptr<const DeviceModel>> model = load();
+  if (!model.ok()) return restore(model.status());
+  if (!*model) return restore(invalid_argument("the weight loader returned no model"));
+  if ((*model)->device() != config.device)
+    return restore(invalid_argument("the new weights were loaded for device " + (*model)->device() +
+                                    ", this engine runs on " + config.device));
+  Status same = same_architecture((*model)->config(), model_->config());
+  if (!same.ok()) return restore(same);
+  auto runner = (*model)->make_runner(config);
+  if (!runner.ok()) return restore(runner.status());
+  SchedulerConfig sc = scheduler_config_;
+  sc.pool.identity_seed = identity;
+  auto scheduler = Scheduler::create(sc);
+  if (!scheduler.ok()) return restore(scheduler.status());
+  const SchedulerStats& old = scheduler_.stats();
+  retired_stats_.num_preemptions += old.num_preemptions;
+  retired_stats_.num_prefix_query_tokens += old.num_prefix_query_tokens;
+  retired_stats_.num_prefix_hit_tokens += old.num_prefix_hit_tokens;
+  retired_stats_.num_steps += old.num_steps;
+  scheduler_ = std::move(scheduler).value();
+  scheduler_config_ = sc;
+  runner_ = std::move(runner).value();
+  model_ = std::move(model).value();
+  publish_stats();
+  return Status();
 }
 
 }  // namespace
@@ -331,7 +418,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
   sc.max_model_len = config.max_model_len;
   VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
   return std::unique_ptr<Engine>(
-      new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), std::move(scheduler)));
+      new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc, std::move(scheduler)));
 }
 
 }  // namespace vosti

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,9 +59,22 @@ class Engine {
   virtual bool has_work() const = 0;
   virtual EngineStats stats() const = 0;
   virtual const EngineConfig& config() const = 0;
+  // The model served now. REQUIRES: not concurrent with replace_model(), which changes it.
   virtual const DeviceModel& model() const = 0;
-  // What the runner was given: device, KV dtype, blocks, limits.
+  // What the runner was given: device, KV dtype, blocks, limits. REQUIRES: as model().
   virtual const RunnerInfo& runner_info() const = 0;
+
+  // Swaps in the model `load` returns (new weights of the same architecture) between steps:
+  // the runner (KV memory, buffers, graphs) is released first, so that the new weights may use
+  // its memory, and made again for the new model with the same number of KV blocks; the prefix
+  // cache starts empty, its block keys seeded with `identity` (the new weights' identity). If
+  // loading or the new runner fails, the old model is put back and the error returned.
+  // REQUIRES: called on the step thread.
+  // Errors: kFailedPrecondition while requests are queued or running (named counts) or after a
+  // runner failure; kInvalidArgument when the new model's device or architecture differs (the
+  // field named); the loader's and the runner's errors.
+  using ModelLoader = std::function<Result<std::shared_ptr<const DeviceModel>>()>;
+  virtual Status replace_model(const ModelLoader& load, uint64_t identity) = 0;
 };
 
 }  // namespace vosti

@@ -22,6 +22,8 @@
 
 namespace vosti {
 
+class ModelFile;
+
 // A read-only f32 tensor: either owned or a view into a mapped file.
 struct FloatTensor {
   std::vector<int64_t> shape;  // PyTorch order
@@ -92,6 +94,8 @@ class Model {
  public:
   // Loads a .gguf file or a directory with config.json + safetensors.
   static Result<std::shared_ptr<const Model>> load(const std::string& path, const LoadOptions& options = {});
+  // Loads an opened model file (e.g. one with tensors replaced by a weight update).
+  static Result<std::shared_ptr<const Model>> load(const ModelFile& file, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

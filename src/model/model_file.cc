@@ -146,13 +146,17 @@ Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path
   return std::shared_ptr<const ModelFile>(std::move(f));
 }
 
+std::string hf_tensor_name(WeightRole role, int64_t layer) {
+  if (is_global(role)) return hf_role_name(role);
+  return "model.layers." + std::to_string(layer) + "." + hf_role_name(role);
+}
+
 std::string ModelFile::tensor_name(WeightRole role, int64_t layer) const {
   if (gguf_) {
     if (is_global(role)) return gguf_role_name(role);
     return "blk." + std::to_string(layer) + "." + gguf_role_name(role);
   }
-  if (is_global(role)) return hf_role_name(role);
-  return "model.layers." + std::to_string(layer) + "." + hf_role_name(role);
+  return hf_tensor_name(role, layer);
 }
 
 std::vector<int64_t> ModelFile::expected_shape(WeightRole role) const {
@@ -192,6 +196,7 @@ std::vector<int64_t> ModelFile::expected_shape(WeightRole role) const {
 
 bool ModelFile::has(WeightRole role, int64_t layer) const {
   const std::string name = tensor_name(role, layer);
+  if (replaced_.count(name) != 0) return true;
   if (gguf_) return gguf_->file.tensor(name).ok();
   return st_->model.tensors().count(name) != 0;
 }
@@ -199,7 +204,9 @@ bool ModelFile::has(WeightRole role, int64_t layer) const {
 Result<WeightView> ModelFile::view(WeightRole role, int64_t layer) const {
   const std::string name = tensor_name(role, layer);
   WeightView w;
-  if (gguf_) {
+  if (auto it = replaced_.find(name); it != replaced_.end()) {
+    w = it->second;
+  } else if (gguf_) {
     VOSTI_ASSIGN_OR_RETURN(w, gguf_->file.tensor(name));
   } else {
     VOSTI_ASSIGN_OR_RETURN(w, st_->model.tensor(name));

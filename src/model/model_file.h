@@ -4,6 +4,10 @@
 // weights) and CudaModel::load (bf16 straight to the GPU, no f32 copy of the model) both
 // read through it, one tensor at a time.
 //
+// A weight update makes another ModelFile with some tensors replaced by in-memory ones
+// (with_replaced): the same config and naming, the replacements stored as the file would store
+// them, so every reader below sees one consistent model.
+//
 // Invariants: every view() is shape-checked against the config; a tensor converted by
 // read_f32() / read_bf16() holds exactly the values Model::load has always produced (the
 // dequantised f32, rounded to nearest even for bf16; bf16 tensors copied bit for bit).
@@ -11,8 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -41,11 +47,38 @@ enum class WeightRole : uint8_t {
   kDown,       // [hidden, intermediate]
 };
 
+// One tensor of a model: its role and layer (-1 for kEmbed, kFinalNorm, kLmHead).
+struct TensorSlot {
+  WeightRole role = WeightRole::kEmbed;
+  int64_t layer = -1;
+};
+
+// A tensor given to ModelFile::with_replaced: values in HF row order (PyTorch's layout).
+struct ReplacementTensor {
+  std::string name;                    // an HF name ("model.layers.0.self_attn.q_proj.weight") or the file's own
+  WeightType type = WeightType::kF32;  // kF32, kF16 or kBF16
+  std::vector<int64_t> shape;          // PyTorch order
+  const uint8_t* data = nullptr;       // row-major, num_bytes bytes
+  size_t num_bytes = 0;
+  // Null: the bytes are copied. Set: they are kept as they are (no copy, unless the file's
+  // layout needs its rows reordered), `owner` keeps them alive and they must never change.
+  std::shared_ptr<const void> owner;
+};
+
 class ModelFile {
  public:
   // Opens a .gguf file or a directory with config.json + safetensors (sharded or not).
   // Errors: kNotFound for a missing path; the format readers' errors, naming the file.
   static Result<std::shared_ptr<const ModelFile>> open(const std::string& path);
+
+  // `base` with the given tensors replaced (a weight update): the same config, names and
+  // tensors otherwise. Replacing a replaced tensor again keeps only the newest. An lm_head of a
+  // model that ties it to the embedding is skipped (as vLLM does), as are rotary inv_freq buffers.
+  // Errors: kInvalidArgument naming a tensor the model does not have, a name given twice, a
+  // shape other than the config's, a dtype other than f32/f16/bf16, or a byte count that does
+  // not match the shape.
+  static Result<std::shared_ptr<const ModelFile>> with_replaced(std::shared_ptr<const ModelFile> base,
+                                                                const std::vector<ReplacementTensor>& tensors);
 
   const ModelConfig& config() const { return config_; }
   const std::string& path() const { return path_; }
@@ -53,6 +86,14 @@ class ModelFile {
 
   // The name of a role's tensor in the file (layer ignored for kEmbed, kFinalNorm, kLmHead).
   std::string tensor_name(WeightRole role, int64_t layer) const;
+  // Every tensor the model has (the lm_head only when stored), embedding first, then each
+  // layer's in WeightRole order, then the final norm and the lm_head: a fixed order.
+  std::vector<TensorSlot> tensor_slots() const;
+  // The slot of a tensor named as in the file or as in Hugging Face transformers. kNotFound
+  // naming it when the model has no such tensor.
+  Result<TensorSlot> find_tensor(std::string_view name) const;
+  // Whether the tensor comes from with_replaced() rather than the file.
+  bool is_replaced(WeightRole role, int64_t layer = -1) const;
   // The shape the config implies for a role.
   std::vector<int64_t> expected_shape(WeightRole role) const;
   bool has(WeightRole role, int64_t layer = -1) const;
@@ -81,9 +122,13 @@ class ModelFile {
 
   std::string path_;
   ModelConfig config_;
-  std::unique_ptr<Gguf> gguf_;
-  std::unique_ptr<Safetensors> st_;
+  std::shared_ptr<const Gguf> gguf_;  // shared with the files with_replaced() makes from this one
+  std::shared_ptr<const Safetensors> st_;
+  std::map<std::string, WeightView, std::less<>> replaced_;  // by tensor_name(); stored as the file would
 };
+
+// The Hugging Face transformers name of a role's tensor (layer ignored for global roles).
+std::string hf_tensor_name(WeightRole role, int64_t layer);
 
 // Reorders rows [rows, cols] of llama.cpp's interleaved q/k layout into HF order:
 // within each of `heads` heads of hd = rows / heads rows, stored row 2i + j -> row j * hd/2 + i.

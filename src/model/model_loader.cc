@@ -101,11 +101,15 @@ Result<ModelWeights> build_weights(WeightBuilder& b, const ModelFile& file, cons
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path, const LoadOptions& options) {
   VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const ModelFile> file, ModelFile::open(path));
-  WeightBuilder builder(*file);
-  auto weights = build_weights(builder, *file, options);
-  if (!weights.ok()) return weights.status().with_context(path);
+  return load(*file, options);
+}
+
+Result<std::shared_ptr<const Model>> Model::load(const ModelFile& file, const LoadOptions& options) {
+  WeightBuilder builder(file);
+  auto weights = build_weights(builder, file, options);
+  if (!weights.ok()) return weights.status().with_context(file.path());
   return std::shared_ptr<const Model>(
-      std::make_shared<Model>(path, file->config(), std::move(weights).value(), builder.num_copied_bytes()));
+      std::make_shared<Model>(file.path(), file.config(), std::move(weights).value(), builder.num_copied_bytes()));
 }
 
 }  // namespace vosti

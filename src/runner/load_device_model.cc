@@ -26,4 +26,22 @@ Result<std::shared_ptr<const DeviceModel>> load_device_model(const std::string& 
   return invalid_argument("unknown device \"" + device + "\" (choose cpu or cuda)");
 }
 
+Result<std::shared_ptr<const DeviceModel>> load_device_model(const std::shared_ptr<const ModelFile>& file,
+                                                             const std::string& device) {
+  if (!file) return invalid_argument("load_device_model needs a model file");
+  if (device == "cpu") {
+    VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::load(*file));
+    return std::shared_ptr<const DeviceModel>(std::make_shared<const CpuDeviceModel>(std::move(model)));
+  }
+  if (device == "cuda") {
+#if VOSTI_HAVE_CUDA
+    VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const CudaModel> model, CudaModel::load(*file));
+    return std::shared_ptr<const DeviceModel>(std::make_shared<const CudaDeviceModel>(std::move(model)));
+#else
+    return failed_precondition("this build of vosti has no CUDA runner (nvcc was not found when it was built)");
+#endif
+  }
+  return invalid_argument("unknown device \"" + device + "\" (choose cpu or cuda)");
+}
+
 }  // namespace vosti

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/model_file.h"
 #include "runner/device_model.h"
 
 namespace vosti {
@@ -15,6 +16,9 @@ namespace vosti {
 // Errors: kInvalidArgument for an unknown device, kFailedPrecondition for "cuda" in a build
 // without CUDA or on a machine without a GPU (named), and the loaders' errors.
 Result<std::shared_ptr<const DeviceModel>> load_device_model(const std::string& path, const std::string& device);
+// The same for a model file already opened (e.g. one whose tensors a weight update replaced).
+Result<std::shared_ptr<const DeviceModel>> load_device_model(const std::shared_ptr<const ModelFile>& file,
+                                                             const std::string& device);
 
 // Whether this build has the CUDA runner.
 bool built_with_cuda();

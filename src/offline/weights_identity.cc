@@ -1,0 +1,81 @@
+#include "offline/weights_identity.h"
+
+#include <xxhash.h>
+
+#include <cstdio>
+#include <vector>
+
+namespace vosti {
+
+namespace {
+
+// XXH3-128 of the tensor's f32 values (HF row order): straight from the file where it stores
+// them as f32 in that order, through read_f32 otherwise.
+Result<LogitsDigest> tensor_digest(const ModelFile& file, const TensorSlot& slot, const WeightView& w) {
+  if (w.type == WeightType::kF32 && !file.needs_row_unpermute(slot.role)) {
+    const XXH128_hash_t h = XXH3_128bits(w.data, w.num_bytes);
+    return LogitsDigest{h.low64, h.high64};
+  }
+  VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file.read_f32(slot.role, slot.layer));
+  const XXH128_hash_t h = XXH3_128bits(values.data(), values.size() * sizeof(float));
+  return LogitsDigest{h.low64, h.high64};
+}
+
+// The whole model's digest from its tensors', `tensor` giving each one's.
+template <typename TensorDigest>
+Result<LogitsDigest> combine(const ModelFile& file, TensorDigest tensor) {
+  std::vector<int64_t> stream;  // [role, layer, shape..., digest low, digest high] per tensor
+  for (const TensorSlot& slot : file.tensor_slots()) {
+    VOSTI_ASSIGN_OR_RETURN(WeightView w, file.view(slot.role, slot.layer));
+    VOSTI_ASSIGN_OR_RETURN(LogitsDigest d, tensor(slot, w));
+    stream.push_back(static_cast<int64_t>(slot.role));
+    stream.push_back(slot.layer);
+    for (int64_t dim : file.expected_shape(slot.role)) stream.push_back(dim);
+    stream.push_back(static_cast<int64_t>(d[0]));
+    stream.push_back(static_cast<int64_t>(d[1]));
+  }
+  const XXH128_hash_t h = XXH3_128bits(stream.data(), stream.size() * sizeof(int64_t));
+  return LogitsDigest{h.low64, h.high64};
+}
+
+}  // namespace
+
+Result<LogitsDigest> weights_digest(const ModelFile& file) {
+  return combine(file, [&](const TensorSlot& slot, const WeightView& w) { return tensor_digest(file, slot, w); });
+}
+
+Result<LogitsDigest> WeightsDigester::digest(const ModelFile& file) {
+  return combine(file, [&](const TensorSlot& slot, const WeightView& w) -> Result<LogitsDigest> {
+    const std::string name = file.tensor_name(slot.role, slot.layer);
+    auto it = by_name_.find(name);
+    if (it != by_name_.end() && w.owner && it->second.data == w.data && !it->second.owner.expired() &&
+        it->second.owner.lock() == w.owner)
+      return it->second.digest;
+    VOSTI_ASSIGN_OR_RETURN(LogitsDigest d, tensor_digest(file, slot, w));
+    if (w.owner) by_name_[name] = Entry{w.data, w.owner, d};
+    return d;
+  });
+}
+
+std::string digest_hex(const LogitsDigest& digest) {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(digest[1]),
+                static_cast<unsigned long long>(digest[0]));
+  return buf;
+}
+
+std::string deployment_digest_hex(const LogitsDigest& weights, const ModelConfig& model, const EngineConfig& config,
+                                  const RunnerInfo& runner) {
+  char numbers[160];
+  std::snprintf(numbers, sizeof(numbers), ";rms_norm_eps=%.17g;rope_theta=%.17g;rope_factor=%.17g", model.rms_norm_eps,
+                model.rope_theta, model.rope_scaling.factor);
+  const std::string text =
+      "weights=" + digest_hex(weights) + ";arch=" + std::string(architecture_name(model.arch)) + numbers +
+      ";device=" + config.device + ";backend=" + (config.device == "cpu" ? config.backend : std::string("cuda")) +
+      ";kv_cache_dtype=" + runner.kv_cache_dtype + ";block_size=" + std::to_string(config.block_size) +
+      ";max_model_len=" + std::to_string(config.max_model_len);
+  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  return digest_hex(LogitsDigest{h.low64, h.high64});
+}
+
+}  // namespace vosti
