@@ -35,14 +35,7 @@ Result<std::unique_ptr<ModelRunner>> CpuDeviceModel::make_runner(const EngineCon
     return invalid_argument("max_model_len " + std::to_string(max_len) + " exceeds the KV cache (" +
                             std::to_string(cache_tokens) + " tokens): raise the cache size or lower max_model_len");
   info.max_model_len = static_cast<int32_t>(max_len);
-  const ModelWeights& w = model_->weights();
-  int64_t elems = w.embed.num_elements() + w.final_norm.num_elements() +
-                  (w.lm_head.data == w.embed.data ? 0 : w.lm_head.num_elements());
-  for (const LayerWeights& l : w.layers)
-    for (const FloatTensor* t :
-         {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate_up, &l.w_down})
-      elems += t->num_elements();
-  info.weight_bytes = elems * static_cast<int64_t>(sizeof(float));
+  info.weight_bytes = model_->weight_bytes();
   const int32_t threads = config.num_threads > 0
                               ? config.num_threads
                               : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
