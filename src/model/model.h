@@ -102,6 +102,13 @@ struct LoadOptions {
   bool f32_weights = false;
 };
 
+// LoadOptions with f32_weights set.
+inline LoadOptions f32_load_options() {
+  LoadOptions o;
+  o.f32_weights = true;
+  return o;
+}
+
 class ModelFile;
 
 class Model {

@@ -231,6 +231,16 @@ TEST_P(QuantTypeDigests, TinyModelIsBitIdenticalToTheRecordedEngine) {
   runs.push_back({"ref", 1, Mode::kWhole});
   runs.push_back({"ref", 1, Mode::kOneByOne});
   check_model(**model, prompts, "tiny-" + name, runs);
+  // The same file loaded with f32 copies of every weight (the pre-issue-22 loader): same bits.
+  auto f32_model = Model::load(path, f32_load_options());
+  ASSERT_TRUE(f32_model.ok()) << f32_model.status().to_string();
+  EXPECT_NE((*f32_model)->weights().layers[0].wqkv.data, nullptr);
+  EXPECT_EQ((*model)->weights().layers[0].wqkv.data, nullptr) << "a matrix was copied to f32 at load";
+  ThreadPool pool(2);
+  auto cpu = make_cpu_backend(&pool);
+  const std::string diff = first_difference(compute_digests(**f32_model, *cpu, prompts, Mode::kWhole),
+                                            load_fixture()["tiny-" + name]["cpu"].get<Digests>());
+  EXPECT_EQ(diff, "") << "f32_weights load differs at " << diff;
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryType, QuantTypeDigests, ::testing::ValuesIn(testing::loadable_weight_types()),
