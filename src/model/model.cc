@@ -2,7 +2,9 @@
 // config flags select qkv bias and per-head q/k RMSNorm.
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/quant_blocks.h"
@@ -24,14 +26,21 @@ KvStorage::KvStorage(const ModelConfig& config, int64_t num_blocks, int block_si
       head_dim_(static_cast<int>(config.head_dim)) {
   const size_t per_layer = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
                            static_cast<size_t>(num_kv_heads_) * static_cast<size_t>(head_dim_);
-  k_.assign(static_cast<size_t>(config.num_layers), std::vector<float>(per_layer, 0.0f));
-  v_.assign(static_cast<size_t>(config.num_layers), std::vector<float>(per_layer, 0.0f));
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    for (auto* side : {&k_, &v_}) {
+      auto* p = static_cast<float*>(std::calloc(std::max<size_t>(per_layer, 1), sizeof(float)));
+      VOSTI_CHECK(p != nullptr, "KvStorage: out of memory");
+      side->emplace_back(p);
+    }
+  }
 }
+
+void KvStorage::FreeDeleter::operator()(float* p) const { std::free(p); }
 
 PagedKvView KvStorage::layer(int64_t index) {
   PagedKvView view;
-  view.k = k_[static_cast<size_t>(index)].data();
-  view.v = v_[static_cast<size_t>(index)].data();
+  view.k = k_[static_cast<size_t>(index)].get();
+  view.v = v_[static_cast<size_t>(index)].get();
   view.num_blocks = num_blocks_;
   view.block_size = block_size_;
   view.num_kv_heads = num_kv_heads_;

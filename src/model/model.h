@@ -69,6 +69,8 @@ struct ForwardBatch {
 };
 
 // The KV cache tensors of all layers: [num_layers] x {k, v} [num_blocks, block_size, num_kv_heads, head_dim].
+// Zero-filled pages the OS maps on first write (calloc): memory is resident as the cache fills,
+// not all at start. A slot is always written before it is read (rule 4).
 class KvStorage {
  public:
   KvStorage(const ModelConfig& config, int64_t num_blocks, int block_size);
@@ -81,8 +83,12 @@ class KvStorage {
   int block_size_;
   int num_kv_heads_;
   int head_dim_;
-  std::vector<std::vector<float>> k_;  // [num_layers][num_blocks * block_size * num_kv_heads * head_dim]
-  std::vector<std::vector<float>> v_;
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
+  using Buffer = std::unique_ptr<float[], FreeDeleter>;
+  std::vector<Buffer> k_;  // [num_layers][num_blocks * block_size * num_kv_heads * head_dim]
+  std::vector<Buffer> v_;
 };
 
 // Activation buffers of one forward, reused across calls so a step does not page-fault
