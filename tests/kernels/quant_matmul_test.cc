@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "io/dequant.h"
 #include "io/gguf.h"
+#include "kernels/cpu/matmul_avx2.h"
 #include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/kernel_backend.h"
@@ -118,6 +119,26 @@ TEST_P(QuantMatmul, EncodedRowsGiveTheBitsOfTheirF32Values) {
   expect_encoded_equals_f32({t}, 100, 512, type_name(t));
   // Plain types also run with a k that leaves a tail after the 8-lane groups.
   if (block_layout(t).elems == 1) expect_encoded_equals_f32({t}, 61, 77, type_name(t) + " k=77");
+}
+
+// Both builds of the one-row kernel (AVX2 always; AVX-512VL where the CPU has it, which the
+// backend then prefers) against the documented order, every code of every type.
+TEST_P(QuantMatmul, OneRowKernelsOfEveryIsaGiveTheDocumentedBits) {
+  const WeightType t = GetParam();
+  const int64_t k = block_layout(t).elems == 1 ? 77 : 512, n = 37;
+  const EncodedMatrix w({t}, n, k, 8);
+  const auto x = testing::random_floats(static_cast<size_t>(k), 4, -2, 2);
+  const auto bias = testing::random_floats(static_cast<size_t>(n), 10);
+  std::vector<float> want(static_cast<size_t>(n));
+  for (int64_t c = 0; c < n; ++c)
+    want[static_cast<size_t>(c)] = avx2::dot_lane8(x.data(), w.f32.data() + c * k, k) + bias[static_cast<size_t>(c)];
+  std::vector<float> got(static_cast<size_t>(n));
+  matmul_row_columns_avx2(x.data(), k, w.parts[0], bias.data(), got.data(), 0, n);
+  EXPECT_TRUE(testing::bits_equal(got.data(), want.data(), got.size())) << type_name(t) << " AVX2";
+  if (!cpu_has_avx512_rows()) GTEST_SKIP() << "no AVX-512VL here: only the AVX2 build was checked";
+  std::fill(got.begin(), got.end(), 0.0f);
+  matmul_row_columns_avx512(x.data(), k, w.parts[0], bias.data(), got.data(), 0, n);
+  EXPECT_TRUE(testing::bits_equal(got.data(), want.data(), got.size())) << type_name(t) << " AVX-512VL";
 }
 
 TEST_P(QuantMatmul, RowIsIndependentOfTheBatch) {

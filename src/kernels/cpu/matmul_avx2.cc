@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/quant_blocks.h"
+#include "kernels/cpu/matmul_row_kernels.h"
 #include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -70,44 +71,6 @@ constexpr auto kBlockTable = make_block_table(std::make_integer_sequence<int, kM
 
 DotBlockFn pick_block(int64_t rows, int64_t cols) { return kBlockTable[rows - 1][cols - 1]; }
 
-// y[0..C) of one row: C columns of the part (rows[0..C)) decoded group by group in
-// registers; each element's accumulator sees exactly the lane-8 dot's sequence of FMAs.
-template <typename Codec, int C>
-void dot_row(const float* x, const uint8_t* const* rows, int64_t k, const float* bias, float* y) {
-  __m256 acc[C];
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  const int64_t nb = k / Codec::kElems;
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* xb = x + b * Codec::kElems;
-    typename Codec::State st[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) st[c] = Codec::prepare(rows[c] + b * Codec::kBytes);
-#pragma GCC unroll 32
-    for (int g = 0; g < Codec::kElems / 8; ++g) {
-      const __m256 xv = _mm256_loadu_ps(xb + 8 * g);
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c)
-        acc[c] = _mm256_fmadd_ps(xv, Codec::group(rows[c] + b * Codec::kBytes, st[c], g), acc[c]);
-    }
-  }
-  for (int c = 0; c < C; ++c) {
-    float s = avx2::hsum8(acc[c]);
-    for (int64_t i = nb * Codec::kElems; i < k; ++i) s = std::fma(x[i], Codec::scalar(rows[c], i), s);
-    if (bias != nullptr) s += bias[c];
-    y[c] = s;
-  }
-}
-
-template <typename Codec>
-void row_columns(const float* x, int64_t k, const uint8_t* const* rows, const float* bias, float* y, int64_t c0,
-                 int64_t c1) {
-  int64_t c = c0;
-  for (; c + kMatmulRowCols <= c1; c += kMatmulRowCols)
-    dot_row<Codec, kMatmulRowCols>(x, rows + c, k, bias != nullptr ? bias + c : nullptr, y + c);
-  for (; c < c1; ++c) dot_row<Codec, 1>(x, rows + c, k, bias != nullptr ? bias + c : nullptr, y + c);
-}
-
 // Columns of a tile decoded together: as many as fit the tile, at most one chunk.
 int64_t tile_columns(int64_t k) { return std::max<int64_t>(1, std::min(kMatmulColChunk, kMatmulTileFloats / k)); }
 
@@ -131,12 +94,29 @@ void tiled_columns(const float* x, int64_t m, int64_t k, const uint8_t* const* r
 
 }  // namespace
 
+void matmul_row_columns_avx2(const float* x, int64_t k, const WeightRows& part, const float* bias, float* y,
+                             int64_t col_begin, int64_t col_end) {
+  const bool known = avx2::with_codec(
+      part.type, [&]<typename Codec>() { cpu_rows::row_columns<Codec>(x, k, part.rows, bias, y, col_begin, col_end); });
+  VOSTI_CHECK(known, "matmul: weight type without a CPU decoder");
+}
+
+bool cpu_has_avx512_rows() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
 void matmul_part_columns_avx2(const float* x, int64_t m, int64_t k, const WeightRows& part, const float* bias, float* y,
                               int64_t ldy, int64_t col_begin, int64_t col_end, float* tile) {
   VOSTI_CHECK(k <= kMatmulTileFloats, "matmul: k exceeds the decode tile");
+  if (m == 1 && cpu_has_avx512_rows()) {
+    matmul_row_columns_avx512(x, k, part, bias, y, col_begin, col_end);
+    return;
+  }
   const bool known = avx2::with_codec(part.type, [&]<typename Codec>() {
     if (m == 1) {
-      row_columns<Codec>(x, k, part.rows, bias, y, col_begin, col_end);
+      cpu_rows::row_columns<Codec>(x, k, part.rows, bias, y, col_begin, col_end);
     } else {
       tiled_columns<Codec>(x, m, k, part.rows, bias, y, ldy, col_begin, col_end, tile);
     }

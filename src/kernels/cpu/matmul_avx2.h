@@ -8,7 +8,9 @@
 // Two schedules produce it, and only choose WHICH elements are computed together and where
 // the decoded weights sit, never how one element is computed:
 //   - one row (m = 1, a decode step): each weight group is decoded into a register and
-//     consumed by the FMA at once; kMatmulRowCols columns advance together;
+//     consumed by the FMA at once; kMatmulRowCols columns advance together (built twice:
+//     AVX2, and AVX-512VL where the CPU has it -- the same operations per element, so the
+//     same bits; the ISA is not part of the deployment);
 //   - more rows: the columns of one tile are decoded once into an f32 tile (a per-thread
 //     scratch of kMatmulTileFloats, never a copy of the matrix), then register blocks of
 //     up to 4 rows x 3 columns stream it.
@@ -37,6 +39,17 @@ inline constexpr int64_t kMatmulTileFloats = int64_t{1} << 16;
 // the part's block elements.
 void matmul_part_columns_avx2(const float* x, int64_t m, int64_t k, const WeightRows& part, const float* bias, float* y,
                               int64_t ldy, int64_t col_begin, int64_t col_end, float* tile);
+
+// The m = 1 schedule of matmul_part_columns_avx2 (y[c] for c in [col_begin, col_end)), AVX2.
+void matmul_row_columns_avx2(const float* x, int64_t k, const WeightRows& part, const float* bias, float* y,
+                             int64_t col_begin, int64_t col_end);
+// The same built with AVX-512VL (matmul_rows_avx512.cc):
+// the same bits, more registers and table decoders for Q4_0/Q4_1.
+// REQUIRES: the CPU has AVX-512F/VL/BW/DQ (cpu_has_avx512_rows()).
+void matmul_row_columns_avx512(const float* x, int64_t k, const WeightRows& part, const float* bias, float* y,
+                               int64_t col_begin, int64_t col_end);
+// Whether this CPU runs matmul_row_columns_avx512 (read once per process).
+bool cpu_has_avx512_rows();
 
 // TEST ONLY, deliberately NOT batch invariant (PlantedBug::kSplitKByRowCount): when
 // m > 1 each element is the sum of two lane-8 dots over k halves, so a row's bits

@@ -22,6 +22,9 @@
 #include "core/quant_blocks.h"
 
 namespace vosti::avx2 {
+// Internal linkage: each translation unit keeps its own copy, compiled for its own ISA
+// (matmul_rows_avx512.cc builds these with AVX-512VL), so no copy can leak into another.
+namespace {
 
 inline float load_f16_scale(const uint8_t* p) {
   uint16_t h;
@@ -233,15 +236,18 @@ struct Q6_KCodec {
     return s;
   }
   // Element e = 128h + t: low 4 bits from ql[64h + t % 64] >> 4 (t / 64), high 2 bits from
-  // qh[32h + t % 32] >> 2 (t / 32); value dl[e / 16] * (q - 32).
+  // qh[32h + t % 32] >> 2 (t / 32); value dl[e / 16] * (q - 32). Groups 2p and 2p + 1 share
+  // the 16 codes q - 32 built byte-wise (the same integers; the compiler computes them once).
   static __m256 group(const uint8_t* b, const State& s, int g) {
-    const int e0 = 8 * g, h = e0 / 128, t0 = e0 % 128;
-    __m256i lo = load_u8x8(b + 64 * h + t0 % 64);
-    lo = _mm256_and_si256(_mm256_srli_epi32(lo, 4 * (t0 / 64)), _mm256_set1_epi32(0x0F));
-    __m256i hi = load_u8x8(b + 128 + 32 * h + t0 % 32);
-    hi = _mm256_and_si256(_mm256_srli_epi32(hi, 2 * (t0 / 32)), _mm256_set1_epi32(0x03));
-    const __m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    return _mm256_mul_ps(_mm256_set1_ps(s.dl[e0 / 16]), _mm256_cvtepi32_ps(q));
+    const int e0 = 16 * (g / 2), h = e0 / 128, t0 = e0 % 128;
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    const __m128i ql = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 64 * h + t0 % 64));
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 128 + 32 * h + t0 % 32));
+    const __m128i lo = _mm_and_si128(_mm_srli_epi16(ql, 4 * (t0 / 64)), nib);
+    const __m128i hi = _mm_and_si128(_mm_slli_epi16(_mm_srli_epi16(qh, 2 * (t0 / 32)), 4), _mm_set1_epi8(0x30));
+    const __m128i q = _mm_sub_epi8(_mm_or_si128(lo, hi), _mm_set1_epi8(32));  // 16 codes - 32, int8
+    const __m256i v = _mm256_cvtepi8_epi32(g % 2 == 0 ? q : _mm_srli_si128(q, 8));
+    return _mm256_mul_ps(_mm256_set1_ps(s.dl[e0 / 16]), _mm256_cvtepi32_ps(v));
   }
   static float scalar(const uint8_t*, int64_t) { return 0.0f; }
 };
@@ -302,4 +308,5 @@ void decode_row(const uint8_t* row, int64_t k, float* out) {
   for (int64_t i = nb * Codec::kElems; i < k; ++i) out[i] = Codec::scalar(row, i);
 }
 
+}  // namespace
 }  // namespace vosti::avx2
