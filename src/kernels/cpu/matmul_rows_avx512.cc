@@ -19,6 +19,20 @@
 namespace vosti {
 namespace {
 
+// Table indices of group g of a legacy 32-block: vpermt2ps reads only the low 4 bits of each
+// index, so the low nibbles need no mask (codes 0..15 either way).
+inline __m256i table_index_32(const uint8_t* qs, int g) {
+  const __m256i b = avx2::load_u8x8(qs + 8 * (g % 2));
+  return g < 2 ? b : _mm256_srli_epi32(b, 4);
+}
+
+// The same for group g (of 32) of a Q4_K block's qs[128] (sub-block j = g / 4).
+inline __m256i table_index_k(const uint8_t* qs, int g) {
+  const int j = g / 4;
+  const __m256i b = avx2::load_u8x8(qs + 32 * (j / 2) + 8 * (g % 4));
+  return j % 2 == 0 ? b : _mm256_srli_epi32(b, 4);
+}
+
 // f32 values 0..7 and 8..15.
 inline __m256 codes_lo() { return _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7); }
 inline __m256 codes_hi() { return _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15); }
@@ -35,7 +49,7 @@ struct Q4_0TableCodec {
     return {_mm256_mul_ps(d, _mm256_sub_ps(codes_lo(), eight)), _mm256_mul_ps(d, _mm256_sub_ps(codes_hi(), eight))};
   }
   static __m256 group(const uint8_t* b, const State& s, int g) {
-    return _mm256_permutex2var_ps(s.lo, avx2::nibbles_32(b + 2, g), s.hi);
+    return _mm256_permutex2var_ps(s.lo, table_index_32(b + 2, g), s.hi);
   }
   static float scalar(const uint8_t*, int64_t) { return 0.0f; }
 };
@@ -52,7 +66,7 @@ struct Q4_1TableCodec {
     return {_mm256_add_ps(_mm256_mul_ps(d, codes_lo()), m), _mm256_add_ps(_mm256_mul_ps(d, codes_hi()), m)};
   }
   static __m256 group(const uint8_t* b, const State& s, int g) {
-    return _mm256_permutex2var_ps(s.lo, avx2::nibbles_32(b + 4, g), s.hi);
+    return _mm256_permutex2var_ps(s.lo, table_index_32(b + 4, g), s.hi);
   }
   static float scalar(const uint8_t*, int64_t) { return 0.0f; }
 };
@@ -69,7 +83,7 @@ struct Q4_KTableCodec {
     const __m256 dl = _mm256_set1_ps(s.dl[j]), ml = _mm256_set1_ps(s.ml[j]);
     const __m256 lo = _mm256_sub_ps(_mm256_mul_ps(dl, codes_lo()), ml);
     const __m256 hi = _mm256_sub_ps(_mm256_mul_ps(dl, codes_hi()), ml);
-    return _mm256_permutex2var_ps(lo, avx2::nibbles_k(b + 16, g), hi);
+    return _mm256_permutex2var_ps(lo, table_index_k(b + 16, g), hi);
   }
   static float scalar(const uint8_t*, int64_t) { return 0.0f; }
 };
