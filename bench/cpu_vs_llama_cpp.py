@@ -168,6 +168,8 @@ def main():
             results["server 16x64"] = (median(v), median(l), v, l)
             print(json.dumps({"test": "server 16x64", "vosti": v, "llama.cpp": l}), flush=True)
             results["rss_mb"] = (vosti.rss_mb(), llama.rss_mb(), [], [])
+            print(json.dumps({"test": "rss_mb", "vosti": results["rss_mb"][0], "llama.cpp": results["rss_mb"][1]}),
+                  flush=True)
         finally:
             vosti.stop()
             llama.stop()

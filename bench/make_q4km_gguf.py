@@ -72,7 +72,7 @@ def main():
     w.add_tokenizer_pre("llama-bpe")
     w.add_token_list(tokens)
     w.add_token_types([1] * 256 + [3] * (VOCAB - 256))
-    w.add_token_merges([])
+    w.add_token_merges(["a b"])  # llama.cpp refuses a BPE vocabulary without merges
     w.add_bos_token_id(256)
     w.add_eos_token_id(257)
 
