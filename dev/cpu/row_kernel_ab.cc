@@ -1,9 +1,8 @@
 // A/B of the one-row matmul kernel builds (AVX2 vs AVX-512VL) on a random Q4_1 / Q8_0 /
 // Q4_K / Q6_K matrix, interleaved, thread CPU time (minimum): the experiment behind matmul_rows_avx512.cc.
-//   g++ -DVOSTI_SOURCE_DIR=\".\" -O3 -std=c++20 -march=x86-64-v3 -ffp-contract=off -I src -I . dev/cpu/row_kernel_ab.cc
-//   \
-//     build/src/libvosti_kernels_cpu.a build/src/libvosti_kernels_ref.a build/src/libvosti_core.a \
-//     build/src/libvosti_io.a -lfmt -o /tmp/row_kernel_ab && /tmp/row_kernel_ab
+//   g++ -DVOSTI_SOURCE_DIR='"."' -O3 -std=c++20 -march=x86-64-v3 -ffp-contract=off -I src -I . \
+//     dev/cpu/row_kernel_ab.cc build/src/libvosti_kernels_cpu.a build/src/libvosti_kernels_ref.a \
+//     build/src/libvosti_io.a build/src/libvosti_core.a -lfmt -lgtest -o /tmp/row_kernel_ab
 #include <algorithm>
 #include <chrono>
 #include <ctime>
