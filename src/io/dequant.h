@@ -1,4 +1,4 @@
-// Dequantisation of ggml block formats to f32, bit-exact against the `gguf`
+// Dequantisation of ggml block formats to f32 (core/quant_blocks.h), bit-exact against the `gguf`
 // Python package (gguf.quants.dequantize) on the same bytes.
 //
 // Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.

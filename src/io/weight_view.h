@@ -1,7 +1,6 @@
 // WeightView: one named tensor as it sits in a model file (no copy).
 //
-// Types use ggml's numbering so GGUF files map directly; safetensors F32/F16/BF16
-// map onto the same values. shape is PyTorch order (outermost first): a linear
+// Types are WeightType (core/weight_type.h), ggml's numbering. shape is PyTorch order (outermost first): a linear
 // layer's weight is [out_features, in_features]. For block-quantised types the
 // innermost dimension is a multiple of the block size.
 // Thread safety: a view into immutable memory (kept alive by `owner`).
@@ -14,30 +13,9 @@
 #include <string_view>
 #include <vector>
 
-namespace vosti {
+#include "core/weight_type.h"
 
-enum class WeightType : uint32_t {
-  kF32 = 0,
-  kF16 = 1,
-  kQ4_0 = 2,
-  kQ4_1 = 3,
-  kQ5_0 = 6,
-  kQ5_1 = 7,
-  kQ8_0 = 8,
-  kQ8_1 = 9,
-  kQ2_K = 10,
-  kQ3_K = 11,
-  kQ4_K = 12,
-  kQ5_K = 13,
-  kQ6_K = 14,
-  kQ8_K = 15,
-  kI8 = 24,
-  kI16 = 25,
-  kI32 = 26,
-  kI64 = 27,
-  kF64 = 28,
-  kBF16 = 30,
-};
+namespace vosti {
 
 struct WeightTypeTraits {
   std::string_view name;   // "Q4_K", as gguf-dump prints it

@@ -18,6 +18,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/weight_type.h"
 
 namespace vosti {
 
@@ -39,6 +42,35 @@ struct PagedKvView {
   int head_dim = 0;
 };
 
+// Rows of a weight matrix stored in one encoding (f32, f16, bf16 or a ggml block format of
+// core/quant_blocks.h): row i's k values start at rows[i], encoded as the file stores them.
+struct WeightRows {
+  WeightType type = WeightType::kF32;
+  int64_t num_rows = 0;
+  const uint8_t* const* rows = nullptr;  // [num_rows]
+};
+
+// w[n, k] as the model file stores it, in output-row order: the rows of parts[0], then of
+// parts[1], ... (e.g. q, k and v stacked, each in its own encoding). The kernels decode
+// each value to exactly core/quant_blocks.h's f32 and compute as if w were that f32 matrix.
+// A view: the row tables and the bytes belong to whoever built it (the Model).
+struct WeightMatrix {
+  int64_t n = 0;
+  int64_t k = 0;
+  const WeightRows* parts = nullptr;  // [num_parts], rows summing to n
+  int num_parts = 0;
+};
+
+// An f32 matrix w[n, k] (rows contiguous) as a WeightMatrix; owns its row table.
+struct F32Matrix {
+  F32Matrix(const float* w, int64_t n, int64_t k);
+  F32Matrix(const F32Matrix&) = delete;
+  F32Matrix& operator=(const F32Matrix&) = delete;
+  std::vector<const uint8_t*> rows;  // [n]
+  WeightRows part;
+  WeightMatrix matrix;
+};
+
 // Per query token: where its sequence's KV lives and how far it may look.
 struct AttentionQuery {
   const int32_t* block_table = nullptr;  // [>= ceil((position+1)/block_size)] physical block ids
@@ -50,14 +82,24 @@ class KernelBackend {
   virtual ~KernelBackend() = default;
   virtual std::string_view name() const = 0;
 
-  // y[m, n] = x[m, k] * w[n, k]^T (+ bias[n] if non-null).
-  virtual void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) = 0;
+  // y[m, w.n] = x[m, w.k] * w^T (+ bias[w.n] if non-null), w read in its stored encoding.
+  virtual void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) = 0;
+  // The same for an f32 w[n, k] with contiguous rows (tests and benchmarks).
+  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) {
+    const F32Matrix f(w, n, k);
+    matmul(x, m, f.matrix, bias, y);
+  }
   // y[m, n] = x * rsqrt(mean(x^2) + eps) * weight[n]; y may alias x.
   virtual void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) = 0;
-  // In place on x[m, num_heads, head_dim]: rotary embedding at positions[m] using
-  // inv_freq[head_dim / 2] (already scaled, e.g. llama3 scaling).
-  virtual void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+  // In place on x[m, num_heads, head_dim]: rotary embedding of row r by the angles whose
+  // cosines and sines are cos[r, :], sin[r, :] ([m, head_dim / 2] each; rope_cos_sin() of
+  // scalar_math.h at the row's position, computed once per step by the caller).
+  virtual void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
                     RopeLayout layout) = 0;
+  // The same at positions[m] with inv_freq[head_dim / 2] (already scaled, e.g. llama3
+  // scaling): builds the tables, then the call above (tests).
+  void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+            RopeLayout layout);
   // y[m, n] = silu(gate[m, n]) * up[m, n], gate and up read from gate_up[m, 2n] (gate first).
   virtual void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) = 0;
   // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset);

@@ -2,8 +2,14 @@
 // config flags select qkv bias and per-head q/k RMSNorm.
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+
+#include "core/quant_blocks.h"
+#include "kernels/ref/scalar_math.h"
+#include "model/matrix_rows.h"
 
 namespace vosti {
 
@@ -20,14 +26,21 @@ KvStorage::KvStorage(const ModelConfig& config, int64_t num_blocks, int block_si
       head_dim_(static_cast<int>(config.head_dim)) {
   const size_t per_layer = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
                            static_cast<size_t>(num_kv_heads_) * static_cast<size_t>(head_dim_);
-  k_.assign(static_cast<size_t>(config.num_layers), std::vector<float>(per_layer, 0.0f));
-  v_.assign(static_cast<size_t>(config.num_layers), std::vector<float>(per_layer, 0.0f));
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    for (auto* side : {&k_, &v_}) {
+      auto* p = static_cast<float*>(std::calloc(std::max<size_t>(per_layer, 1), sizeof(float)));
+      VOSTI_CHECK(p != nullptr, "KvStorage: out of memory");
+      side->emplace_back(p);
+    }
+  }
 }
+
+void KvStorage::FreeDeleter::operator()(float* p) const { std::free(p); }
 
 PagedKvView KvStorage::layer(int64_t index) {
   PagedKvView view;
-  view.k = k_[static_cast<size_t>(index)].data();
-  view.v = v_[static_cast<size_t>(index)].data();
+  view.k = k_[static_cast<size_t>(index)].get();
+  view.v = v_[static_cast<size_t>(index)].get();
   view.num_blocks = num_blocks_;
   view.block_size = block_size_;
   view.num_kv_heads = num_kv_heads_;
@@ -35,12 +48,80 @@ PagedKvView KvStorage::layer(int64_t index) {
   return view;
 }
 
+void attach_matrix(FloatTensor& t, std::shared_ptr<MatrixRowTables> tables, int64_t k) {
+  MatrixRowTables& m = *tables;
+  m.parts.clear();
+  int64_t row0 = 0;
+  for (size_t p = 0; p < m.part_types.size(); ++p) {
+    m.parts.push_back(WeightRows{m.part_types[p], m.part_rows[p], m.rows.data() + row0});
+    row0 += m.part_rows[p];
+  }
+  VOSTI_CHECK(row0 == static_cast<int64_t>(m.rows.size()), "attach_matrix: parts do not cover the rows");
+  t.matrix = WeightMatrix{row0, k, m.parts.data(), static_cast<int>(m.parts.size())};
+  if (t.owner) m.owners.push_back(t.owner);
+  t.owner = std::move(tables);
+}
+
+namespace {
+
+// Gives a 2-D tensor with f32 data and no row tables a matrix over its data.
+void complete_matrix(FloatTensor& t) {
+  if (t.shape.size() != 2 || t.matrix.parts != nullptr || t.data == nullptr) return;
+  const int64_t n = t.shape[0], k = t.shape[1];
+  auto tables = std::make_shared<MatrixRowTables>();
+  for (int64_t r = 0; r < n; ++r) tables->rows.push_back(reinterpret_cast<const uint8_t*>(t.data + r * k));
+  tables->part_types = {WeightType::kF32};
+  tables->part_rows = {n};
+  attach_matrix(t, std::move(tables), k);
+}
+
+// Bytes a tensor takes as the kernels read it.
+int64_t held_bytes(const FloatTensor& t) {
+  if (t.matrix.parts == nullptr) return t.num_elements() * static_cast<int64_t>(sizeof(float));
+  int64_t bytes = 0;
+  for (int p = 0; p < t.matrix.num_parts; ++p)
+    bytes += t.matrix.parts[p].num_rows * row_bytes(t.matrix.parts[p].type, t.matrix.k);
+  return bytes;
+}
+
+}  // namespace
+
 Model::Model(std::string path, ModelConfig config, ModelWeights weights, int64_t num_copied_bytes)
     : path_(std::move(path)),
       config_(std::move(config)),
       weights_(std::move(weights)),
       inv_freq_(config_.rope_inv_freq()),
-      num_copied_bytes_(num_copied_bytes) {}
+      num_copied_bytes_(num_copied_bytes) {
+  const bool tied =
+      weights_.lm_head.data == weights_.embed.data && weights_.lm_head.matrix.parts == weights_.embed.matrix.parts;
+  complete_matrix(weights_.embed);
+  if (tied) {
+    weights_.lm_head = weights_.embed;
+  } else {
+    complete_matrix(weights_.lm_head);
+  }
+  weight_bytes_ =
+      held_bytes(weights_.embed) + held_bytes(weights_.final_norm) + (tied ? 0 : held_bytes(weights_.lm_head));
+  for (LayerWeights& l : weights_.layers) {
+    for (FloatTensor* t : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) complete_matrix(*t);
+    for (const FloatTensor* t :
+         {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate_up, &l.w_down})
+      weight_bytes_ += held_bytes(*t);
+  }
+}
+
+void Model::embed_row(int32_t id, float* x) const {
+  const WeightMatrix& e = weights_.embed.matrix;
+  int64_t row = id;
+  for (int p = 0; p < e.num_parts; ++p) {
+    if (row < e.parts[p].num_rows) {
+      decode_values(e.parts[p].type, e.parts[p].rows[row], e.k, x);
+      return;
+    }
+    row -= e.parts[p].num_rows;
+  }
+  VOSTI_CHECK(false, "embedding row outside the table");
+}
 
 namespace {
 
@@ -77,23 +158,30 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
   std::vector<float>& proj = sized(scratch.proj, T * H);            // [T, H]
   std::vector<float>& gate_up = sized(scratch.gate_up, T * 2 * I);  // [T, 2I]
   std::vector<float>& act = sized(scratch.act, T * I);              // [T, I]
+  const int half = static_cast<int>(hd / 2);
+  std::vector<float>& rope_cos = sized(scratch.rope_cos, T * half);  // [T, hd / 2]
+  std::vector<float>& rope_sin = sized(scratch.rope_sin, T * half);  // [T, hd / 2]
 
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = batch.token_ids[static_cast<size_t>(t)];
     VOSTI_CHECK(id >= 0 && id < c.vocab_size, "token id out of range reached the forward");
-    std::memcpy(&x[static_cast<size_t>(t * H)], weights_.embed.data + id * H, static_cast<size_t>(H) * sizeof(float));
+    embed_row(id, &x[static_cast<size_t>(t * H)]);
   }
-  std::vector<AttentionQuery> queries(static_cast<size_t>(T));  // [T]
-  for (int64_t t = 0; t < T; ++t)
-    queries[static_cast<size_t>(t)] = {batch.block_tables[static_cast<size_t>(t)],
-                                       batch.positions[static_cast<size_t>(t)]};
+  std::vector<AttentionQuery>& queries = scratch.queries;  // [T]
+  queries.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const auto ts = static_cast<size_t>(t);
+    queries[ts] = {batch.block_tables[ts], batch.positions[ts]};
+    // The rotary angles of each token, once per step (every layer rotates by the same ones).
+    rope_cos_sin(batch.positions[ts], inv_freq_.data(), half, rope_cos.data() + t * half, rope_sin.data() + t * half);
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float eps = static_cast<float>(c.rms_norm_eps);
 
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(li)];
     kernels.rms_norm(x.data(), T, H, L.attn_norm.data, eps, h.data());
-    kernels.matmul(h.data(), T, H, L.wqkv.data, qkv_width, L.bqkv.data, qkv.data());
+    kernels.matmul(h.data(), T, L.wqkv.matrix, L.bqkv.data, qkv.data());
     copy_columns(qkv.data(), T, qkv_width, 0, nh * hd, q.data());
     copy_columns(qkv.data(), T, qkv_width, nh * hd, nkv * hd, k.data());
     copy_columns(qkv.data(), T, qkv_width, (nh + nkv) * hd, nkv * hd, v.data());
@@ -101,20 +189,20 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
       kernels.rms_norm(q.data(), T * nh, hd, L.q_norm.data, eps, q.data());
       kernels.rms_norm(k.data(), T * nkv, hd, L.k_norm.data, eps, k.data());
     }
-    kernels.rope(q.data(), T, static_cast<int>(nh), static_cast<int>(hd), batch.positions.data(), inv_freq_.data(),
+    kernels.rope(q.data(), T, static_cast<int>(nh), static_cast<int>(hd), rope_cos.data(), rope_sin.data(),
                  c.rope_layout);
-    kernels.rope(k.data(), T, static_cast<int>(nkv), static_cast<int>(hd), batch.positions.data(), inv_freq_.data(),
+    kernels.rope(k.data(), T, static_cast<int>(nkv), static_cast<int>(hd), rope_cos.data(), rope_sin.data(),
                  c.rope_layout);
     PagedKvView layer_kv = kv.layer(li);
     // Rule 4: write this step's K/V first, then every query reads through the cache.
     kernels.kv_write(k.data(), v.data(), T, batch.slot_mapping.data(), layer_kv);
     kernels.attention(q.data(), T, static_cast<int>(nh), queries.data(), layer_kv, scale, attn.data());
-    kernels.matmul(attn.data(), T, nh * hd, L.wo.data, H, nullptr, proj.data());
+    kernels.matmul(attn.data(), T, L.wo.matrix, nullptr, proj.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
     kernels.rms_norm(x.data(), T, H, L.ffn_norm.data, eps, h.data());
-    kernels.matmul(h.data(), T, H, L.w_gate_up.data, 2 * I, nullptr, gate_up.data());
+    kernels.matmul(h.data(), T, L.w_gate_up.matrix, nullptr, gate_up.data());
     kernels.silu_mul(gate_up.data(), T, I, act.data());
-    kernels.matmul(act.data(), T, I, L.w_down.data, H, nullptr, proj.data());
+    kernels.matmul(act.data(), T, L.w_down.matrix, nullptr, proj.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
   }
 
@@ -128,7 +216,7 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
                 static_cast<size_t>(H) * sizeof(float));
   }
   kernels.rms_norm(rows.data(), R, H, weights_.final_norm.data, eps, rows.data());
-  kernels.matmul(rows.data(), R, H, weights_.lm_head.data, c.vocab_size, nullptr, logits);
+  kernels.matmul(rows.data(), R, weights_.lm_head.matrix, nullptr, logits);
 }
 
 }  // namespace vosti

@@ -1,10 +1,14 @@
-// Model: a decoder-only transformer's config and f32 weights, loaded from a GGUF
-// file or a Hugging Face safetensors directory, and its forward pass over a
-// flattened batch of tokens that reads and writes a paged KV cache.
+// Model: a decoder-only transformer's config and weights, loaded from a GGUF file or a
+// Hugging Face safetensors directory, and its forward pass over a flattened batch of
+// tokens that reads and writes a paged KV cache.
 //
-// Numeric policy on the CPU backends (part of the deployment; docs/ARCHITECTURE.md):
-// weights are f32 (mapped from the file when stored as f32, dequantised or widened
-// once at load otherwise), activations and accumulators f32, KV cache f32.
+// Numeric policy on the CPU backends (part of the deployment; docs/ARCHITECTURE.md): a
+// weight's value is its f32 decoding (core/quant_blocks.h: f32, f16, bf16 or a ggml block
+// format); activations and accumulators f32, KV cache f32. The projection matrices and the
+// embedding stay in the file's encoding, mapped, and the kernels decode them as they
+// compute (kernels/cpu/matmul_avx2.h): no f32 copy of a matrix is made, and the logits are
+// bit for bit those of computing with the f32 values. Norm weights and biases are f32
+// (mapped, or widened once at load).
 // Invariants: weight shapes match the config (checked at load).
 // Thread safety: a loaded Model is immutable; concurrent forward() calls each need
 // their own ForwardScratch and KvStorage.
@@ -22,13 +26,16 @@
 
 namespace vosti {
 
-class ModelFile;
-
-// A read-only f32 tensor: either owned or a view into a mapped file.
+// A read-only weight tensor. `data` holds its f32 values when the model has them as f32
+// (owned, or mapped when the file stores aligned f32 in HF order); a matrix kept in the
+// file's encoding has data == nullptr. Every 2-D tensor of a loaded Model also has
+// `matrix`: its rows as the kernels read them (for f32 data, rows into data). `owner`
+// keeps the bytes and the row tables alive.
 struct FloatTensor {
   std::vector<int64_t> shape;  // PyTorch order
   const float* data = nullptr;
   std::shared_ptr<const void> owner;
+  WeightMatrix matrix;
   int64_t num_elements() const;
 };
 
@@ -62,6 +69,8 @@ struct ForwardBatch {
 };
 
 // The KV cache tensors of all layers: [num_layers] x {k, v} [num_blocks, block_size, num_kv_heads, head_dim].
+// Zero-filled pages the OS maps on first write (calloc): memory is resident as the cache fills,
+// not all at start. A slot is always written before it is read (rule 4).
 class KvStorage {
  public:
   KvStorage(const ModelConfig& config, int64_t num_blocks, int block_size);
@@ -74,27 +83,45 @@ class KvStorage {
   int block_size_;
   int num_kv_heads_;
   int head_dim_;
-  std::vector<std::vector<float>> k_;  // [num_layers][num_blocks * block_size * num_kv_heads * head_dim]
-  std::vector<std::vector<float>> v_;
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
+  using Buffer = std::unique_ptr<float[], FreeDeleter>;
+  std::vector<Buffer> k_;  // [num_layers][num_blocks * block_size * num_kv_heads * head_dim]
+  std::vector<Buffer> v_;
 };
 
 // Activation buffers of one forward, reused across calls so a step does not page-fault
 // fresh memory. Contents never carry over between calls (every buffer is fully written
 // before it is read), so reuse cannot change a result.
 struct ForwardScratch {
-  std::vector<float> x, h, qkv, q, k, v, attn, proj, gate_up, act, rows;
+  std::vector<float> x, h, qkv, q, k, v, attn, proj, gate_up, act, rows, rope_cos, rope_sin;
+  std::vector<AttentionQuery> queries;
 };
 
 struct LoadOptions {
   // Called after each layer's weights are ready: (layers done, total layers). May be empty.
   std::function<void(int64_t, int64_t)> on_progress;
+  // Give every tensor f32 `data` (dequantised or widened copies where the file stores
+  // another encoding), as the engine did before issue 22: for consumers that read f32
+  // values (CudaModel::upload, the CUDA tests' emulation). Same logits either way.
+  bool f32_weights = false;
 };
+
+// LoadOptions with f32_weights set.
+inline LoadOptions f32_load_options() {
+  LoadOptions o;
+  o.f32_weights = true;
+  return o;
+}
+
+class ModelFile;
 
 class Model {
  public:
   // Loads a .gguf file or a directory with config.json + safetensors.
   static Result<std::shared_ptr<const Model>> load(const std::string& path, const LoadOptions& options = {});
-  // Loads an opened model file (e.g. one with tensors replaced by a weight update).
+  // Loads from an opened file; the model keeps what it maps alive (the file object may go).
   static Result<std::shared_ptr<const Model>> load(const ModelFile& file, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
@@ -102,6 +129,9 @@ class Model {
   const std::string& path() const { return path_; }
   // Bytes of f32 weights that were copied (dequantised or widened) rather than mapped.
   int64_t num_copied_bytes() const { return num_copied_bytes_; }
+  // Bytes the weights take as the kernels read them (stored encodings and f32 data; a tied
+  // lm_head counted once).
+  int64_t weight_bytes() const { return weight_bytes_; }
 
   // Runs the batch: writes every token's K/V into `kv`, then computes hidden states and
   // the logits of batch.logit_rows into logits [num_logit_rows, vocab].
@@ -109,15 +139,20 @@ class Model {
   void forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& kernels, float* logits,
                ForwardScratch& scratch) const;
 
-  // Builds from parts (tests, random-weight models).
+  // Builds from parts (tests, random-weight models): a 2-D tensor without `matrix` gets one
+  // over its f32 data.
   Model(std::string path, ModelConfig config, ModelWeights weights, int64_t num_copied_bytes);
 
  private:
+  // x[H] = row `id` of the embedding, decoded.
+  void embed_row(int32_t id, float* x) const;
+
   std::string path_;
   ModelConfig config_;
   ModelWeights weights_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   int64_t num_copied_bytes_ = 0;
+  int64_t weight_bytes_ = 0;
 };
 
 }  // namespace vosti

@@ -35,14 +35,7 @@ Result<std::unique_ptr<ModelRunner>> CpuDeviceModel::make_runner(const EngineCon
     return invalid_argument("max_model_len " + std::to_string(max_len) + " exceeds the KV cache (" +
                             std::to_string(cache_tokens) + " tokens): raise the cache size or lower max_model_len");
   info.max_model_len = static_cast<int32_t>(max_len);
-  const ModelWeights& w = model_->weights();
-  int64_t elems = w.embed.num_elements() + w.final_norm.num_elements() +
-                  (w.lm_head.data == w.embed.data ? 0 : w.lm_head.num_elements());
-  for (const LayerWeights& l : w.layers)
-    for (const FloatTensor* t :
-         {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate_up, &l.w_down})
-      elems += t->num_elements();
-  info.weight_bytes = elems * static_cast<int64_t>(sizeof(float));
+  info.weight_bytes = model_->weight_bytes();
   const int32_t threads = config.num_threads > 0
                               ? config.num_threads
                               : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
@@ -61,8 +54,18 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, std::unique_ptr<ThreadP
       kv_(model_->config(), info_.num_blocks, info_.block_size) {}
 
 ForwardBatch CpuRunner::build_batch(const StepPlan& plan, std::span<const WantedRow> rows) const {
-  const int32_t block_size = info_.block_size;
   ForwardBatch batch;
+  fill_batch(plan, rows, batch);
+  return batch;
+}
+
+void CpuRunner::fill_batch(const StepPlan& plan, std::span<const WantedRow> rows, ForwardBatch& batch) const {
+  const int32_t block_size = info_.block_size;
+  batch.token_ids.clear();
+  batch.positions.clear();
+  batch.slot_mapping.clear();
+  batch.block_tables.clear();
+  batch.logit_rows.clear();
   batch.token_ids.reserve(static_cast<size_t>(plan.num_batched_tokens));
   for (const ScheduledRequest& r : plan.requests) {
     VOSTI_CHECK(static_cast<int32_t>(r.token_ids.size()) == r.num_new_tokens, "token_ids disagree with num_new_tokens");
@@ -78,24 +81,46 @@ ForwardBatch CpuRunner::build_batch(const StepPlan& plan, std::span<const Wanted
     }
   }
   for (const WantedRow& w : rows) batch.logit_rows.push_back(w.token_row);
-  return batch;
 }
+
+namespace {
+
+// A sampled row whose request asked for no logprobs: the token only (choose_token: the same
+// token as sample_token, without the raw log-softmax), then the digest and copy on request.
+RowResult sample_row_without_logprobs(std::span<const float> logits, const WantedRow& row,
+                                      const RequestLogitsTask& task, SamplerScratch& scratch) {
+  RowResult out;
+  out.plan_index = row.plan_index;
+  out.position = row.position;
+  out.kind = row.kind;
+  out.scored.token = choose_token(logits, *task.sampling, task.seed, static_cast<int64_t>(task.outputs.size()),
+                                  task.prompt, task.outputs, scratch);
+  if (task.digest) out.digest = logits_digest(logits);
+  if (task.full_logits) out.logits.assign(logits.begin(), logits.end());
+  return out;
+}
+
+}  // namespace
 
 Result<StepResult> CpuRunner::execute(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   StepResult out;
   const std::vector<WantedRow> rows = wanted_rows(plan, tasks);
-  const ForwardBatch batch = build_batch(plan, rows);
+  fill_batch(plan, rows, batch_);
   const auto vocab = static_cast<size_t>(model_->config().vocab_size);
   logits_.resize(rows.size() * vocab);
-  model_->forward(batch, kv_, *kernels_, logits_.data(), scratch_);
+  model_->forward(batch_, kv_, *kernels_, logits_.data(), scratch_);
   const auto t1 = Clock::now();
   out.rows.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::span<const float> row(logits_.data() + i * vocab, vocab);
-    out.rows.push_back(
-        finish_row_on_host(row, rows[i], tasks[static_cast<size_t>(rows[i].plan_index)], sampler_scratch_));
+    const RequestLogitsTask& task = tasks[static_cast<size_t>(rows[i].plan_index)];
+    if (rows[i].kind == RowKind::kSample && task.sampling != nullptr && !task.sampling->logprobs) {
+      out.rows.push_back(sample_row_without_logprobs(row, rows[i], task, sampler_scratch_));
+    } else {
+      out.rows.push_back(finish_row_on_host(row, rows[i], task, sampler_scratch_));
+    }
   }
   out.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
   out.seconds_sampling = std::chrono::duration<double>(Clock::now() - t1).count();

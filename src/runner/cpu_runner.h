@@ -1,6 +1,7 @@
-// The CPU device: CpuDeviceModel holds a loaded f32 Model; CpuRunner runs steps through
+// The CPU device: CpuDeviceModel holds a loaded Model; CpuRunner runs steps through
 // Model::forward on the host kernels (kernels/cpu or the scalar oracle kernels/ref) and
-// turns the wanted rows into results with the host sampler (runner/host_rows.h).
+// turns the wanted rows into results with the host sampler (runner/host_rows.h; a sampled
+// row of a request with SamplingParams::logprobs false takes choose_token, no log-softmax).
 // KV memory: KvStorage (f32) of num_blocks blocks, from EngineConfig::num_blocks or
 // kv_cache_bytes.
 // Thread safety: CpuDeviceModel is immutable; a CpuRunner has one caller at a time.
@@ -50,7 +51,11 @@ class CpuRunner final : public ModelRunner {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KernelBackend> kernels_;
   RunnerInfo info_;
+  // build_batch into a reused batch (no allocation once the vectors have grown).
+  void fill_batch(const StepPlan& plan, std::span<const WantedRow> rows, ForwardBatch& batch) const;
+
   KvStorage kv_;
+  ForwardBatch batch_;  // the step's batch, reused
   ForwardScratch scratch_;
   SamplerScratch sampler_scratch_;
   std::vector<float> logits_;  // [num_logit_rows, vocab]

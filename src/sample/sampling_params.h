@@ -30,6 +30,7 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias) added before sampling
   std::optional<uint64_t> seed;                       // absent: the engine draws one and reports it
   int32_t num_top_logprobs = 0;                       // top-n logprobs per position (0: only the chosen token's)
+  bool logprobs = true;  // report the chosen token's raw logprob; false lets a runner skip the log-softmax
 
   // INVALID_ARGUMENT naming the field and the allowed range.
   Status validate(int64_t vocab_size) const;

@@ -31,6 +31,7 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
   RequestSpec spec;
   spec.prompt = prompts_[prompt_index].ids;
   spec.sampling = request_.sampling;
+  spec.sampling.logprobs = request_.logprobs;  // unasked, the CPU runner samples without the log-softmax
   if (request_.sampling.seed) spec.sampling.seed = *request_.sampling.seed + static_cast<uint64_t>(choice);
   spec.max_tokens = max_tokens_;
   spec.stop_token_ids = request_.stop_token_ids;

@@ -256,3 +256,31 @@ TEST(Engine, AddRequestIsSafeFromOtherThreads) {
 
 }  // namespace
 }  // namespace vosti
+
+namespace vosti {
+namespace {
+
+// A request that asks for no logprobs takes the CPU runner's token-only sampler path: the
+// same tokens (and digests) as the path that also computes the raw logprobs.
+TEST(Engine, SamplingWithoutLogprobsChoosesTheSameTokens) {
+  auto run = [](bool logprobs) {
+    auto e = make_engine();
+    Collected c;
+    RequestSpec spec;
+    spec.prompt = prompt_of(12, 5);
+    spec.max_tokens = 24;
+    spec.sampling.temperature = 0.9f;
+    spec.sampling.top_p = 0.95f;
+    spec.sampling.seed = 1234;
+    spec.sampling.logprobs = logprobs;
+    EXPECT_TRUE(e->add_request(spec, collect(c)).ok());
+    run_to_completion(*e);
+    return c.tokens;
+  };
+  const std::vector<int32_t> with = run(true), without = run(false);
+  ASSERT_EQ(with.size(), 24u);
+  EXPECT_EQ(with, without);
+}
+
+}  // namespace
+}  // namespace vosti

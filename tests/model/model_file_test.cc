@@ -48,7 +48,7 @@ std::vector<float> loaded(const Model& m, WeightRole role, int64_t layer) {
 void check_model(const std::string& path) {
   auto file = ModelFile::open(path);
   ASSERT_TRUE(file.ok()) << file.status().to_string();
-  auto model = Model::load(path);
+  auto model = Model::load(path, f32_load_options());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const int64_t last = (*file)->config().num_layers - 1;
   for (const auto& [role, layer] : std::vector<std::pair<WeightRole, int64_t>>{{WeightRole::kEmbed, -1},

@@ -34,6 +34,7 @@ inline FloatTensor rounded_bf16(const FloatTensor& t) {
 }
 
 // `model` with the CUDA policy's bf16 weights: matrices and embedding rounded, norms and biases f32.
+// REQUIRES: model was loaded with LoadOptions::f32_weights (its tensors have f32 data).
 inline std::shared_ptr<const Model> bf16_weight_model(const Model& model) {
   ModelWeights w = model.weights();
   const bool tied = w.lm_head.data == w.embed.data;
@@ -52,18 +53,20 @@ inline std::shared_ptr<const Model> bf16_weight_model(const Model& model) {
 class Bf16InputBackend final : public KernelBackend {
  public:
   explicit Bf16InputBackend(std::unique_ptr<KernelBackend> inner) : inner_(std::move(inner)) {}
+  using KernelBackend::matmul;
+  using KernelBackend::rope;
   std::string_view name() const override { return "bf16-inputs"; }
-  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) override {
-    rounded_.resize(static_cast<size_t>(m * k));  // [m, k]
+  void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
+    rounded_.resize(static_cast<size_t>(m * w.k));  // [m, k]
     for (size_t i = 0; i < rounded_.size(); ++i) rounded_[i] = round_bf16(x[i]);
-    inner_->matmul(rounded_.data(), m, k, w, n, bias, y);
+    inner_->matmul(rounded_.data(), m, w, bias, y);
   }
   void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) override {
     inner_->rms_norm(x, m, n, weight, eps, y);
   }
-  void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+  void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
             RopeLayout layout) override {
-    inner_->rope(x, m, num_heads, head_dim, positions, inv_freq, layout);
+    inner_->rope(x, m, num_heads, head_dim, cos, sin, layout);
   }
   void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
   void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) override {

@@ -158,7 +158,7 @@ std::string smollm2_path() {
 
 std::shared_ptr<const Model> load_tiny(const std::string& name, nlohmann::json* golden) {
   *golden = read_json(kGoldenDir + "/data/" + name + ".json");
-  auto model = Model::load(kGoldenDir + "/" + (*golden)["model"].get<std::string>());
+  auto model = Model::load(kGoldenDir + "/" + (*golden)["model"].get<std::string>(), f32_load_options());
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   return model.ok() ? *model : nullptr;
 }
@@ -231,7 +231,7 @@ TEST(Bf16PolicyRealModel, SmolLM2EmulationMatchesCpu) {
   if (path.empty() || !std::filesystem::exists(path)) {
     GTEST_SKIP() << "SmolLM2 GGUF not found (set VOSTI_MODEL or run scripts/fetch-model)";
   }
-  auto model = Model::load(path);
+  auto model = Model::load(path, f32_load_options());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const int64_t vocab = (*model)->config().vocab_size;
   const auto golden = read_json(kGoldenDir + "/data/smollm2-135m-instruct-q4_1.json");
@@ -372,7 +372,7 @@ TEST(CudaRealModel, SmolLM2MatchesCpu) {
   if (path.empty() || !std::filesystem::exists(path)) {
     GTEST_SKIP() << "SmolLM2 GGUF not found (set VOSTI_MODEL or run scripts/fetch-model); GPU vs CPU on it skipped";
   }
-  auto model = Model::load(path);
+  auto model = Model::load(path, f32_load_options());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   auto gpu = CudaModel::upload(**model);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();

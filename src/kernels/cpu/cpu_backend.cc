@@ -1,17 +1,18 @@
 // The CPU backend: AVX2/FMA kernels split over a ThreadPool.
 //
 // Threads split only independent outputs: matmul output columns (chunks of
-// kMatmulColChunk), rms_norm/rope rows, silu_mul elements, attention (token, heads
-// sharing one kv head): whole (token, head) pairs, never a part of one. Each output element's reduction order is
-// documented at its kernel (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m, the row index, the
-// thread count or other rows. Element-wise ops (rope, silu_mul, kv_write, the rms_norm scaling) use scalar_math.h and
-// are bit-identical to the reference backend; matmul, the rms_norm sum of squares and attention use a different (lane-8
-// / tiled) order than the oracle and match it within rounding. Thread safety: one caller at a time (the pool runs one
-// parallel_for at a time).
+// kMatmulColChunk; weights read in their stored encoding, matmul_avx2.h), rms_norm/rope rows, silu_mul elements,
+// attention (token, heads sharing one kv head): whole (token, head) pairs, never a part of one. Each output element's
+// reduction order is documented at its kernel (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m,
+// the row index, the thread count or other rows. Element-wise ops (rope, silu_mul, kv_write, the rms_norm scaling) use
+// scalar_math.h and are bit-identical to the reference backend; matmul, the rms_norm sum of squares and attention use a
+// different (lane-8 / tiled) order than the oracle and match it within rounding. Thread safety: one caller at a time
+// (the pool runs one parallel_for at a time).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -30,24 +31,50 @@ enum class PlantedBug : uint8_t { kNone, kSplitKByRowCount };
 
 class CpuBackend final : public KernelBackend {
  public:
-  CpuBackend(ThreadPool* pool, PlantedBug bug) : pool_(pool), bug_(bug) {}
+  CpuBackend(ThreadPool* pool, PlantedBug bug)
+      : pool_(pool),
+        bug_(bug),
+        tiles_(static_cast<size_t>(pool != nullptr ? pool->num_threads() : 1),
+               std::vector<float>(static_cast<size_t>(kMatmulTileFloats))) {}
 
   std::string_view name() const override {
     return bug_ == PlantedBug::kNone ? "cpu" : "cpu-planted-bug-split-k-by-row-count";
   }
 
-  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) override {
-    VOSTI_CHECK(m >= 0 && k > 0 && n > 0, "matmul: bad shape");
+  using KernelBackend::matmul;
+  using KernelBackend::rope;
+
+  // Threads take chunks of kMatmulColChunk output columns of one part (parts in order).
+  void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
+    VOSTI_CHECK(m >= 0 && w.k > 0 && w.n > 0, "matmul: bad shape");
     if (m == 0) return;
-    const int64_t num_chunks = (n + kMatmulColChunk - 1) / kMatmulColChunk;
+    int64_t num_chunks = 0;
+    for (int p = 0; p < w.num_parts; ++p) num_chunks += (w.parts[p].num_rows + kMatmulColChunk - 1) / kMatmulColChunk;
     const bool planted = bug_ == PlantedBug::kSplitKByRowCount;
-    parallel(static_cast<size_t>(num_chunks), 1, [&](size_t b, size_t e) {
-      const int64_t c0 = static_cast<int64_t>(b) * kMatmulColChunk;
-      const int64_t c1 = std::min(n, static_cast<int64_t>(e) * kMatmulColChunk);
-      if (planted) {
-        matmul_columns_split_k_by_row_count(x, m, k, w, n, bias, y, c0, c1);
-      } else {
-        matmul_columns_avx2(x, m, k, w, n, bias, y, c0, c1);
+    parallel(static_cast<size_t>(num_chunks), 1, [&](size_t b, size_t e, int worker) {
+      float* tile = tiles_[static_cast<size_t>(worker)].data();
+      // Walk the parts to chunk b, then run chunks [b, e) part by part.
+      int p = 0;
+      int64_t first_col = 0, chunk0 = 0;  // the part's first output column and first chunk
+      for (auto chunk = static_cast<int64_t>(b); chunk < static_cast<int64_t>(e);) {
+        const WeightRows& part = w.parts[p];
+        const int64_t part_chunks = (part.num_rows + kMatmulColChunk - 1) / kMatmulColChunk;
+        if (chunk >= chunk0 + part_chunks) {
+          chunk0 += part_chunks;
+          first_col += part.num_rows;
+          ++p;
+          continue;
+        }
+        const int64_t last = std::min(static_cast<int64_t>(e), chunk0 + part_chunks);  // chunks of this part
+        const int64_t c0 = (chunk - chunk0) * kMatmulColChunk;
+        const int64_t c1 = std::min(part.num_rows, (last - chunk0) * kMatmulColChunk);
+        const float* part_bias = bias != nullptr ? bias + first_col : nullptr;
+        if (planted) {
+          matmul_part_columns_split_k_by_row_count(x, m, w.k, part, part_bias, y + first_col, w.n, c0, c1, tile);
+        } else {
+          matmul_part_columns_avx2(x, m, w.k, part, part_bias, y + first_col, w.n, c0, c1, tile);
+        }
+        chunk = last;
       }
     });
   }
@@ -72,13 +99,13 @@ class CpuBackend final : public KernelBackend {
     });
   }
 
-  void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+  void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
             RopeLayout layout) override {
     VOSTI_CHECK(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kMaxCpuHeadDim, "rope: head_dim must be even, <= 512");
+    const int half = head_dim / 2;
     parallel(static_cast<size_t>(m), 1, [&](size_t b, size_t e) {
-      for (int64_t r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r) {
-        rope_row(x + r * num_heads * head_dim, num_heads, head_dim, positions[r], inv_freq, layout);
-      }
+      for (int64_t r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r)
+        rope_row(x + r * num_heads * head_dim, num_heads, head_dim, cos + r * half, sin + r * half, layout);
     });
   }
 
@@ -136,13 +163,10 @@ class CpuBackend final : public KernelBackend {
   }
 
  private:
-  // x[num_heads, head_dim] of one token rotated at `position`; element-wise, same as the oracle.
-  static void rope_row(float* x, int num_heads, int head_dim, int32_t position, const float* inv_freq,
+  // x[num_heads, head_dim] of one token rotated by cos_t/sin_t [head_dim / 2]; element-wise, same as the oracle.
+  static void rope_row(float* x, int num_heads, int head_dim, const float* cos_t, const float* sin_t,
                        RopeLayout layout) {
     const int half = head_dim / 2;
-    alignas(32) float cos_t[kMaxCpuHeadDim / 2];  // [half]
-    alignas(32) float sin_t[kMaxCpuHeadDim / 2];  // [half]
-    rope_cos_sin(position, inv_freq, half, cos_t, sin_t);
     for (int h = 0; h < num_heads; ++h) {
       float* xh = x + h * head_dim;  // [head_dim]
       int i = 0;
@@ -150,8 +174,8 @@ class CpuBackend final : public KernelBackend {
         for (; i + 8 <= half; i += 8) {
           const __m256 x0 = _mm256_loadu_ps(xh + i);
           const __m256 x1 = _mm256_loadu_ps(xh + half + i);
-          const __m256 c = _mm256_load_ps(cos_t + i);
-          const __m256 s = _mm256_load_ps(sin_t + i);
+          const __m256 c = _mm256_loadu_ps(cos_t + i);
+          const __m256 s = _mm256_loadu_ps(sin_t + i);
           _mm256_storeu_ps(xh + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
           _mm256_storeu_ps(xh + half + i, _mm256_add_ps(_mm256_mul_ps(x1, c), _mm256_mul_ps(x0, s)));
         }
@@ -181,18 +205,24 @@ class CpuBackend final : public KernelBackend {
     for (; i < i1; ++i) y[i] = silu_times(gate[i], up[i]);
   }
 
+  // fn(begin, end) or fn(begin, end, worker) over a split of [0, n).
   template <typename Fn>
   void parallel(size_t n, size_t grain, const Fn& fn) {
     if (n == 0) return;
     if (pool_ == nullptr || pool_->num_threads() == 1) {
-      fn(size_t{0}, n);
+      if constexpr (std::is_invocable_v<const Fn&, size_t, size_t, int>) {
+        fn(size_t{0}, n, 0);
+      } else {
+        fn(size_t{0}, n);
+      }
       return;
     }
-    pool_->parallel_for(n, grain, [&fn](size_t b, size_t e) { fn(b, e); });
+    pool_->parallel_for(n, grain, fn);
   }
 
   ThreadPool* pool_;
   PlantedBug bug_;
+  std::vector<std::vector<float>> tiles_;  // [threads][kMatmulTileFloats]: each thread's matmul decode tile
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Micro-kernels of matmul_avx2.h. Reduction order per element: lane-8 dot
-// (simd_avx2.h) of x[r, :] and w[c, :], then + bias[c]; nothing else.
+// (simd_avx2.h) of x[r, :] and the decoded w[c, :], then + bias[c]; nothing else.
 #include "kernels/cpu/matmul_avx2.h"
 
 #include <immintrin.h>
@@ -9,6 +9,10 @@
 #include <cmath>
 #include <utility>
 
+#include "core/check.h"
+#include "core/quant_blocks.h"
+#include "kernels/cpu/matmul_row_kernels.h"
+#include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace vosti {
@@ -67,42 +71,70 @@ constexpr auto kBlockTable = make_block_table(std::make_integer_sequence<int, kM
 
 DotBlockFn pick_block(int64_t rows, int64_t cols) { return kBlockTable[rows - 1][cols - 1]; }
 
-}  // namespace
+// Columns of a tile decoded together: as many as fit the tile, at most one chunk.
+int64_t tile_columns(int64_t k) { return std::max<int64_t>(1, std::min(kMatmulColChunk, kMatmulTileFloats / k)); }
 
-void matmul_columns_avx2(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y,
-                         int64_t col_begin, int64_t col_end) {
-  // Loop order: a chunk of columns (w[chunk, k] stays in L2), then 4-row blocks of x
-  // (stay in L1), then 3-column micro-kernels streaming the chunk's weights.
-  // While a chunk is computed, the next chunk's weights (rows contiguous in w) are
-  // prefetched into L2, spread evenly over the chunk's micro-kernel calls, so only the
-  // first chunk waits on memory. Prefetches touch no arithmetic.
-  const int64_t calls_per_chunk =
-      (m + kMatmulRowBlock - 1) / kMatmulRowBlock * ((kMatmulColChunk + kMatmulColBlock - 1) / kMatmulColBlock);
-  for (int64_t c0 = col_begin; c0 < col_end; c0 += kMatmulColChunk) {
-    const int64_t c1 = std::min(col_end, c0 + kMatmulColChunk);
-    const char* pf = reinterpret_cast<const char*>(w + c1 * k);
-    const char* pf_end = reinterpret_cast<const char*>(w + std::min(col_end, c1 + kMatmulColChunk) * k);
-    const int64_t pf_lines_per_call = ((pf_end - pf) / 64 + calls_per_chunk) / calls_per_chunk;
+template <typename Codec>
+void tiled_columns(const float* x, int64_t m, int64_t k, const uint8_t* const* rows, const float* bias, float* y,
+                   int64_t ldy, int64_t c0, int64_t c1, float* tile) {
+  const int64_t width = tile_columns(k);
+  for (int64_t t0 = c0; t0 < c1; t0 += width) {
+    const int64_t t1 = std::min(c1, t0 + width);
+    for (int64_t c = t0; c < t1; ++c) avx2::decode_row<Codec>(rows[c], k, tile + (c - t0) * k);  // tile [t1 - t0, k]
     for (int64_t r0 = 0; r0 < m; r0 += kMatmulRowBlock) {
-      const int64_t rows = std::min<int64_t>(kMatmulRowBlock, m - r0);
-      for (int64_t c = c0; c < c1; c += kMatmulColBlock) {
-        const int64_t cols = std::min<int64_t>(kMatmulColBlock, c1 - c);
-        pick_block(rows, cols)(x + r0 * k, k, w + c * k, k, bias != nullptr ? bias + c : nullptr, y + r0 * n + c, n);
-        for (int64_t l = 0; l < pf_lines_per_call && pf < pf_end; ++l, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
+      const int64_t nr = std::min<int64_t>(kMatmulRowBlock, m - r0);
+      for (int64_t c = t0; c < t1; c += kMatmulColBlock) {
+        const int64_t nc = std::min<int64_t>(kMatmulColBlock, t1 - c);
+        pick_block(nr, nc)(x + r0 * k, k, tile + (c - t0) * k, k, bias != nullptr ? bias + c : nullptr,
+                           y + r0 * ldy + c, ldy);
       }
     }
   }
 }
 
-void matmul_columns_split_k_by_row_count(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
-                                         const float* bias, float* y, int64_t col_begin, int64_t col_end) {
+}  // namespace
+
+void matmul_row_columns_avx2(const float* x, int64_t k, const WeightRows& part, const float* bias, float* y,
+                             int64_t col_begin, int64_t col_end) {
+  const bool known = avx2::with_codec(
+      part.type, [&]<typename Codec>() { cpu_rows::row_columns<Codec>(x, k, part.rows, bias, y, col_begin, col_end); });
+  VOSTI_CHECK(known, "matmul: weight type without a CPU decoder");
+}
+
+bool cpu_has_avx512_rows() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+void matmul_part_columns_avx2(const float* x, int64_t m, int64_t k, const WeightRows& part, const float* bias, float* y,
+                              int64_t ldy, int64_t col_begin, int64_t col_end, float* tile) {
+  VOSTI_CHECK(k <= kMatmulTileFloats, "matmul: k exceeds the decode tile");
+  if (m == 1 && cpu_has_avx512_rows()) {
+    matmul_row_columns_avx512(x, k, part, bias, y, col_begin, col_end);
+    return;
+  }
+  const bool known = avx2::with_codec(part.type, [&]<typename Codec>() {
+    if (m == 1) {
+      cpu_rows::row_columns<Codec>(x, k, part.rows, bias, y, col_begin, col_end);
+    } else {
+      tiled_columns<Codec>(x, m, k, part.rows, bias, y, ldy, col_begin, col_end, tile);
+    }
+  });
+  VOSTI_CHECK(known, "matmul: weight type without a CPU decoder");
+}
+
+void matmul_part_columns_split_k_by_row_count(const float* x, int64_t m, int64_t k, const WeightRows& part,
+                                              const float* bias, float* y, int64_t ldy, int64_t col_begin,
+                                              int64_t col_end, float* tile) {
   const int64_t split = m > 1 ? k / 2 : k;  // the planted bug: the split point reads the row count
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t c = col_begin; c < col_end; ++c) {
-      float s = avx2::dot_lane8(x + r * k, w + c * k, split);
-      if (split < k) s += avx2::dot_lane8(x + r * k + split, w + c * k + split, k - split);
+  for (int64_t c = col_begin; c < col_end; ++c) {
+    decode_values(part.type, part.rows[c], k, tile);  // tile [k]: row c
+    for (int64_t r = 0; r < m; ++r) {
+      float s = avx2::dot_lane8(x + r * k, tile, split);
+      if (split < k) s += avx2::dot_lane8(x + r * k + split, tile + split, k - split);
       if (bias != nullptr) s += bias[c];
-      y[r * n + c] = s;
+      y[r * ldy + c] = s;
     }
   }
 }

@@ -20,6 +20,9 @@
 #include "kernels/ref/scalar_math.h"
 
 namespace vosti::avx2 {
+// Internal linkage: each translation unit keeps its own copy, compiled for its own ISA
+// (matmul_rows_avx512.cc builds these with AVX-512VL), so no copy can leak into another.
+namespace {
 
 // The fixed tree: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
 inline float hsum8(__m256 v) {
@@ -84,4 +87,5 @@ inline __m256 exp_lane8(__m256 x) {
   return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+}  // namespace
 }  // namespace vosti::avx2

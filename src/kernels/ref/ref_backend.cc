@@ -2,7 +2,8 @@
 //
 // Reduction orders (the oracle's, not the CPU backend's):
 // - matmul: y = ((0 + x0*w0) + x1*w1) + ... sequentially over k (each product
-//   rounded, then added), then + bias.
+//   rounded, then added), then + bias; w's values are core/quant_blocks.h's decoding of
+//   its stored rows.
 // - rms_norm: sum of squares sequentially over n, then scalar_math.h's scale.
 // - attention: plain two-pass softmax over positions 0..p (no tiling): scores by a
 //   sequential dot over head_dim, max, exp, sequential sum, then out[d] =
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/quant_blocks.h"
 #include "kernels/kernel_backend.h"
 #include "kernels/ref/paged_kv.h"
 #include "kernels/ref/scalar_math.h"
@@ -27,30 +29,25 @@ class RefBackend final : public KernelBackend {
  public:
   std::string_view name() const override { return "ref"; }
 
-  void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias, float* y) override {
+  using KernelBackend::matmul;
+  using KernelBackend::rope;
+
+  // Each weight row is decoded to f32 (core/quant_blocks.h) and then dotted with every x row.
+  void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
+    const int64_t k = w.k, n = w.n;
     VOSTI_CHECK(m >= 0 && k > 0 && n > 0, "matmul: bad shape");
-    // Four columns advance together only so the four independent sums overlap in the
-    // pipeline; each one is still the plain sequential sum over k.
-    for (int64_t r = 0; r < m; ++r) {
-      const float* xr = x + r * k;  // [k]
-      int64_t c = 0;
-      for (; c + 4 <= n; c += 4) {
-        const float* w0 = w + c * k;  // [4, k]
-        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-        for (int64_t i = 0; i < k; ++i) {
-          s0 += xr[i] * w0[i];
-          s1 += xr[i] * w0[k + i];
-          s2 += xr[i] * w0[2 * k + i];
-          s3 += xr[i] * w0[3 * k + i];
+    std::vector<float> wc(static_cast<size_t>(k));  // [k]: the decoded row
+    int64_t c = 0;
+    for (int p = 0; p < w.num_parts; ++p) {
+      const WeightRows& part = w.parts[p];
+      for (int64_t i = 0; i < part.num_rows; ++i, ++c) {
+        decode_values(part.type, part.rows[i], k, wc.data());
+        for (int64_t r = 0; r < m; ++r) {
+          const float* xr = x + r * k;  // [k]
+          float s = 0.0f;
+          for (int64_t j = 0; j < k; ++j) s += xr[j] * wc[static_cast<size_t>(j)];
+          y[r * n + c] = bias != nullptr ? s + bias[c] : s;
         }
-        const float sums[4] = {s0, s1, s2, s3};
-        for (int64_t j = 0; j < 4; ++j) y[r * n + c + j] = bias != nullptr ? sums[j] + bias[c + j] : sums[j];
-      }
-      for (; c < n; ++c) {
-        const float* wc = w + c * k;  // [k]
-        float s = 0.0f;
-        for (int64_t i = 0; i < k; ++i) s += xr[i] * wc[i];
-        y[r * n + c] = bias != nullptr ? s + bias[c] : s;
       }
     }
   }
@@ -66,13 +63,13 @@ class RefBackend final : public KernelBackend {
     }
   }
 
-  void rope(float* x, int64_t m, int num_heads, int head_dim, const int32_t* positions, const float* inv_freq,
+  void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
             RopeLayout layout) override {
     VOSTI_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be even");
     const int half = head_dim / 2;
-    std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));  // [half]
     for (int64_t r = 0; r < m; ++r) {
-      rope_cos_sin(positions[r], inv_freq, half, cos_t.data(), sin_t.data());
+      const float* cos_t = cos + r * half;  // [half]
+      const float* sin_t = sin + r * half;  // [half]
       for (int h = 0; h < num_heads; ++h) {
         float* xh = x + (r * num_heads + h) * head_dim;  // [head_dim]
         for (int i = 0; i < half; ++i) {
