@@ -1,0 +1,145 @@
+# The spec entries (kernels.toml): for each shipped kernel, where its compiled code is, which of
+# its parameters (and struct fields) and grid coordinates carry which variation axes, and which
+# loads return batch-variant values. Everything not named is a deployment constant: the entry must
+# list every parameter, so that a new parameter cannot slip in unlabelled.
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from flow import EMPTY, Sources
+
+AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule")
+
+# Special registers: the CTA's place and the grid's size vary with the batch unless an entry says
+# otherwise; scheduling state always varies; the thread's place in its fixed CTA does not.
+DEFAULT_SPECIAL = {
+    "%ctaid": frozenset({"row"}),
+    "%nctaid": frozenset({"rows", "padding"}),
+    "%clusterid": frozenset({"row"}),
+    "%cluster_ctaid": frozenset({"row"}),
+    "%nclusterid": frozenset({"rows", "padding"}),
+    "%warpid": frozenset({"schedule"}),
+    "%nwarpid": frozenset({"schedule"}),
+    "%smid": frozenset({"schedule"}),
+    "%nsmid": frozenset({"schedule"}),
+    "%clock": frozenset({"schedule"}),
+    "%clock64": frozenset({"schedule"}),
+    "%globaltimer": frozenset({"schedule"}),
+    "%activemask": frozenset({"schedule"}),
+    "%mbarrier_phase": frozenset({"schedule"}),
+}
+
+_SIZES = {"ptr": 8, "i64": 8, "u64": 8, "i32": 4, "u32": 4, "f32": 4, "u8": 1, "i8": 1, "u16": 2, "i16": 2,
+          "f64": 8, "bool": 1}
+
+
+@dataclass
+class ParamSpec:
+    name: str
+    type: str = ""  # a struct name, or a scalar type for struct fields
+    value_axes: frozenset[str] = EMPTY  # "@axes": the value itself varies
+    load_axes: frozenset[str] = EMPTY  # "*@axes": values loaded through it vary
+    inout: bool = False  # row-local in place: rows read and write only their own elements
+
+
+@dataclass
+class KernelSpec:
+    name: str
+    entry: str  # regex on the compiled function's name
+    artifacts: list[str]  # globs of artifact files (PTX or LLVM IR) that hold it
+    params: list[ParamSpec]
+    special: dict[str, frozenset[str]] = field(default_factory=dict)
+    assume_false: list[str] = field(default_factory=list)
+    outputs: str = ""
+    note: str = ""
+    shipped: bool = True
+    opaque: str = ""  # what the analysis cannot see inside (printed)
+    group: str = ""  # report row (kernels of one family share a row)
+
+
+def _parse_param(text: str) -> ParamSpec:
+    m = re.match(r"^\s*([\w.]+)\s*(?::\s*([\w]+))?\s*(.*)$", text)
+    if not m:
+        raise ValueError(f"bad parameter spec {text!r}")
+    p = ParamSpec(m.group(1), m.group(2) or "")
+    rest = m.group(3)
+    for tok in re.findall(r"\*?@[\w,]+|inout", rest):
+        if tok == "inout":
+            p.inout = True
+        elif tok.startswith("*@"):
+            p.load_axes = p.load_axes | _axes(tok[2:])
+        else:
+            p.value_axes = p.value_axes | _axes(tok[1:])
+    return p
+
+
+def _axes(s: str) -> frozenset[str]:
+    out = frozenset(a for a in s.split(",") if a)
+    bad = out - set(AXES)
+    if bad:
+        raise ValueError(f"unknown variation axis {sorted(bad)}; known: {AXES}")
+    return out
+
+
+@dataclass
+class Spec:
+    kernels: list[KernelSpec]
+    structs: dict[str, list[ParamSpec]]
+    struct_offsets: dict[str, list[tuple[int, ParamSpec]]]
+
+
+def load_spec(path: str) -> Spec:
+    data = tomllib.load(open(path, "rb"))
+    structs: dict[str, list[ParamSpec]] = {}
+    offsets: dict[str, list[tuple[int, ParamSpec]]] = {}
+    for name, s in data.get("struct", {}).items():
+        fields = [_parse_param(f) for f in s["fields"]]
+        structs[name] = fields
+        at = 0
+        placed = []
+        for f in fields:
+            if "offset" in s and f.name in s["offset"]:
+                at = s["offset"][f.name]
+            size = _SIZES.get(f.type, 8)
+            at = (at + size - 1) // size * size
+            placed.append((at, f))
+            at += size
+        offsets[name] = placed
+    kernels = []
+    for k in data.get("kernel", []):
+        special = {("%" + key if not key.startswith("%") else key): _axes(v.replace(" ", ","))
+                   for key, v in k.get("grid", {}).items()}
+        kernels.append(KernelSpec(
+            name=k["name"], entry=k["entry"], artifacts=k["artifacts"] if isinstance(k["artifacts"], list)
+            else [k["artifacts"]], params=[_parse_param(p) for p in k.get("params", [])], special=special,
+            assume_false=k.get("assume_false", []), outputs=k.get("outputs", ""), note=k.get("note", ""),
+            shipped=k.get("shipped", True), opaque=k.get("opaque", ""), group=k.get("group", k["name"])))
+    return Spec(kernels, structs, offsets)
+
+
+def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str) -> Sources:
+    """The information-flow sources of one compiled function under its spec entry.
+    Errors: ValueError when the entry does not list exactly the function's parameters."""
+    if len(ks.params) != len(param_names):
+        raise ValueError(f"spec entry '{ks.name}' lists {len(ks.params)} parameters, the compiled function has "
+                         f"{len(param_names)}: list every parameter (with @axes where it varies)")
+    src = Sources()
+    src.special = dict(DEFAULT_SPECIAL)
+    src.special.update(ks.special)
+    for p, pname in zip(ks.params, param_names):
+        if p.type in spec.structs:
+            for off, f in spec.struct_offsets[p.type]:
+                src.param_labels[(pname, off)] = f.value_axes
+                if f.load_axes:
+                    src.load_labels[("param", pname, off)] = f.load_axes
+                if f.inout:
+                    src.address_ok.add(("param", pname, off))
+        else:
+            src.param_labels[(pname, 0)] = p.value_axes
+            if p.load_axes:
+                src.load_labels[("param", pname, 0)] = p.load_axes
+            if p.inout:
+                src.address_ok.add(("param", pname, 0))
+    return src

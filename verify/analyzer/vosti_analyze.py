@@ -1,0 +1,203 @@
+# vosti-analyze: proves, for every shipped kernel, that each output element's floating-point
+# computation does not depend on the batch (docs/VERIFICATION.md, "The kernel analyzer").
+#   verify/analyzer/vosti-analyze [--build build] [--spec kernels.toml] [--json FILE] [--only NAME]
+# Reads the PTX nvcc kept for the shipped build (build/ptx/), LLVM IR of the CPU kernels (clang,
+# build/llvm/), the GEMM launch plans (build/verify/analyzer/vosti_gemm_plans); prints the table
+# kernel x variation axis -> proven / not proven (why) and what it treats as opaque; exits 1 if a
+# shipped kernel is not proven, 2 on a usage or artifact error.
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+import flow
+import spec as specmod
+from kir import Function
+from ptx import parse_ptx, reg_type
+
+_FLOAT_REG_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
+TABLE_AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding")
+
+
+@dataclass
+class KernelResult:
+    spec: specmod.KernelSpec
+    functions: list[str] = field(default_factory=list)
+    violations: list[tuple[str, flow.Violation]] = field(default_factory=list)
+    axes_seen: frozenset[str] = flow.EMPTY
+    fp_instructions: int = 0
+    errors: list[str] = field(default_factory=list)
+    extra_failures: dict[str, str] = field(default_factory=dict)  # axis -> why (plan checks ...)
+    notes: list[str] = field(default_factory=list)
+
+    def proven(self) -> bool:
+        return not self.violations and not self.errors and not self.extra_failures and bool(self.functions)
+
+
+def fp_reg_predicate(func: Function):
+    if func.kind == "llvm":
+        types = func.reg_types
+        return lambda r: types.get(r, "") == "fp"
+    cache: dict[str, bool] = {}
+
+    def is_fp(r: str) -> bool:
+        if r not in cache:
+            cache[r] = reg_type(func, r) in _FLOAT_REG_TYPES
+        return cache[r]
+    return is_fp
+
+
+def artifact_files(build: str, pattern: str) -> list[str]:
+    kind, _, glob_pat = pattern.partition(":")
+    root = os.path.join(build, "ptx" if kind == "ptx" else "llvm")
+    return sorted(glob.glob(os.path.join(root, glob_pat)))
+
+
+class ArtifactCache:
+    def __init__(self) -> None:
+        self.funcs: dict[str, list[Function]] = {}
+
+    def functions(self, path: str) -> list[Function]:
+        if path not in self.funcs:
+            if path.endswith(".ptx"):
+                self.funcs[path] = parse_ptx(path)[0]
+            else:
+                from llvm import parse_llvm
+                self.funcs[path] = parse_llvm(path)
+        return self.funcs[path]
+
+
+def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: ArtifactCache,
+                   claimed: set[tuple[str, str]]) -> KernelResult:
+    res = KernelResult(ks)
+    files = []
+    for pat in ks.artifacts:
+        files += artifact_files(build, pat)
+    if not files:
+        res.errors.append(f"no artifact matches {ks.artifacts} under {build} (build with -DVOSTI_TESTS=ON; "
+                          "CUDA artifacts need nvcc)")
+        return res
+    rx = re.compile(ks.entry)
+    for path in files:
+        for func in cache.functions(path):
+            if not rx.search(func.name):
+                continue
+            claimed.add((path, func.name))
+            res.functions.append(f"{os.path.basename(path)}:{func.name}")
+            try:
+                src = specmod.sources_for(sp, ks, func.params, func.kind)
+            except ValueError as e:
+                res.errors.append(str(e))
+                continue
+            src.assume_false = set(ks.assume_false)
+            out = flow.analyze(func, src, fp_reg_predicate(func), None)
+            res.fp_instructions += out.fp_instructions
+            res.axes_seen = res.axes_seen | out.axes_seen
+            for v in out.violations:
+                res.violations.append((func.name, v))
+            for c in out.calls:
+                if not c.startswith("llvm.") and not c.startswith("vprintf"):
+                    res.errors.append(f"{func.name} calls {c}, which the analysis does not follow (inline it)")
+    if not res.functions:
+        res.errors.append(f"no compiled function matches entry /{ks.entry}/ in {len(files)} artifact file(s)")
+    return res
+
+
+def verdict(res: KernelResult, axis: str) -> str:
+    if res.errors:
+        return "ERROR"
+    bad = [v for _, v in res.violations if axis in v.axes or (axis == "threads" and "schedule" in v.axes)]
+    if bad or axis in res.extra_failures:
+        return "NOT PROVEN"
+    if axis in res.axes_seen or (axis == "threads" and "schedule" in res.axes_seen):
+        return "proven"
+    return "proven (no input)"
+
+
+def print_report(results: list[KernelResult], opaque: list[str], elapsed: float, out=sys.stdout) -> None:
+    w = 34
+    print("vosti-analyze: per output element, the floating-point computation across the variation axes", file=out)
+    print(f"{'kernel':<{w}} " + " ".join(f"{a:<9}" for a in TABLE_AXES), file=out)
+    short = {"proven": "proven", "proven (no input)": "-", "NOT PROVEN": "NOT", "ERROR": "ERROR"}
+    for r in results:
+        cells = [short[verdict(r, a)] for a in TABLE_AXES]
+        print(f"{r.spec.name[:w]:<{w}} " + " ".join(f"{c:<9}" for c in cells), file=out)
+    print("  proven: the axis reaches the kernel only through addresses, masks of whole elements and bounds of",
+          file=out)
+    print("  loops that carry no floating-point state; '-': the axis is not an input of the kernel.", file=out)
+    failures = [r for r in results if not r.proven()]
+    for r in failures:
+        print(f"\nNOT PROVEN: {r.spec.name} ({'shipped' if r.spec.shipped else 'not shipped'})", file=out)
+        for e in r.errors:
+            print(f"  error: {e}", file=out)
+        for axis, why in r.extra_failures.items():
+            print(f"  [{axis}] {why}", file=out)
+        seen = set()
+        for fname, v in r.violations:
+            key = (v.text, v.why)
+            if key in seen:
+                continue
+            seen.add(key)
+            if len(seen) > 8:
+                print("  ...", file=out)
+                break
+            print(f"  [{','.join(sorted(v.axes))}] {v.why}\n      line {v.line}: {v.text[:140]}\n      in {fname[:110]}",
+                  file=out)
+    if opaque:
+        print("\nTreated as opaque or assumed (not analysed):", file=out)
+        for o in opaque:
+            print(f"  - {o}", file=out)
+    n_funcs = sum(len(r.functions) for r in results)
+    print(f"\nanalyzed {n_funcs} compiled functions of {len(results)} kernels in {elapsed:.1f} s", file=out)
+
+
+def main(argv: list[str]) -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(prog="vosti-analyze", description=__doc__)
+    ap.add_argument("--build", default=os.path.join(here, "..", "..", "build"))
+    ap.add_argument("--spec", default=os.path.join(here, "kernels.toml"))
+    ap.add_argument("--only", default="", help="regex on kernel names")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    try:
+        sp = specmod.load_spec(args.spec)
+    except (OSError, ValueError) as e:
+        print(f"vosti-analyze: {args.spec}: {e}", file=sys.stderr)
+        return 2
+    cache = ArtifactCache()
+    claimed: set[tuple[str, str]] = set()
+    results = []
+    for ks in sp.kernels:
+        if args.only and not re.search(args.only, ks.name):
+            continue
+        results.append(analyze_kernel(sp, ks, args.build, cache, claimed))
+    opaque = sorted({r.spec.opaque for r in results if r.spec.opaque})
+    # Every compiled kernel in the analysed artifacts must have an entry.
+    if not args.only:
+        for path, funcs in cache.funcs.items():
+            for f in funcs:
+                if (path, f.name) not in claimed and f.kind == "ptx":
+                    print(f"vosti-analyze: {os.path.basename(path)}: kernel {f.name} has no spec entry "
+                          f"(add one to {os.path.basename(args.spec)})", file=sys.stderr)
+                    return 2
+    print_report(results, opaque, time.time() - t0)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([{"kernel": r.spec.name, "proven": r.proven(),
+                        "axes": {a: verdict(r, a) for a in TABLE_AXES},
+                        "violations": [{"function": f, "line": v.line, "text": v.text, "axes": sorted(v.axes),
+                                        "why": v.why} for f, v in r.violations],
+                        "errors": r.errors} for r in results], fh, indent=1)
+    bad = [r for r in results if r.spec.shipped and not r.proven()]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
