@@ -146,6 +146,9 @@ def analyze(func: Function, src: Sources, is_fp_reg, reg_is_pred) -> FlowResult:
     # Branches decided by plan constants: prune their taken edge's region from consideration.
     # Pointer provenance: the roots (param fields, symbols) an address may derive from.
     roots: dict[str, set[tuple]] = {}
+    if func.kind == "llvm":  # parameters are values: each is its own root
+        for p in func.params:
+            roots[p] = {("param", p, 0)}
     changed = True
     while changed:
         changed = False
@@ -156,8 +159,10 @@ def analyze(func: Function, src: Sources, is_fp_reg, reg_is_pred) -> FlowResult:
                     new = {("param", p, off) for p, off in inst.params}
                 elif inst.kind == "load":
                     new = set()  # values loaded from memory are not derived pointers (except below)
-                    if func.kind == "llvm" and inst.fp_dst is False and inst.op.startswith("load ptr"):
-                        new = {("loaded",) + tuple(sorted(map(str, _roots_of(inst.addr, roots))))}
+                    if func.kind == "llvm" and inst.op.startswith("load ptr"):
+                        # a pointer read out of a struct parameter: the struct's pointed-to data
+                        new = {("param", r[1], "*") for r in _roots_of(inst.addr, roots) if r[0] == "param"} \
+                            or {("loaded",)}
                 elif inst.kind in ("move", "arith", "other", "call"):
                     base = inst.op.split(".")[0].split()[0]
                     if base in ("mad", "fma"):
@@ -221,6 +226,10 @@ def analyze(func: Function, src: Sources, is_fp_reg, reg_is_pred) -> FlowResult:
                   for c in stored_cells | loaded_cells}
 
     label: dict[str, frozenset[str]] = {}
+    if func.kind == "llvm":
+        for p in func.params:
+            if src.param_labels.get((p, 0)):
+                label[p] = src.param_labels[(p, 0)]
     cell_label: dict[tuple, frozenset[str]] = {c: src.load_labels.get(c, EMPTY) for c in stored_cells | loaded_cells}
     for c, axes in src.load_labels.items():
         cell_label[c] = cell_label.get(c, EMPTY) | axes
@@ -295,7 +304,7 @@ def analyze(func: Function, src: Sources, is_fp_reg, reg_is_pred) -> FlowResult:
                         val = labs(inst.srcs)
                         if cell_kinds.get(dcell) == "address-sensitive":
                             val = val | labs(inst.addr)
-                    if inst.kind == "atomic":
+                    if inst.kind == "atomic" and not _commutative_exact(inst):
                         val = val | frozenset({"schedule"})
                     # a store under variant control: its cell's readers see a variant choice
                     # (a row-local in-place cell: the mask only decides whether the row is processed)
@@ -316,6 +325,12 @@ def analyze(func: Function, src: Sources, is_fp_reg, reg_is_pred) -> FlowResult:
                     for sp in inst.special:
                         v = v | src.special.get(sp, src.special.get(sp.split(".")[0], EMPTY))
                     why_v = "operand"
+                    if inst.op.startswith("wgmma.mma_async"):
+                        # operands read from shared memory through descriptors: any shared cell
+                        for c, cl in cell_label.items():
+                            if c[0] in ("sym", "unknown", "multi"):
+                                v = v | cl
+                        why_v = "load from shared memory (wgmma operand)"
                 v = v | lab(inst.pred)
                 for d in inst.dsts:
                     extra = EMPTY
@@ -348,6 +363,11 @@ def analyze(func: Function, src: Sources, is_fp_reg, reg_is_pred) -> FlowResult:
                 fp_count += 1
             if inst.kind == "call":
                 calls.append(inst.callee)
+                if inst.callee.startswith("indirect:") and label.get(inst.callee[9:]):
+                    violations.append(Violation(
+                        inst.line, inst.text, label[inst.callee[9:]],
+                        "a batch-variant value picks the function that computes these elements (dispatch); "
+                        "the analyzer does not prove the candidates compute each element alike"))
             if inst.kind == "atomic" and inst.fp:
                 violations.append(Violation(inst.line, inst.text, frozenset({"schedule", "threads"}),
                                             "floating-point atomic: its order is the hardware's schedule"))
@@ -389,3 +409,13 @@ def _reason(inst: Inst, reg: str, why: dict[str, str]) -> str:
     if w == "parameter":
         return "a batch-variant parameter is a floating-point operand"
     return "a batch-variant value is an operand of floating-point arithmetic"
+
+
+def _commutative_exact(inst: Inst) -> bool:
+    """An integer add/min/max/and/or/xor atomic whose old value is not read: the cell's final value
+    is the same in every order (exact, commutative), so only the returned old value is scheduling."""
+    parts = inst.op.split(".")
+    if inst.fp or any(p.startswith("f") and p[1:].isdigit() for p in parts):
+        return False
+    return any(p in ("add", "inc", "min", "max", "and", "or", "xor") for p in parts) and \
+        (inst.op.startswith("red") or not inst.dsts)

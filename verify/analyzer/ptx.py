@@ -121,8 +121,35 @@ def parse_ptx(path: str) -> tuple[list[Function], dict[str, str]]:
     return funcs, module_symbols
 
 
+def _scoped_labels(lines, start, end) -> dict[int, dict[str, str]]:
+    """Labels declared inside inline-asm scopes ({ ... }), which are local to their scope:
+    line -> {label: unique name} for every line inside such a scope."""
+    out: dict[int, dict[str, str]] = {}
+    stack: list[tuple[int, dict[str, str]]] = []
+    counter = 0
+    frames = []
+    for ln in range(start, end):
+        st = lines[ln].split("//")[0].strip()
+        for piece in [t.strip() for t in st.split(";")] if st else []:
+            pass
+        if st.startswith("{"):
+            counter += 1
+            frame: dict[str, str] = {}
+            stack.append((counter, frame))
+            frames.append(frame)
+        if stack:
+            m = re.match(r"^([A-Za-z_$][\w$]*):$", st)
+            if m:
+                stack[-1][1][m.group(1)] = f"{m.group(1)}#a{stack[-1][0]}"
+            out[ln] = stack[-1][1]
+        if st.endswith("}") and stack:
+            stack.pop()
+    return out
+
+
 def _parse_body(name, params, lines, start, end, path, module_symbols) -> Function:
     scope = _Scope()
+    scoped_labels = _scoped_labels(lines, start, end)
     reg_types: dict[str, str] = {}
     blocks: list[Block] = [Block("entry")]
     local_symbols = dict(module_symbols)
@@ -141,7 +168,7 @@ def _parse_body(name, params, lines, start, end, path, module_symbols) -> Functi
                 scope.stack.pop()
             continue
         if s.endswith(":") and not s.startswith("."):
-            label = s[:-1]
+            label = scoped_labels.get(ln, {}).get(s[:-1], s[:-1])
             blocks.append(Block(label))
             continue
         for stmt in [t.strip() for t in s.split(";") if t.strip()]:
@@ -182,6 +209,8 @@ def _parse_body(name, params, lines, start, end, path, module_symbols) -> Functi
             if stmt.startswith("."):
                 continue  # .loc, .pragma, .maxnreg ...
             inst = _parse_inst(stmt, scope, local_symbols)
+            if inst.kind == "branch" and ln in scoped_labels:
+                inst.targets = [scoped_labels[ln].get(t, t) for t in inst.targets]
             inst.line = ln + 1
             inst.text = stmt
             if inst.kind == "ret" and inst.pred is not None:  # @p ret: a branch to the exit
@@ -212,7 +241,37 @@ def _parse_body(name, params, lines, start, end, path, module_symbols) -> Functi
         b.succs = list(dict.fromkeys(succs))
     f = Function(name, params, blocks, path, "ptx", {})
     f.reg_types = _expand_types(reg_types)
+    _resolve_param_addresses(f, set(params))
     return f
+
+
+def _resolve_param_addresses(f: Function, params: set[str]) -> None:
+    """ld.param [%rd+off] where %rd holds a parameter's address (mov.b64 %rd, NAME_param_0; add;
+    cvta.param): record (param, offset) as for [NAME_param_0+off]."""
+    at: dict[str, tuple[str, int]] = {}
+    for _ in range(3):
+        for b in f.blocks:
+            for inst in b.insts:
+                base = inst.op.split(".")[0]
+                if inst.kind == "move" and inst.symbols and inst.symbols[0] in params and inst.dsts:
+                    at[inst.dsts[0]] = (inst.symbols[0], 0)
+                elif base in ("cvta", "mov") and inst.srcs and inst.srcs[0] in at and inst.dsts:
+                    at[inst.dsts[0]] = at[inst.srcs[0]]
+                elif base == "add" and inst.dsts and len(inst.srcs) == 1 and inst.srcs[0] in at:
+                    m = re.search(r",\s*(-?\d+)\s*$", inst.text)
+                    if m:
+                        p, off = at[inst.srcs[0]]
+                        at[inst.dsts[0]] = (p, off + int(m.group(1)))
+    for b in f.blocks:
+        for inst in b.insts:
+            if inst.kind == "load" and inst.space == "param" and not inst.params and inst.addr:
+                r = inst.addr[0]
+                if r in at:
+                    m = re.search(r"\[\s*[%\w$]+\s*\+\s*(-?\d+)\s*\]", inst.text)
+                    p, off = at[r]
+                    inst.params.append((p, off + (int(m.group(1)) if m else 0)))
+                else:
+                    inst.params.append(("<unknown param>", -1))
 
 
 def _expand_types(reg_types: dict[str, str]) -> dict[str, str]:

@@ -42,6 +42,7 @@ class ParamSpec:
     value_axes: frozenset[str] = EMPTY  # "@axes": the value itself varies
     load_axes: frozenset[str] = EMPTY  # "*@axes": values loaded through it vary
     inout: bool = False  # row-local in place: rows read and write only their own elements
+    deep_axes: frozenset[str] = EMPTY  # "**@axes" (LLVM struct by reference): values read through its pointers
 
 
 @dataclass
@@ -57,6 +58,7 @@ class KernelSpec:
     shipped: bool = True
     opaque: str = ""  # what the analysis cannot see inside (printed)
     group: str = ""  # report row (kernels of one family share a row)
+    allowed_calls: str = ""  # regex of callees analysed as entries of their own (a leaf kernel's spec)
 
 
 def _parse_param(text: str) -> ParamSpec:
@@ -65,9 +67,11 @@ def _parse_param(text: str) -> ParamSpec:
         raise ValueError(f"bad parameter spec {text!r}")
     p = ParamSpec(m.group(1), m.group(2) or "")
     rest = m.group(3)
-    for tok in re.findall(r"\*?@[\w,]+|inout", rest):
+    for tok in re.findall(r"\*{0,2}@[\w,]+|inout", rest):
         if tok == "inout":
             p.inout = True
+        elif tok.startswith("**@"):
+            p.deep_axes = p.deep_axes | _axes(tok[3:])
         elif tok.startswith("*@"):
             p.load_axes = p.load_axes | _axes(tok[2:])
         else:
@@ -88,12 +92,14 @@ class Spec:
     kernels: list[KernelSpec]
     structs: dict[str, list[ParamSpec]]
     struct_offsets: dict[str, list[tuple[int, ParamSpec]]]
+    struct_defaults: dict[str, frozenset[str]] = field(default_factory=dict)  # labels of unlisted bytes
 
 
 def load_spec(path: str) -> Spec:
     data = tomllib.load(open(path, "rb"))
     structs: dict[str, list[ParamSpec]] = {}
     offsets: dict[str, list[tuple[int, ParamSpec]]] = {}
+    defaults: dict[str, frozenset[str]] = {}
     for name, s in data.get("struct", {}).items():
         fields = [_parse_param(f) for f in s["fields"]]
         structs[name] = fields
@@ -107,6 +113,8 @@ def load_spec(path: str) -> Spec:
             placed.append((at, f))
             at += size
         offsets[name] = placed
+        if "default" in s:
+            defaults[name] = _axes(s["default"].replace(" ", ","))
     kernels = []
     for k in data.get("kernel", []):
         special = {("%" + key if not key.startswith("%") else key): _axes(v.replace(" ", ","))
@@ -115,8 +123,9 @@ def load_spec(path: str) -> Spec:
             name=k["name"], entry=k["entry"], artifacts=k["artifacts"] if isinstance(k["artifacts"], list)
             else [k["artifacts"]], params=[_parse_param(p) for p in k.get("params", [])], special=special,
             assume_false=k.get("assume_false", []), outputs=k.get("outputs", ""), note=k.get("note", ""),
-            shipped=k.get("shipped", True), opaque=k.get("opaque", ""), group=k.get("group", k["name"])))
-    return Spec(kernels, structs, offsets)
+            shipped=k.get("shipped", True), opaque=k.get("opaque", ""), group=k.get("group", k["name"]),
+            allowed_calls=k.get("allowed_calls", "")))
+    return Spec(kernels, structs, offsets, defaults)
 
 
 def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str) -> Sources:
@@ -130,6 +139,8 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str) -
     src.special.update(ks.special)
     for p, pname in zip(ks.params, param_names):
         if p.type in spec.structs:
+            if p.type in spec.struct_defaults:
+                src.param_default = src.param_default | spec.struct_defaults[p.type]
             for off, f in spec.struct_offsets[p.type]:
                 src.param_labels[(pname, off)] = f.value_axes
                 if f.load_axes:
@@ -142,4 +153,6 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str) -
                 src.load_labels[("param", pname, 0)] = p.load_axes
             if p.inout:
                 src.address_ok.add(("param", pname, 0))
+            if p.deep_axes:
+                src.load_labels[("param", pname, "*")] = p.deep_axes
     return src
