@@ -215,6 +215,9 @@ def main(argv: list[str]) -> int:
     opaque = sorted({r.spec.opaque for r in results if r.spec.opaque})
     # Every compiled kernel in the analysed artifacts must have an entry.
     if not args.only:
+        for d in ("vosti_kernels_cuda", "vosti_gemm_sm90_tma"):
+            for path in glob.glob(os.path.join(args.build, "ptx", d, "*.ptx")):
+                cache.functions(path)
         for path, funcs in cache.funcs.items():
             for f in funcs:
                 if (path, f.name) not in claimed and f.kind == "ptx":
