@@ -17,6 +17,7 @@ class Inst:
     srcs: list[str] = field(default_factory=list)  # data operands
     addr: list[str] = field(default_factory=list)  # registers that form a memory address
     pred: str | None = None  # guard predicate (PTX @%p): the instruction runs only where it holds
+    pred_neg: bool = False  # @!%p: runs where the predicate is false
     fp: bool = False  # floating-point arithmetic or rounding (its result's bits depend on order)
     fp_dst: bool = False  # defines a floating-point register
     space: str = ""  # memory space of a load/store/copy: global | shared | local | param | const
@@ -28,6 +29,12 @@ class Inst:
     symbols: list[str] = field(default_factory=list)  # address symbols (shared arrays, globals)
     callee: str = ""
     ignored_srcs: list[str] = field(default_factory=list)  # operands that are addresses in disguise
+    args: list[str] = field(default_factory=list)  # PTX: every operand as written, registers renamed
+    offset: int = 0  # immediate byte offset of the memory operand ([%r+off]); copies: of the source
+    dst_offset: int = 0  # copies: immediate offset of the destination operand
+    mem_sym: str = ""  # the symbol of the memory operand (loads, stores; a copy's source)
+    dst_sym: str = ""  # copies: the symbol of the destination operand
+    width: int = 0  # bytes a load/store/copy moves at its address (0: unknown)
     line: int = 0
     text: str = ""
 
@@ -47,6 +54,8 @@ class Function:
     source: str = ""  # the artifact it came from
     kind: str = "ptx"  # ptx | llvm
     reg_types: dict[str, str] = field(default_factory=dict)  # register -> type ("f32", "b32" ...)
+    symbols: dict[str, str] = field(default_factory=dict)  # PTX: symbol -> state space (shared, local, param ...)
+    ntid: tuple[int, int, int] | None = None  # PTX .maxntid/.reqntid: the most threads per CTA
 
     def block(self, label: str) -> Block:
         for b in self.blocks:

@@ -98,11 +98,15 @@ def parse_ptx(path: str) -> tuple[list[Function], dict[str, str]]:
         if re.match(r"^(\.visible\s+|\.weak\s+)?\.entry\s", line):
             name = re.match(r"^.*\.entry\s+([\w$]+)", line).group(1)
             params: list[str] = []
+            ntid = None
             j = i + 1
             while not lines[j].strip().startswith("{"):
                 pm = re.search(r"\.param\s+.*?([\w$]+)(\[\d+\])?\s*,?\s*$", lines[j].strip())
                 if pm and ".param" in lines[j]:
                     params.append(pm.group(1))
+                nm = re.match(r"^\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", lines[j].strip())
+                if nm:
+                    ntid = tuple(int(g or 1) for g in nm.groups())
                 j += 1
             body_start = j + 1
             depth = 1
@@ -114,7 +118,9 @@ def parse_ptx(path: str) -> tuple[list[Function], dict[str, str]]:
                 elif s == "}":
                     depth -= 1
                 k += 1
-            funcs.append(_parse_body(name, params, lines, body_start, k - 1, path, module_symbols))
+            f = _parse_body(name, params, lines, body_start, k - 1, path, module_symbols)
+            f.ntid = ntid
+            funcs.append(f)
             i = k
             continue
         i += 1
@@ -240,6 +246,8 @@ def _parse_body(name, params, lines, start, end, path, module_symbols) -> Functi
             succs.append(blocks[bi + 1].label)
         b.succs = list(dict.fromkeys(succs))
     f = Function(name, params, blocks, path, "ptx", {})
+    f.symbols = dict(local_symbols)
+    f.symbols.update({p: "param" for p in params})
     f.reg_types = _expand_types(reg_types)
     _resolve_param_addresses(f, set(params))
     return f
@@ -292,11 +300,38 @@ def _types_of(op: str) -> list[str]:
     return [p for p in op.split(".")[1:] if re.match(r"^(b|s|u|f|bf)\d+(x\d+)?$|^pred$|^tf32$|^e[45]m[23](x2)?$", p)]
 
 
+def _rename_all(operand: str, scope: _Scope) -> str:
+    if not scope.stack:
+        return operand.strip()
+    return re.sub(r"%?[A-Za-z_$][\w$]*", lambda m: scope.rename(m.group(0)), operand.strip())
+
+
+_VEC = re.compile(r"\.v(\d)\.")
+
+
+def _access_width(op: str) -> int:
+    """Bytes one load/store moves (vector count x element size); 0 when not a plain access.
+    ldmatrix/stmatrix: each thread's address names one 16-byte row of an 8x8 b16 matrix."""
+    if op.startswith("ldmatrix") or op.startswith("stmatrix"):
+        return 16
+    t = _types_of(op)
+    if not t:
+        return 0
+    m = re.match(r"^[a-z]+?(\d+)", t[-1])
+    bits = int(m.group(1)) if m else 0
+    if "x" in t[-1]:
+        bits *= int(t[-1].split("x")[1])
+    v = _VEC.search(op + ".")
+    return bits // 8 * (int(v.group(1)) if v else 1)
+
+
 def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
     pred = None
+    neg = False
     pm = re.match(r"^@(!?)(%?[\w$]+)\s+(.*)$", stmt)
     if pm:
         pred = scope.rename(pm.group(2))
+        neg = pm.group(1) == "!"
         stmt = pm.group(3)
     parts = stmt.split(None, 1)
     op = parts[0]
@@ -304,6 +339,7 @@ def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
     ops = _split_operands(rest)
     base = op.split(".")[0]
     inst = Inst(op=op, kind="other", pred=pred)
+    inst.pred_neg = neg
     types = _types_of(op)
     any_float = any(_is_float_type(t) for t in types)
 
@@ -315,6 +351,9 @@ def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
         if sym:
             inst.symbols.append(sym)
         return rs, sym, off
+
+    inst.args = [_rename_all(o, scope) for o in ops]
+    inst.width = _access_width(op)
 
     def space_of(sym: str | None, default: str) -> str:
         for sp in ("shared::cluster", "shared::cta", "shared", "global", "local", "param", "const"):
@@ -358,6 +397,8 @@ def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
         inst.dsts = regs(ops[0])
         rs, sym, off = memory(ops[1])
         inst.addr = rs
+        inst.offset = off
+        inst.mem_sym = sym or ""
         inst.space = space_of(sym, "generic")
         if inst.space == "param" and sym:
             inst.params.append((sym, off))
@@ -367,6 +408,8 @@ def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
         inst.kind = "store"
         rs, sym, off = memory(ops[0])
         inst.addr = rs
+        inst.offset = off
+        inst.mem_sym = sym or ""
         inst.space = space_of(sym, "generic")
         inst.srcs = [r for o in ops[1:] for r in regs(o)]
         return inst
@@ -375,12 +418,14 @@ def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
         inst.fp = any_float
         if base == "atom":
             inst.dsts = regs(ops[0])
-            rs, sym, _ = memory(ops[1])
+            rs, sym, off = memory(ops[1])
             inst.srcs = [r for o in ops[2:] for r in regs(o)]
         else:
-            rs, sym, _ = memory(ops[0])
+            rs, sym, off = memory(ops[0])
             inst.srcs = [r for o in ops[1:] for r in regs(o)]
         inst.addr = rs
+        inst.offset = off
+        inst.mem_sym = sym or ""
         inst.space = space_of(sym, "global")
         return inst
     if base == "mbarrier" or op.startswith("cp.async.mbarrier") or base == "elect" and False:
@@ -402,10 +447,14 @@ def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
         other = [o for o in ops if not o.startswith("[")]
         dst = mem_ops[0] if mem_ops else ""
         src = mem_ops[1] if len(mem_ops) > 1 else ""
-        drs, dsym, _ = memory(dst) if dst else ([], None, 0)
+        drs, dsym, doff = memory(dst) if dst else ([], None, 0)
         inst.dst_addr = drs
+        inst.dst_offset = doff
         srs, ssym, soff = memory(src) if src else ([], None, 0)
         inst.addr = srs
+        inst.offset = soff
+        m_size = re.match(r"^\s*(\d+)\s*$", other[0]) if other else None
+        inst.width = int(m_size.group(1)) if m_size and op.startswith("cp.async.c") else 0
         # cp.async.ca/cg.shared.global [dst], [src], size{, src-size}: src-size 0 zero-fills: data.
         if op.startswith("cp.async.ca") or op.startswith("cp.async.cg"):
             inst.srcs = [r for o in other[1:] for r in regs(o)]
@@ -415,8 +464,8 @@ def _parse_inst(stmt: str, scope: _Scope, symbols: dict[str, str]) -> Inst:
         spaces = re.findall(r"\.(shared::cluster|shared::cta|shared|global)", op)
         inst.dst_space = spaces[0].split("::")[0] if spaces else "shared"
         inst.space = spaces[1].split("::")[0] if len(spaces) > 1 else "global"
-        if ssym:
-            inst.symbols.append(ssym)
+        inst.mem_sym = ssym or ""
+        inst.dst_sym = dsym or ""
         return inst
     if base == "mov" and len(ops) == 2:
         inst.kind = "move"

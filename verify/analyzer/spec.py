@@ -10,11 +10,18 @@ from dataclasses import dataclass, field
 
 from flow import EMPTY, Sources
 
-AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule")
+AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule", "thread")
 
 # Special registers: the CTA's place and the grid's size vary with the batch unless an entry says
 # otherwise; scheduling state always varies; the thread's place in its fixed CTA does not.
 DEFAULT_SPECIAL = {
+    "%tid": frozenset({"thread"}),
+    "%laneid": frozenset({"thread"}),
+    "%lanemask_eq": frozenset({"thread"}),
+    "%lanemask_le": frozenset({"thread"}),
+    "%lanemask_lt": frozenset({"thread"}),
+    "%lanemask_ge": frozenset({"thread"}),
+    "%lanemask_gt": frozenset({"thread"}),
     "%ctaid": frozenset({"row"}),
     "%nctaid": frozenset({"rows", "padding"}),
     "%clusterid": frozenset({"row"}),
@@ -43,6 +50,17 @@ class ParamSpec:
     load_axes: frozenset[str] = EMPTY  # "*@axes": values loaded through it vary
     inout: bool = False  # row-local in place: rows read and write only their own elements
     deep_axes: frozenset[str] = EMPTY  # "**@axes" (LLVM struct by reference): values read through its pointers
+    extent: bool = False  # "extent": a count of rows or columns (m, n) that coordinates are compared with
+
+
+@dataclass
+class PlanSpec:
+    """One launch plan (or class of plans) a kernel entry is analysed under: parameter values the
+    plan fixes (by name, "p.split" for a struct field) and special-register ranges ("ctaid.z")."""
+
+    name: str
+    consts: dict[str, int] = field(default_factory=dict)
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,6 +77,8 @@ class KernelSpec:
     opaque: str = ""  # what the analysis cannot see inside (printed)
     group: str = ""  # report row (kernels of one family share a row)
     allowed_calls: str = ""  # regex of callees analysed as entries of their own (a leaf kernel's spec)
+    plans: list[PlanSpec] = field(default_factory=list)  # none: one analysis with nothing fixed
+    struct_of: dict[str, str] = field(default_factory=dict)  # parameter name -> struct name
 
 
 def _parse_param(text: str) -> ParamSpec:
@@ -67,9 +87,11 @@ def _parse_param(text: str) -> ParamSpec:
         raise ValueError(f"bad parameter spec {text!r}")
     p = ParamSpec(m.group(1), m.group(2) or "")
     rest = m.group(3)
-    for tok in re.findall(r"\*{0,2}@[\w,]+|inout", rest):
+    for tok in re.findall(r"\*{0,2}@[\w,]+|inout|extent", rest):
         if tok == "inout":
             p.inout = True
+        elif tok == "extent":
+            p.extent = True
         elif tok.startswith("**@"):
             p.deep_axes = p.deep_axes | _axes(tok[3:])
         elif tok.startswith("*@"):
@@ -124,11 +146,15 @@ def load_spec(path: str) -> Spec:
             else [k["artifacts"]], params=[_parse_param(p) for p in k.get("params", [])], special=special,
             assume_false=k.get("assume_false", []), outputs=k.get("outputs", ""), note=k.get("note", ""),
             shipped=k.get("shipped", True), opaque=k.get("opaque", ""), group=k.get("group", k["name"]),
-            allowed_calls=k.get("allowed_calls", "")))
+            allowed_calls=k.get("allowed_calls", ""),
+            plans=[PlanSpec(pl["name"], dict(pl.get("consts", {})),
+                            {("%" + g if not g.startswith("%") else g): tuple(r) for g, r in pl.get("grid", {}).items()})
+                   for pl in k.get("plan", [])]))
     return Spec(kernels, structs, offsets, defaults)
 
 
-def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str) -> Sources:
+def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
+                plan: PlanSpec | None = None) -> Sources:
     """The information-flow sources of one compiled function under its spec entry.
     Errors: ValueError when the entry does not list exactly the function's parameters."""
     if len(ks.params) != len(param_names):
@@ -137,17 +163,24 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str) -
     src = Sources()
     src.special = dict(DEFAULT_SPECIAL)
     src.special.update(ks.special)
+    named: dict[str, tuple[str, int]] = {}
     for p, pname in zip(ks.params, param_names):
         if p.type in spec.structs:
             if p.type in spec.struct_defaults:
                 src.param_default = src.param_default | spec.struct_defaults[p.type]
             for off, f in spec.struct_offsets[p.type]:
+                named[f"{p.name}.{f.name}"] = (pname, off)
                 src.param_labels[(pname, off)] = f.value_axes
+                if f.extent:
+                    src.extents.add((pname, off))
                 if f.load_axes:
                     src.load_labels[("param", pname, off)] = f.load_axes
                 if f.inout:
                     src.address_ok.add(("param", pname, off))
         else:
+            named[p.name] = (pname, 0)
+            if p.extent:
+                src.extents.add((pname, 0))
             src.param_labels[(pname, 0)] = p.value_axes
             if p.load_axes:
                 src.load_labels[("param", pname, 0)] = p.load_axes
@@ -155,4 +188,48 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str) -
                 src.address_ok.add(("param", pname, 0))
             if p.deep_axes:
                 src.load_labels[("param", pname, "*")] = p.deep_axes
+    if plan is not None:
+        for name, value in plan.consts.items():
+            if name not in named:
+                raise ValueError(f"plan '{plan.name}' of '{ks.name}' fixes {name}, which is not a parameter or field")
+            src.consts[named[name]] = int(value)
+        src.special_ranges.update(plan.ranges)
     return src
+
+
+_LD_TYPE = re.compile(r"^ld\.param(?:\.v(\d))?\.(\w+)$")
+_DECLARED = {"f32": {"f32", "b32"}, "i32": {"u32", "s32", "b32"}, "u8": {"u8", "s8", "b8"},
+             "ptr": {"u64", "s64", "b64"}, "i64": {"u64", "s64", "b64"}}
+
+
+def check_param_types(spec: Spec, ks: KernelSpec, func) -> None:
+    """Every ld.param that touches a declared struct field reads it whole and with its declared
+    type (a field at a wrong offset, e.g. a CUTLASS Params layout that differs, shows up here).
+    Errors: ValueError naming the field and the load."""
+    structs = {p.name: p.type for p in ks.params if p.type in spec.structs}
+    if not structs:
+        return
+    pname_of = dict(zip(func.params, [p.name for p in ks.params]))
+    for b in func.blocks:
+        for inst in b.insts:
+            if inst.kind != "load" or inst.space != "param" or not inst.params:
+                continue
+            m = _LD_TYPE.match(inst.op)
+            if not m:
+                continue
+            n, ty = int(m.group(1) or 1), m.group(2)
+            size = inst.width // n if inst.width else 0
+            p, off = inst.params[0]
+            st = structs.get(pname_of.get(p, ""))
+            if st is None or size == 0:
+                continue
+            for k in range(n):
+                lo, hi = off + k * size, off + (k + 1) * size
+                for foff, f in spec.struct_offsets[st]:
+                    fsize = _SIZES.get(f.type, 8)
+                    if foff < hi and lo < foff + fsize:
+                        ok = (lo, hi) == (foff, foff + fsize) and ty in _DECLARED.get(f.type, {ty})
+                        if not ok:
+                            raise ValueError(
+                                f"spec entry '{ks.name}': field {f.name} ({f.type} at byte {foff}) is read as "
+                                f"{ty} bytes [{lo}, {hi}) by line {inst.line}: {inst.text[:80]} (wrong layout?)")

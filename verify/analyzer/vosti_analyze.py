@@ -117,18 +117,23 @@ def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: 
                 continue
             claimed.add((path, func.name))
             res.functions.append(f"{os.path.basename(path)}:{func.name}")
-            try:
-                src = specmod.sources_for(sp, ks, func.params, func.kind)
-            except ValueError as e:
-                res.errors.append(str(e))
-                continue
-            src.assume_false = set(ks.assume_false)
-            out = flow.analyze(func, src, fp_reg_predicate(func), None)
-            res.fp_instructions += out.fp_instructions
-            res.axes_seen = res.axes_seen | out.axes_seen
-            for v in out.violations:
-                res.violations.append((func.name, v))
-            for c in out.calls:
+            calls: list[str] = []
+            for plan in ks.plans or [None]:
+                try:
+                    src = specmod.sources_for(sp, ks, func.params, func.kind, plan)
+                    if func.kind == "ptx":
+                        specmod.check_param_types(sp, ks, func)
+                except ValueError as e:
+                    res.errors.append(str(e))
+                    break
+                out = flow.analyze(func, src, fp_reg_predicate(func), None)
+                res.fp_instructions += out.fp_instructions
+                res.axes_seen = res.axes_seen | out.axes_seen
+                where = f"{func.name} [plan: {plan.name}]" if plan else func.name
+                for v in out.violations:
+                    res.violations.append((where, v))
+                calls = out.calls
+            for c in calls:
                 if c.startswith("llvm.") or c.startswith("vprintf") or re.search(ks.allowed_calls or "^$", c):
                     continue
                 res.extra_failures.setdefault(
