@@ -42,10 +42,13 @@ from values import ValueInfo, analyze_values
 
 EMPTY: frozenset[str] = frozenset()
 _INF = 1 << 62
-# Pseudo-axis: the value may differ between the threads of one CTA (thread index, lane, elected
-# lane, loads at such addresses). Never a violation by itself; a branch without it is CTA-uniform.
+# Pseudo-axes: the value may differ between the threads of one CTA: "tid<i>", through bit i of
+# %tid.x; "thread", otherwise (elected lane, %tid.y ...). Never a violation by themselves; they say
+# which threads of a CTA can take different sides of a branch.
 THREAD = "thread"
-_NOT_UNIFORM = frozenset({THREAD, "schedule"})
+TID_BITS = tuple(f"tid{i}" for i in range(10))
+PSEUDO = frozenset((THREAD,) + TID_BITS)
+_LANE_BITS = frozenset(TID_BITS[:5])
 
 
 @dataclass
@@ -337,6 +340,8 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                 label[p] = src.param_labels[(p, 0)]
     wlab: dict[int, frozenset[str]] = {}  # id(access) -> labels of the values it writes (and its address)
     wctl: dict[int, dict[str, frozenset[str]]] = {}  # id(access) -> branch -> labels of that branch
+    waddr: dict[int, frozenset[str]] = {}  # id(access) -> thread bits its address depends on
+    tid_fields, warp_broadcasts = _thread_fields(func, insts, vi)
     block_of = {id(i): lab for lab, i in insts}
     position = {id(i): k for k, (_, i) in enumerate(insts)}
     cover_cache: dict = {}
@@ -365,13 +370,14 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                 # The write's branch decided whether it ran; the read sees this pass's write anyway
                 # when the branch is the same for every thread of the CTA, the read lies in its
                 # region, and writes to the cell lie on every path to the read.
-                if covered and not lb & _NOT_UNIFORM and block_of[id(a.inst)] in regions.get(head, ()):
+                if covered and block_of[id(a.inst)] in regions.get(head, ()) and \
+                        _uniform_for(lb, labs(a.addr_regs) | waddr.get(id(w), EMPTY)):
                     continue
                 v = v | lb
         if not row_data(a.root) and not staging_only(a):
             v = v | labs(a.addr_regs)
         else:
-            v = v | (labs(a.addr_regs) & _NOT_UNIFORM)  # another address per thread: another value
+            v = v | (labs(a.addr_regs) & PSEUDO)  # another address per thread: another value
         return v
 
     def _covered(a: _Access, ws: list[_Access]) -> bool:
@@ -389,6 +395,17 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
             cover_blocks.add(wb)
         key = (rb, frozenset(cover_blocks))
         if key not in cover_cache:
+            # Blocks from which a write is reachable without passing the read: at a branch that only
+            # the thread index decides, a writing thread takes a side that leads to its write, the
+            # same in every pass.
+            to_cover = set(cover_blocks)
+            grow = True
+            while grow:
+                grow = False
+                for b in labels:
+                    if b not in to_cover and b != rb and any(c2 in to_cover for c2 in succ.get(b, ())):
+                        to_cover.add(b)
+                        grow = True
             seen = {labels[0]} if labels[0] not in cover_blocks else set()
             work = list(seen)
             reached = False
@@ -397,7 +414,12 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                 if b == rb:
                     reached = True
                     break
-                for c2 in succ.get(b, ()):
+                nxt = succ.get(b, ())
+                bp = branch_pred.get(b)
+                if bp and label.get(bp) and label[bp] <= frozenset(TID_BITS):
+                    toward = [c2 for c2 in nxt if c2 in to_cover]
+                    nxt = toward or nxt
+                for c2 in nxt:
                     if c2 not in seen and c2 not in cover_blocks:
                         seen.add(c2)
                         work.append(c2)
@@ -422,6 +444,7 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
         rounds += 1
         changed = False
         branch_label = {a: labs([branch_pred[a]]) if a in branch_pred else EMPTY for a in regions}
+        cover_cache.clear()  # it reads branch labels, which grow
         for lab in labels:
             ctrl_regions = [a for a in heads_of.get(lab, ()) if branch_label[a]]
             ctrl_all = EMPTY
@@ -471,7 +494,11 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                             nv = val | (EMPTY if quiet else guard)
                             if not row_data(w.root) and not w.staging:
                                 nv = nv | labs(w.addr_regs)
-                            nv = nv - {THREAD}  # a reader at one address reads one writer's value
+                            nv = nv - PSEUDO  # a reader at one address reads one writer's value
+                            wa = labs(w.addr_regs) & PSEUDO
+                            if not wa <= waddr.get(id(w), EMPTY):
+                                waddr[id(w)] = waddr.get(id(w), EMPTY) | wa
+                                changed = True
                             old = wlab.get(id(w), EMPTY)
                             if not nv <= old:
                                 wlab[id(w)] = old | nv
@@ -501,8 +528,12 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                         v = v | src.special.get(sp, src.special.get(sp.split(".")[0], EMPTY))
                     if inst.op.startswith("elect"):
                         v = v | {THREAD}
-                    if id(inst) in row_bounds and v - {THREAD} <= _ROW_BOUND_AXES and v & {"row", "plan"}:
-                        v = v & {THREAD}  # a row coordinate against the row count: a row mask (A-bounds)
+                    if id(inst) in tid_fields:  # (tid.x >> s) & mask: depends on those bits only
+                        v = (v - PSEUDO) | tid_fields[id(inst)]
+                    elif id(inst) in warp_broadcasts:  # shfl from a fixed lane: the same in the whole warp
+                        v = v - _LANE_BITS
+                    if id(inst) in row_bounds and v - PSEUDO <= _ROW_BOUND_AXES and v & {"row", "plan"}:
+                        v = v & PSEUDO  # a row coordinate against the row count: a row mask (A-bounds)
                         why_v = "row bound"
                 v = v | guard
                 for d in inst.dsts:
@@ -526,7 +557,7 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
     axes_seen = EMPTY
     for axes in list(label.values()) + list(wlab.values()):
         axes_seen = axes_seen | axes
-    axes_seen = axes_seen - {THREAD}
+    axes_seen = axes_seen - PSEUDO
     calls = []
     for _, inst in insts:
         if inst.fp:
@@ -542,11 +573,11 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
             violations.append(Violation(inst.line, inst.text, frozenset({"schedule", "threads"}),
                                         "floating-point atomic: its order is the hardware's schedule"))
             continue
-        fp_defs = [d for d in inst.dsts if is_fp_reg(d) and label.get(d, EMPTY) - {THREAD}]
+        fp_defs = [d for d in inst.dsts if is_fp_reg(d) and label.get(d, EMPTY) - PSEUDO]
         own = EMPTY
         for d in fp_defs:
             own = own | origin.get(d, EMPTY)
-        own = own - {THREAD}
+        own = own - PSEUDO
         if own:
             violations.append(Violation(inst.line, inst.text, own, _reason(fp_defs[0], why)))
     kinds = {}
@@ -554,12 +585,78 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
         key = a.root if a.root[0] != "sym" else (a.root[0], a.root[1], a.lo, a.hi)
         kinds[key] = "row data" if row_data(a.root) else ("staging" if a.staging else "address-sensitive")
     res = FlowResult(violations, axes_seen, calls, fp_count, kinds, vi)
-    res.debug = {"accesses": accesses, "overlaps": overlaps, "wlab": wlab, "label": label, "origin": origin,
+    res.debug = {"accesses": accesses, "overlaps": overlaps, "wlab": wlab, "wctl": wctl, "waddr": waddr, "label": label, "origin": origin,
                  "why": why, "regions": regions, "branch_pred": branch_pred}
     return res
 
 
 _ROW_BOUND_AXES = frozenset({"row", "plan", "rows", "padding"})
+
+
+def _uniform_for(branch: frozenset[str], addresses: frozenset[str]) -> bool:
+    """A branch that every pair of threads writing and reading one cell decides alike: it depends on
+    no thread-variant input but bits of %tid.x that neither address depends on (the threads that
+    differ in those bits touch the same cells), and on no scheduling state."""
+    if THREAD in branch or "schedule" in branch or THREAD in addresses:
+        return False
+    return not (branch & addresses & PSEUDO)
+
+
+def _thread_fields(func: Function, insts: list[tuple[str, Inst]], vi) -> tuple[dict, set]:
+    """Instructions whose result is a bit field of %tid.x, (tid.x >> s) & mask (register defined
+    once): id -> the tid bits it depends on; and shfl.sync.idx reads from a constant lane."""
+    ndefs: dict[str, int] = {}
+    for _, inst in insts:
+        for d in inst.dsts:
+            ndefs[d] = ndefs.get(d, 0) + 1
+    nt = (func.ntid or (1024, 1, 1))[0]
+    field: dict[str, tuple[int, int]] = {}
+    high: dict[str, tuple[str, int]] = {}  # register = field & -2^k: (field register, the mask)
+    alias: dict[str, str] = {}
+    out: dict[int, frozenset[str]] = {}
+    broadcasts: set[int] = set()
+    for _, inst in insts:
+        base = inst.op.split(".")[0]
+        d = inst.dsts[0] if len(inst.dsts) == 1 else None
+        args = [a.strip() for a in inst.args[1:]]
+        f = None
+        if base == "mov" and args == ["%tid.x"]:
+            f = (0, (1 << max(nt - 1, 1).bit_length()) - 1)
+        elif base in ("mov", "cvt") and len(args) == 1 and args[0] in field and not inst.fp:
+            f = field[args[0]]
+        elif base == "shr" and len(args) == 2 and args[0] in field and args[1].isdigit():
+            s0, m0 = field[args[0]]
+            f = (s0 + int(args[1]), m0 >> int(args[1]))
+        elif base == "and" and len(args) == 2 and args[0] in field and args[1].lstrip("-").isdigit():
+            s0, m0 = field[args[0]]
+            c = int(args[1]) & 0xFFFFFFFF
+            f = (s0, m0 & (c >> s0))
+            if int(args[1]) < 0 and d:
+                high[d] = (args[0], int(args[1]))
+        elif base == "add" and len(args) == 2 and vi is not None:
+            ops = vi.operands.get(id(inst), [])
+            for x, other in ((0, 1), (1, 0)):  # x + 0: x
+                if len(ops) == 2 and ops[other] == (0, 0) and args[x] in field:
+                    f = field[args[x]]
+                    alias[d] = args[x]
+        elif base == "sub" and len(args) == 2 and args[0] in field and args[1] in high:
+            src_reg, c = high[args[1]]
+            if alias.get(src_reg, src_reg) == alias.get(args[0], args[0]) or src_reg == args[0]:
+                s0, m0 = field[args[0]]
+                f = (s0, m0 & ((~c & 0xFFFFFFFF) >> s0))  # x - (x & -2^k): x's low k bits
+        if f is not None and d and ndefs.get(d) == 1:
+            field[d] = f
+            out[id(inst)] = frozenset(TID_BITS[b] for b in range(10) if (f[1] << f[0]) >> b & 1)
+        if base == "shfl" and ".idx" in inst.op and len(args) >= 2 and vi is not None:
+            lane = vi.shfl_lane.get(id(inst))
+            if lane is not None and lane[0] == lane[1]:
+                broadcasts.add(id(inst))
+                dst = inst.args[0].split("|")[0].strip()
+                if args[0] in field and field[args[0]][0] >= 5 and ndefs.get(dst) == 1:
+                    field[dst] = field[args[0]]  # a warp-uniform field: every lane holds lane c's value
+                    out[id(inst)] = frozenset(TID_BITS[b] for b in range(10)
+                                              if (field[dst][1] << field[dst][0]) >> b & 1)
+    return out, broadcasts
 
 
 def _row_bound_compares(func: Function, insts: list[tuple[str, Inst]], src: Sources) -> set[int]:

@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 
 from flow import EMPTY, Sources
 
-AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule", "thread")
+AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule", "thread") + tuple(
+    f"tid{i}" for i in range(10))
 
 # Special registers: the CTA's place and the grid's size vary with the batch unless an entry says
 # otherwise; scheduling state always varies; the thread's place in its fixed CTA does not.
 DEFAULT_SPECIAL = {
-    "%tid": frozenset({"thread"}),
-    "%laneid": frozenset({"thread"}),
+    "%tid.x": frozenset(f"tid{i}" for i in range(10)),
+    "%tid": frozenset({"thread"}),  # .y, .z
+    "%laneid": frozenset(f"tid{i}" for i in range(5)),
     "%lanemask_eq": frozenset({"thread"}),
     "%lanemask_le": frozenset({"thread"}),
     "%lanemask_lt": frozenset({"thread"}),

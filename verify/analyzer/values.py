@@ -96,6 +96,8 @@ class ValueInfo:
     addr: dict[int, Interval | None] = field(default_factory=dict)  # id(inst) -> its address register's interval
     dst_addr: dict[int, Interval | None] = field(default_factory=dict)  # copies: the destination's
     desc: dict[int, list[Interval | None]] = field(default_factory=dict)  # wgmma: intervals of descriptor operands
+    shfl_lane: dict[int, Interval | None] = field(default_factory=dict)  # shfl: the source lane operand
+    operands: dict[int, list[Interval | None]] = field(default_factory=dict)  # integer add/sub/and: operand intervals
     first_reg: dict[int, tuple[Interval | None, Interval | None]] = field(default_factory=dict)  # copies: the
     # intervals of the first register of the source and of the destination operand (TMA: the tensor map)
     const_pred: dict[int, int] = field(default_factory=dict)  # id(branch inst) -> 0/1 where decided
@@ -310,6 +312,12 @@ class _Eval:
             return (known[0] & known[1] if len(known) == 2 else known[0]) if known else None
         if None in ms[:2]:
             return None
+        if base == "bfi" and len(ms) == 4:  # bfi d, a, b, pos, len: a's low len bits into b at pos
+            pos, ln = parse_imm(a[2]), parse_imm(a[3])
+            if pos is None or ln is None:
+                return None
+            field_mask = ((1 << ln) - 1) << pos
+            return ((ms[1] & ~field_mask) | ((ms[0] << pos) & field_mask)) & full
         if base in ("or", "xor", "selp") and len(ms) >= 2:
             return ms[0] | ms[1]
         if base == "add" and len(ms) == 2 and ms[0] & ms[1] == 0:
@@ -683,6 +691,10 @@ def analyze_values(func: Function, consts: dict[tuple[str, int], int] | None = N
                                                       st.get(inst.dst_addr[0]) if inst.dst_addr else None)
                 if inst.op.startswith("wgmma.mma_async"):
                     record.desc[id(inst)] = [st.get(r) for r in inst.ignored_srcs]
+                if inst.op.startswith("shfl") and len(inst.args) > 2:
+                    record.shfl_lane[id(inst)] = ev.operand(st, inst.args[2], None)
+                if inst.op.split(".")[0] in ("add", "sub", "and") and not inst.fp:
+                    record.operands[id(inst)] = [ev.operand(st, x, None) for x in inst.args[1:]]
             ev.transfer(st, inst, setp_of)
             for d in inst.dsts:
                 if setp_of:

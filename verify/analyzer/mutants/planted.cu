@@ -99,3 +99,60 @@ __global__ void clean_tiles_at_logical_positions(const float* scores, float* out
   }
   out[r] = run_sum;
 }
+
+// Rows zero-filled by a bound that is not the row count: rows in [m/2, m) are stored with zeros
+// where their inputs should be (a row mask must compare a row coordinate with m itself).
+__global__ void planted_rows_masked_by_half_m(const float* x, const float* w, float* y, int m, int n, int k) {
+  const int r = blockIdx.x, c = threadIdx.x;
+  float acc = 0.f;
+  for (int i = 0; i < k; ++i) {
+    const float xv = r < m / 2 ? x[r * k + i] : 0.f;
+    acc = __fmaf_rn(xv, w[c * k + i], acc);
+  }
+  if (r < m) y[r * n + c] = acc;
+}
+
+// Partial sums staged in a shared slot the batch picks: the reader takes slot 0, which holds
+// another partial when the batch is large.
+__global__ void planted_shared_slot_from_rows(const float* x, float* y, int k, int num_rows) {
+  __shared__ float part[2][256];
+  const int r = blockIdx.x;
+  float acc = 0.f;
+  for (int i = threadIdx.x; i < k; i += 256) acc = __fadd_rn(acc, x[r * k + i]);
+  part[num_rows > 64 ? 1 : 0][threadIdx.x] = acc;
+  part[num_rows > 64 ? 0 : 1][threadIdx.x] = 0.f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.f;
+    for (int t = 0; t < 256; ++t) s = __fadd_rn(s, part[0][t]);
+    y[r] = s;
+  }
+}
+
+// A shared value written only when the batch is small: the reader sees this row's sum or the
+// previous tile's, depending on the batch.
+__global__ void planted_shared_write_under_batch_branch(const float* x, float* y, int k, int num_rows) {
+  __shared__ float total;
+  const int r = blockIdx.x;
+  for (int tile = 0; tile < 4; ++tile) {
+    if (threadIdx.x == 0 && num_rows < 32) {
+      float s = 0.f;
+      for (int i = 0; i < k; ++i) s = __fadd_rn(s, x[(r * 4 + tile) * k + i]);
+      total = s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) y[r * 4 + tile] = total;
+    __syncthreads();
+  }
+}
+
+// The same done right: rows at or past m read zeros and are not stored (a row mask): must be proven.
+__global__ void clean_rows_masked_by_m(const float* x, const float* w, float* y, int m, int n, int k) {
+  const int r = blockIdx.x, c = threadIdx.x;
+  float acc = 0.f;
+  for (int i = 0; i < k; ++i) {
+    const float xv = r < m ? x[r * k + i] : 0.f;
+    acc = __fmaf_rn(xv, w[c * k + i], acc);
+  }
+  if (r < m) y[r * n + c] = acc;
+}
