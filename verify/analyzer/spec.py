@@ -195,7 +195,11 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
             if name not in named:
                 raise ValueError(f"plan '{plan.name}' of '{ks.name}' fixes {name}, which is not a parameter or field")
             src.consts[named[name]] = int(value)
+            src.param_labels[named[name]] = EMPTY  # fixed by the plan: a constant, not a variation
         src.special_ranges.update(plan.ranges)
+        for reg, (lo, hi) in plan.ranges.items():
+            if lo == hi:
+                src.special[reg] = EMPTY
     return src
 
 

@@ -97,6 +97,7 @@ class ValueInfo:
     dst_addr: dict[int, Interval | None] = field(default_factory=dict)  # copies: the destination's
     desc: dict[int, list[Interval | None]] = field(default_factory=dict)  # wgmma: intervals of descriptor operands
     shfl_lane: dict[int, Interval | None] = field(default_factory=dict)  # shfl: the source lane operand
+    wgmma_scale_d: dict[int, Interval | None] = field(default_factory=dict)  # wgmma: its scale-d predicate
     operands: dict[int, list[Interval | None]] = field(default_factory=dict)  # integer add/sub/and: operand intervals
     first_reg: dict[int, tuple[Interval | None, Interval | None]] = field(default_factory=dict)  # copies: the
     # intervals of the first register of the source and of the destination operand (TMA: the tensor map)
@@ -650,11 +651,22 @@ def _edges(func: Function):
     return out
 
 
+_MEMO: dict[tuple, ValueInfo] = {}
+
+
 def analyze_values(func: Function, consts: dict[tuple[str, int], int] | None = None,
                    special: dict[str, Interval] | None = None) -> ValueInfo:
     """Intervals of the PTX function's integer registers under the given parameter constants
     ((param, byte offset) -> value) and special-register ranges (defaults: SPECIAL_RANGES and the
-    function's .maxntid)."""
+    function's .maxntid). Memoized per (function, constants, ranges)."""
+    key = (id(func), tuple(sorted((consts or {}).items())), tuple(sorted((special or {}).items())))
+    if key not in _MEMO:
+        _MEMO[key] = _analyze_values(func, consts, special)
+    return _MEMO[key]
+
+
+def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
+                    special: dict[str, Interval] | None) -> ValueInfo:
     sp = dict(SPECIAL_RANGES)
     nt = func.ntid or (1024, 1024, 64)
     for i, axis in enumerate("xyz"):
@@ -691,6 +703,8 @@ def analyze_values(func: Function, consts: dict[tuple[str, int], int] | None = N
                                                       st.get(inst.dst_addr[0]) if inst.dst_addr else None)
                 if inst.op.startswith("wgmma.mma_async"):
                     record.desc[id(inst)] = [st.get(r) for r in inst.ignored_srcs]
+                    if len(inst.args) > 3:
+                        record.wgmma_scale_d[id(inst)] = ev.operand(st, inst.args[3], None)
                 if inst.op.startswith("shfl") and len(inst.args) > 2:
                     record.shfl_lane[id(inst)] = ev.operand(st, inst.args[2], None)
                 if inst.op.split(".")[0] in ("add", "sub", "and") and not inst.fp:

@@ -35,6 +35,8 @@ class KernelResult:
     errors: list[str] = field(default_factory=list)
     extra_failures: dict[str, str] = field(default_factory=dict)  # axis -> why (plan checks ...)
     notes: list[str] = field(default_factory=list)
+    # (artifact file, function, plan name or "") -> the violations found there (empty: proven)
+    per_plan: dict[tuple[str, str, str], list[flow.Violation]] = field(default_factory=dict)
 
     def proven(self) -> bool:
         return not self.violations and not self.errors and not self.extra_failures and bool(self.functions)
@@ -132,6 +134,7 @@ def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: 
                 where = f"{func.name} [plan: {plan.name}]" if plan else func.name
                 for v in out.violations:
                     res.violations.append((where, v))
+                res.per_plan[(os.path.basename(path), func.name, plan.name if plan else "")] = list(out.violations)
                 calls = out.calls
             for c in calls:
                 if c.startswith("llvm.") or c.startswith("vprintf") or re.search(ks.allowed_calls or "^$", c):
@@ -154,7 +157,8 @@ def verdict(res: KernelResult, axis: str) -> str:
     return "proven (no input)"
 
 
-def print_report(results: list[KernelResult], opaque: list[str], elapsed: float, out=sys.stdout) -> None:
+def print_report(results: list[KernelResult], opaque: list[str], elapsed: float, out=sys.stdout,
+                 plan_rows=()) -> None:
     w = 34
     print("vosti-analyze: per output element, the floating-point computation across the variation axes", file=out)
     print(f"{'kernel':<{w}} " + " ".join(f"{a:<9}" for a in TABLE_AXES), file=out)
@@ -162,6 +166,9 @@ def print_report(results: list[KernelResult], opaque: list[str], elapsed: float,
     for r in results:
         cells = [short[verdict(r, a)] for a in TABLE_AXES]
         print(f"{r.spec.name[:w]:<{w}} " + " ".join(f"{c:<9}" for c in cells), file=out)
+    for p in plan_rows:
+        cells = ["proven" if p.proven else "NOT" if a in ("plan", "rows", "padding") else "-" for a in TABLE_AXES]
+        print(f"{p.name[:w]:<{w}} " + " ".join(f"{c:<9}" for c in cells), file=out)
     print("  proven: the axis reaches the kernel only through addresses, masks of whole elements and bounds of",
           file=out)
     print("  loops that carry no floating-point state; '-': the axis is not an input of the kernel.", file=out)
@@ -183,6 +190,15 @@ def print_report(results: list[KernelResult], opaque: list[str], elapsed: float,
                 break
             print(f"  [{','.join(sorted(v.axes))}] {v.why}\n      line {v.line}: {v.text[:140]}\n      in {fname[:110]}",
                   file=out)
+    for p in plan_rows:
+        print(f"\n{'NOT PROVEN' if not p.proven else 'PROVEN'}: {p.name} (every plan the rule selects for m = 1.."
+              f"max_m, every shape of shapes.toml)", file=out)
+        for line in p.summary:
+            print(f"  {line}", file=out)
+        for why in p.reasons[:12]:
+            print(f"  - {why}", file=out)
+        if len(p.reasons) > 12:
+            print(f"  ... {len(p.reasons) - 12} more", file=out)
     if opaque:
         print("\nTreated as opaque or assumed (not analysed):", file=out)
         for o in opaque:
@@ -197,6 +213,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--build", default=os.path.join(here, "..", "..", "build"))
     ap.add_argument("--spec", default=os.path.join(here, "kernels.toml"))
     ap.add_argument("--only", default="", help="regex on kernel names")
+    ap.add_argument("--shapes", default=os.path.join(here, "shapes.toml"), help="the deployment's GEMM shapes and GPUs")
     ap.add_argument("--json", default="")
     ap.add_argument("--no-llvm", action="store_true", help="do not (re)emit the CPU kernels' LLVM IR")
     args = ap.parse_args(argv)
@@ -229,7 +246,14 @@ def main(argv: list[str]) -> int:
                     print(f"vosti-analyze: {os.path.basename(path)}: kernel {f.name} has no spec entry "
                           f"(add one to {os.path.basename(args.spec)})", file=sys.stderr)
                     return 2
-    print_report(results, opaque, time.time() - t0)
+    plan_rows = []
+    if not args.only or re.search(args.only, "gemm plans"):
+        import plans
+        import signature
+        tma_paths = sorted(glob.glob(os.path.join(args.build, "ptx", "vosti_gemm_sm90_tma", "*.ptx")))
+        sigs = signature.tile_signatures(tma_paths, cache)
+        plan_rows = plans.check_plans(args.build, results, args.shapes, sigs)
+    print_report(results, opaque, time.time() - t0, plan_rows=plan_rows)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([{"kernel": r.spec.name, "proven": r.proven(),
@@ -237,7 +261,7 @@ def main(argv: list[str]) -> int:
                         "violations": [{"function": f, "line": v.line, "text": v.text, "axes": sorted(v.axes),
                                         "why": v.why} for f, v in r.violations],
                         "errors": r.errors} for r in results], fh, indent=1)
-    bad = [r for r in results if r.spec.shipped and not r.proven()]
+    bad = [r for r in results if r.spec.shipped and not r.proven()] + [p for p in plan_rows if not p.proven]
     return 1 if bad else 0
 
 
