@@ -64,6 +64,7 @@ class Sources:
     consts: dict[tuple[str, int], int] = field(default_factory=dict)  # (param, offset) -> value (a plan)
     special_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # "%ctaid.z" -> (0, 0) (a plan)
     extents: set[tuple[str, int]] = field(default_factory=set)  # (param, offset) of row/column counts
+    pure_calls: str = ""  # regex of callees that only read memory (their result: their inputs' labels)
 
 
 @dataclass
@@ -145,24 +146,60 @@ def control_regions(blocks: dict, labels: list[str], succ: dict[str, list[str]],
     return regions
 
 
+def _normal_paths(func: Function) -> tuple[list[str], dict[str, list[str]]]:
+    """LLVM: the blocks from which a normal return (ret) is reachable, and their edges to such
+    blocks. The others end in an abort or a throw (a failed check): they produce no result."""
+    succ = {b.label: list(b.succs) for b in func.blocks}
+    live = {b.label for b in func.blocks if b.insts and b.insts[-1].kind == "ret" and b.insts[-1].op == "ret"}
+    grow = True
+    while grow:
+        grow = False
+        for b in func.blocks:
+            if b.label not in live and any(c in live for c in succ[b.label]):
+                live.add(b.label)
+                grow = True
+    labels = [b.label for b in func.blocks if b.label in live]
+    return labels, {lab: [c for c in succ[lab] if c in live] for lab in labels}
+
+
 def _pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, set[tuple]]:
     """The roots (parameters, symbols) each register's value may derive from, as an address."""
     roots: dict[str, set[tuple]] = {}
     if func.kind == "llvm":
         for p in func.params:
             roots[p] = {("param", p, 0)}
+    stored: dict[tuple, set[tuple]] = {}  # llvm: (stack object, byte offset or None) -> roots stored there
+    offs = stack_offsets(func, insts) if func.kind == "llvm" else {}
     changed = True
     while changed:
         changed = False
         for _, inst in insts:
             new: set[tuple] = set()
+            if func.kind == "llvm" and inst.kind == "store":
+                for cell in _roots_of(inst.addr, roots):
+                    if cell[0] == "sym":
+                        key = (cell, offs.get(inst.addr[0]) if inst.addr else None)
+                        got = _roots_of(inst.srcs[:1], roots)
+                        if not got <= stored.get(key, set()):
+                            stored[key] = stored.get(key, set()) | got
+                            changed = True
+                continue
             if inst.kind == "load" and inst.space == "param":
                 new = {("param", p, off) for p, off in inst.params}
             elif inst.kind == "load":
                 if func.kind == "llvm" and inst.op.startswith("load ptr"):
-                    # a pointer read out of a struct parameter: the struct's pointed-to data
-                    new = {("param", r[1], "*") for r in _roots_of(inst.addr, roots) if r[0] == "param"} \
-                        or {("loaded",)}
+                    # a pointer read out of a struct parameter: the struct's pointed-to data; out
+                    # of a stack object: the pointers stored there
+                    at = _roots_of(inst.addr, roots)
+                    new = {("param", r[1], "*") for r in at if r[0] == "param"}
+                    off = offs.get(inst.addr[0]) if inst.addr else None
+                    for r in at:
+                        if r[0] == "sym":  # the pointers stored at that field (any field if unknown)
+                            for (cell, o), got in stored.items():
+                                if cell == r and (off is None or o is None or o == off):
+                                    new |= got
+                    if not any(r[0] in ("param", "sym") for r in at):
+                        new = {("loaded",)}
             elif inst.kind in ("move", "arith", "other", "call"):
                 base = inst.op.split(".")[0].split()[0]
                 if base in ("mad", "fma"):
@@ -181,6 +218,52 @@ def _pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, s
                     roots[d] = roots.get(d, set()) | new
                     changed = True
     return roots
+
+
+def _blocks_in_cycles(labels: list[str], succ: dict[str, list[str]]) -> set[str]:
+    """Blocks that lie on a cycle of the control-flow graph (in a loop)."""
+    index = {lab: i for i, lab in enumerate(labels)}
+    out: set[str] = set()
+    for lab in labels:
+        # lab is on a cycle iff it is reachable from one of its successors
+        seen, work = set(), list(succ.get(lab, ()))
+        while work:
+            b = work.pop()
+            if b == lab:
+                out.add(lab)
+                break
+            if b in seen or b not in index:
+                continue
+            seen.add(b)
+            work.extend(succ.get(b, ()))
+    return out
+
+
+def stack_offsets(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, int]:
+    """LLVM: register -> constant byte offset into the stack object it points to (alloca = 0,
+    bitcast keeps it, getelementptr with constant indices adds llvm.py's inst.offset). A register
+    absent here has an unknown offset."""
+    offs: dict[str, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for _, inst in insts:
+            if not inst.dsts:
+                continue
+            d = inst.dsts[0]
+            v = None
+            if inst.op == "alloca":
+                v = 0
+            elif inst.op in ("bitcast", "addrspacecast") and inst.srcs and inst.srcs[-1] in offs:
+                v = offs[inst.srcs[-1]]
+            elif inst.op == "getelementptr" and inst.args[:1] == ["const"] and inst.args[1] in offs:
+                v = offs[inst.args[1]] + inst.offset
+            if v is not None and offs.get(d) != v:
+                if d in offs:  # defined twice with different offsets (phi): unknown
+                    continue
+                offs[d] = v
+                changed = True
+    return offs
 
 
 def _cell(roots, pointer_roots: set[tuple], addr_regs: list[str], sym: str) -> tuple:
@@ -241,8 +324,7 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
         succ = {lab: [s for s in vi.feasible[lab] if s in vi.reachable] for lab in labels}
         dead = vi.never_runs
     else:
-        labels = [b.label for b in func.blocks]
-        succ = {b.label: list(b.succs) for b in func.blocks}
+        labels, succ = _normal_paths(func)
         dead = set()
     insts = [(lab, i) for lab in labels for i in blocks[lab].insts if id(i) not in dead]
     where_used: dict[str, set[str]] = {}
@@ -261,6 +343,8 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                 pointer_roots |= roots.get(r, set())
         pointer_roots |= {("param-sym", s) if func.symbols.get(s) == "param" else ("sym", s) for s in inst.symbols}
 
+    llvm_offs = stack_offsets(func, insts) if func.kind == "llvm" else {}
+
     # ---- memory accesses ----
     accesses: dict[int, list[_Access]] = {}
     for _, inst in insts:
@@ -268,6 +352,8 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
 
         def add(write: bool, regs: list[str], sym: str, iv, width: int, staging: bool = False) -> None:
             root = _cell(roots, pointer_roots, regs, sym)
+            if iv is None and func.kind == "llvm" and regs and regs[0] in llvm_offs:
+                iv = (llvm_offs[regs[0]], llvm_offs[regs[0]])
             lo, hi = (-_INF, _INF) if iv is None or root[0] != "sym" else (iv[0], iv[1] + (width or _INF))
             acc.append(_Access(inst, write, root, lo, hi, list(regs), staging))
 
@@ -290,6 +376,10 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
             else:
                 add(True, inst.dst_addr, inst.dst_sym, vi.dst_addr.get(id(inst)) if vi else None, inst.width,
                     staging=from_global)
+        elif inst.kind == "call" and src.pure_calls and re.search(src.pure_calls, inst.callee):
+            for r in inst.srcs:  # reads through every pointer argument
+                for root in roots.get(r, set()):
+                    acc.append(_Access(inst, False, root, -_INF, _INF, [r]))
         if acc:
             accesses[id(inst)] = acc
     # wgmma reads its operands from shared memory through descriptors: the decoded byte ranges of
@@ -343,6 +433,7 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
     waddr: dict[int, frozenset[str]] = {}  # id(access) -> thread bits its address depends on
     tid_fields, warp_broadcasts = _thread_fields(func, insts, vi)
     block_of = {id(i): lab for lab, i in insts}
+    in_loop = _blocks_in_cycles(labels, succ)
     position = {id(i): k for k, (_, i) in enumerate(insts)}
     cover_cache: dict = {}
     origin: dict[str, frozenset[str]] = {}
@@ -370,7 +461,9 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                 # The write's branch decided whether it ran; the read sees this pass's write anyway
                 # when the branch is the same for every thread of the CTA, the read lies in its
                 # region, and writes to the cell lie on every path to the read.
-                if covered and block_of[id(a.inst)] in regions.get(head, ()) and \
+                # Or the branch is decided once (in no loop) and the read lies in its region too:
+                # the read runs only where the write's side was taken.
+                if (covered or head not in in_loop) and block_of[id(a.inst)] in regions.get(head, ()) and \
                         _uniform_for(lb, labs(a.addr_regs) | waddr.get(id(w), EMPTY)):
                     continue
                 v = v | lb
@@ -524,6 +617,8 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                 else:
                     v = labs(s for s in inst.srcs if not is_fp_reg(s))
                     v_fp = labs(s for s in inst.srcs if is_fp_reg(s))
+                    for a in accesses.get(id(inst), ()):  # a pure call's reads
+                        v = v | read_labels(a)
                     for sp in inst.special:
                         v = v | src.special.get(sp, src.special.get(sp.split(".")[0], EMPTY))
                     if inst.op.startswith("elect"):

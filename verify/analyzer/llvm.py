@@ -12,6 +12,7 @@ from kir import Block, Function, Inst
 
 _FP_TYPE = re.compile(r"^(?:<\d+ x )?(half|bfloat|float|double|x86_fp80|fp128)>?$")
 _VALUE = re.compile(r"%[\w.$-]+")
+_LIBM = {"sqrtf", "sqrt", "cosf", "sinf", "expf", "logf", "powf", "tanhf", "cos", "sin", "exp", "log", "pow"}
 _FP_OPS = {"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fptrunc", "fpext", "sitofp", "uitofp", "fptosi",
            "fptoui"}
 
@@ -22,6 +23,11 @@ def _is_fp(t: str) -> bool:
 
 def parse_llvm(path: str) -> list[Function]:
     lines = open(path, encoding="utf-8", errors="replace").read().split("\n")
+    types: dict[str, str] = {}
+    for ln in lines:
+        tm = re.match(r"^(%[\w.\"\\:()\-<> ]+?) = type (.*)$", ln)
+        if tm:
+            types[tm.group(1)] = tm.group(2).strip()
     funcs = []
     i = 0
     while i < len(lines):
@@ -45,9 +51,14 @@ def parse_llvm(path: str) -> list[Function]:
             j = i + 1
             body = []
             while j < len(lines) and lines[j] != "}":
-                body.append((j + 1, lines[j]))
+                if lines[j].lstrip().startswith("to label") and body:  # an invoke's continuation
+                    body[-1] = (body[-1][0], body[-1][1] + " " + lines[j].strip())
+                else:
+                    body.append((j + 1, lines[j]))
                 j += 1
-            funcs.append(_parse_body(name, params, ptypes, body, path))
+            f = _parse_body(name, params, ptypes, body, path)
+            _field_offsets(f, types)
+            funcs.append(f)
             i = j + 1
             continue
         i += 1
@@ -91,9 +102,9 @@ def _parse_body(name, params, ptypes, body, path) -> Function:
     for bi, b in enumerate(blocks):
         succs: list[str] = []
         for inst in b.insts:
-            if inst.kind == "branch":
+            if inst.kind == "branch" or (inst.kind == "call" and inst.targets):
                 succs += inst.targets
-        if not b.insts or b.insts[-1].kind not in ("branch", "ret"):
+        if not b.insts or b.insts[-1].kind not in ("branch", "ret") and not b.insts[-1].targets:
             if bi + 1 < len(blocks):
                 succs.append(blocks[bi + 1].label)
         b.succs = list(dict.fromkeys(succs))
@@ -129,6 +140,7 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
         return inst
     if op in ("ret", "unreachable", "resume"):
         inst.kind = "ret"
+        inst.op = op  # "ret": a normal return; "unreachable", "resume": an abort or a throw
         return inst
     if op == "load":
         inst.kind = "load"
@@ -138,7 +150,7 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
         inst.addr = values
         if dst:
             reg_types[dst] = "fp" if inst.fp_dst else "int"
-            if ty.endswith("*") or ty == "ptr":
+            if "*" in ty or ty == "ptr" or "ptr>" in ty:
                 inst.op = "load ptr"
         return inst
     if op == "store":
@@ -159,7 +171,7 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
     if op == "getelementptr" or op == "bitcast" or op == "addrspacecast":
         inst.kind = "move"
         inst.op = op
-        inst.srcs = values
+        inst.srcs = [v for v in values if not re.match(r"^%\"?(class|struct|union)\.", v)]
         if dst:
             reg_types[dst] = "int" if op == "getelementptr" else ("fp" if _is_fp(s.split(" to ")[-1]) else "int")
         return inst
@@ -204,6 +216,14 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
             inst.srcs = args[:1] + args[2:]
             inst.addr = args[1:2]
             return inst
+        if callee in _LIBM:  # a function of its operands (sqrt: IEEE; the others: the one libm, assumed)
+            inst.kind = "arith"
+            inst.op = "call @" + callee
+            inst.srcs = args
+            inst.fp = inst.fp_dst = True
+            if dst:
+                reg_types[dst] = "fp"
+            return inst
         if callee.startswith("llvm.") or callee.startswith("__"):
             inst.kind = "arith"
             inst.op = "call @" + callee
@@ -215,8 +235,17 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
             return inst
         inst.kind = "call"
         inst.srcs = args
+        if op == "invoke":  # a call that ends the block: normal and unwind successors
+            inst.targets = ["%" + x for x in re.findall(r"label %([\w.$-]+)", s)]
+            inst.srcs = [a for a in args if a.lstrip("%") not in {t.lstrip("%") for t in inst.targets}]
         if dst:
             reg_types[dst] = "fp" if _is_fp(rty) else "int"
+        return inst
+    if op == "alloca":  # a stack object: the root of the addresses into it
+        inst.kind = "move"
+        inst.symbols = [dst] if dst else []
+        if dst:
+            reg_types[dst] = "int"
         return inst
     # Everything else computes a value from values.
     inst.srcs = values
@@ -253,3 +282,49 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
     if dst:
         reg_types[dst] = "fp" if inst.fp_dst else "int"
     return inst
+
+
+def _field_offsets(f: Function, types: dict[str, str]) -> None:
+    """Byte offsets of pointers into stack objects: inst.offset of each getelementptr with constant
+    indices (relative to its base pointer; inst.args[0] = "const" then), and inst.width of every
+    load and store (the bytes it moves). Used by flow.py for field-sensitive stack cells."""
+    import dag
+    for b in f.blocks:
+        for inst in b.insts:
+            t = inst.text
+            try:
+                if inst.op == "getelementptr":
+                    body = re.sub(r"^.*?getelementptr (inbounds )?", "", t)
+                    parts = dag._split(body)
+                    cur, off, const = parts[0], 0, True
+                    for k, idx in enumerate(parts[2:]):
+                        v = idx.rsplit(" ", 1)[1]
+                        if not re.match(r"^-?\d+$", v):
+                            const = False
+                            break
+                        i = int(v)
+                        if k == 0:
+                            off += i * dag.type_size(cur, types)
+                            continue
+                        tt = types.get(cur, cur)
+                        am = re.match(r"^\[(\d+) x (.+)\]$", tt)
+                        sm = re.match(r"^\{(.*)\}$", tt)
+                        if am:
+                            cur = am.group(2)
+                            off += i * dag.type_size(cur, types)
+                        elif sm:
+                            fields = dag._split(sm.group(1))
+                            off += sum(dag.type_size(x, types) for x in fields[:i])
+                            cur = fields[i]
+                        else:
+                            const = False
+                            break
+                    if const:
+                        inst.offset = off
+                        inst.args = ["const", parts[1].rsplit(" ", 1)[1]]  # the base pointer
+                elif inst.kind in ("load", "store") and not inst.op.startswith("call"):
+                    ty = t.split("load ", 1)[1].split(",")[0] if inst.kind == "load" else \
+                        dag._split(t.split("store ", 1)[1])[0].rsplit(" ", 1)[0]
+                    inst.width = dag.type_size(ty.strip(), types)
+            except (dag.Unsupported, IndexError, ValueError, KeyError):
+                pass

@@ -53,6 +53,7 @@ class ParamSpec:
     inout: bool = False  # row-local in place: rows read and write only their own elements
     deep_axes: frozenset[str] = EMPTY  # "**@axes" (LLVM struct by reference): values read through its pointers
     extent: bool = False  # "extent": a count of rows or columns (m, n) that coordinates are compared with
+    deep_inout: bool = False  # "**inout": the data behind its pointers is row-local, read and written in place
 
 
 @dataclass
@@ -79,6 +80,9 @@ class KernelSpec:
     opaque: str = ""  # what the analysis cannot see inside (printed)
     group: str = ""  # report row (kernels of one family share a row)
     allowed_calls: str = ""  # regex of callees analysed as entries of their own (a leaf kernel's spec)
+    pure_calls: str = ""  # regex of callees that only read memory (checked on their definition)
+    dispatch: str = ""  # a constant table of functions an indirect call picks from (compared by dag.py)
+    indirect_calls: str = ""  # what the entry's indirect calls are (treated as opaque, printed as assumed)
     plans: list[PlanSpec] = field(default_factory=list)  # none: one analysis with nothing fixed
     struct_of: dict[str, str] = field(default_factory=dict)  # parameter name -> struct name
 
@@ -89,8 +93,10 @@ def _parse_param(text: str) -> ParamSpec:
         raise ValueError(f"bad parameter spec {text!r}")
     p = ParamSpec(m.group(1), m.group(2) or "")
     rest = m.group(3)
-    for tok in re.findall(r"\*{0,2}@[\w,]+|inout|extent", rest):
-        if tok == "inout":
+    for tok in re.findall(r"\*{0,2}@[\w,]+|\*\*inout|inout|extent", rest):
+        if tok == "**inout":
+            p.deep_inout = True
+        elif tok == "inout":
             p.inout = True
         elif tok == "extent":
             p.extent = True
@@ -148,7 +154,8 @@ def load_spec(path: str) -> Spec:
             else [k["artifacts"]], params=[_parse_param(p) for p in k.get("params", [])], special=special,
             assume_false=k.get("assume_false", []), outputs=k.get("outputs", ""), note=k.get("note", ""),
             shipped=k.get("shipped", True), opaque=k.get("opaque", ""), group=k.get("group", k["name"]),
-            allowed_calls=k.get("allowed_calls", ""),
+            allowed_calls=k.get("allowed_calls", ""), pure_calls=k.get("pure_calls", ""),
+            dispatch=k.get("dispatch", ""), indirect_calls=k.get("indirect_calls", ""),
             plans=[PlanSpec(pl["name"], dict(pl.get("consts", {})),
                             {("%" + g if not g.startswith("%") else g): tuple(r) for g, r in pl.get("grid", {}).items()})
                    for pl in k.get("plan", [])]))
@@ -163,6 +170,7 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
         raise ValueError(f"spec entry '{ks.name}' lists {len(ks.params)} parameters, the compiled function has "
                          f"{len(param_names)}: list every parameter (with @axes where it varies)")
     src = Sources()
+    src.pure_calls = ks.pure_calls
     src.special = dict(DEFAULT_SPECIAL)
     src.special.update(ks.special)
     named: dict[str, tuple[str, int]] = {}
@@ -190,6 +198,8 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
                 src.address_ok.add(("param", pname, 0))
             if p.deep_axes:
                 src.load_labels[("param", pname, "*")] = p.deep_axes
+            if p.deep_inout:
+                src.address_ok.add(("param", pname, "*"))
     if plan is not None:
         for name, value in plan.consts.items():
             if name not in named:

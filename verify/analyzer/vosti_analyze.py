@@ -103,7 +103,7 @@ class ArtifactCache:
 
 
 def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: ArtifactCache,
-                   claimed: set[tuple[str, str]]) -> KernelResult:
+                   claimed: set[tuple[str, str]], cpu_ks: list[int] | None = None) -> KernelResult:
     res = KernelResult(ks)
     files = []
     for pat in ks.artifacts:
@@ -139,11 +139,74 @@ def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: 
             for c in calls:
                 if c.startswith("llvm.") or c.startswith("vprintf") or re.search(ks.allowed_calls or "^$", c):
                     continue
+                if ks.dispatch and c.startswith("indirect:"):
+                    continue  # resolve_dispatch()
+                if ks.indirect_calls and c.startswith("indirect:"):
+                    continue  # declared in the spec, printed among the assumptions
+                if ks.pure_calls and re.search(ks.pure_calls, c):
+                    why = check_pure(cache.functions(path), c, ks.pure_calls)
+                    if why:
+                        res.extra_failures.setdefault("calls", why)
+                    continue
                 res.extra_failures.setdefault(
                     "calls", f"{func.name[:60]} calls {c[:80]}, which the analysis does not follow")
     if not res.functions:
         res.errors.append(f"no compiled function matches entry /{ks.entry}/ in {len(files)} artifact file(s)")
+    if ks.dispatch and res.functions:
+        resolve_dispatch(res, files[0], cpu_ks)
     return res
+
+
+def cpu_k_values(shapes_path: str) -> list[int]:
+    """The k of every CPU matmul of the families in shapes.toml (hidden, attention width,
+    intermediate), and 1..K_SMALL."""
+    import tomllib
+    import microkernels
+    ks = set(range(1, microkernels.K_SMALL + 1))
+    for fam in tomllib.load(open(shapes_path, "rb")).get("family", []):
+        ks |= {fam["hidden"], fam["heads"] * fam["head_dim"], fam["intermediate"]}
+    return sorted(ks)
+
+
+def resolve_dispatch(res: KernelResult, path: str, ks: list[int]) -> None:
+    """An indirect call into a constant table of micro-kernels: harmless if every candidate computes
+    every element of its block alike (dag.py). Clears the dispatch findings then, else says why."""
+    import microkernels
+    names, problems = microkernels.compare(path, ks)
+    if problems:
+        res.extra_failures["dispatch"] = "; ".join(problems[:3])
+        return
+    res.violations = [(f, v) for f, v in res.violations if "dispatch" not in v.why]
+    for key in res.per_plan:
+        res.per_plan[key] = [v for v in res.per_plan[key] if "dispatch" not in v.why]
+    big = [k for k in ks if k > microkernels.K_SMALL]
+    res.notes.append(f"the {len(names)} micro-kernels of {ks_name(path)}'s dispatch table compute every element by "
+                     f"the same operation DAG as dot_block<1,1> (symbolic execution of the IR, with and without "
+                     f"bias, k = 1..{microkernels.K_SMALL} and {', '.join(map(str, big))})")
+
+
+def ks_name(path: str) -> str:
+    return os.path.basename(path)
+
+
+def check_pure(funcs: list[Function], callee: str, pure: str) -> str:
+    """"" if callee's definition only reads memory: it stores only into its own stack objects and
+    calls only intrinsics and other pure callees (on paths that return normally); else why not."""
+    import flow as flowmod
+    f = next((g for g in funcs if g.name == callee), None)
+    if f is None:
+        return f"{callee[:60]} is declared pure but its definition is not in the artifact"
+    labels, _ = flowmod._normal_paths(f)
+    allocas = {i.dsts[0] for b in f.blocks for i in b.insts if i.op == "alloca" and i.dsts}
+    for b in f.blocks:
+        if b.label not in labels:
+            continue
+        for i in b.insts:
+            if i.kind in ("store", "atomic", "copy") and not set(i.addr) <= allocas:
+                return f"{callee[:60]} (declared pure) writes memory: line {i.line}"
+            if i.kind == "call" and not (i.callee.startswith("llvm.") or re.search(pure, i.callee)):
+                return f"{callee[:60]} (declared pure) calls {i.callee[:60]}"
+    return ""
 
 
 def verdict(res: KernelResult, axis: str) -> str:
@@ -172,6 +235,9 @@ def print_report(results: list[KernelResult], opaque: list[str], elapsed: float,
     print("  proven: the axis reaches the kernel only through addresses, masks of whole elements and bounds of",
           file=out)
     print("  loops that carry no floating-point state; '-': the axis is not an input of the kernel.", file=out)
+    for r in results:
+        for n in r.notes:
+            print(f"  note ({r.spec.name}): {n}", file=out)
     failures = [r for r in results if not r.proven()]
     for r in failures:
         print(f"\nNOT PROVEN: {r.spec.name} ({'shipped' if r.spec.shipped else 'not shipped'})", file=out)
@@ -233,8 +299,9 @@ def main(argv: list[str]) -> int:
     for ks in sp.kernels:
         if args.only and not re.search(args.only, ks.name):
             continue
-        results.append(analyze_kernel(sp, ks, args.build, cache, claimed))
-    opaque = sorted({r.spec.opaque for r in results if r.spec.opaque})
+        results.append(analyze_kernel(sp, ks, args.build, cache, claimed, cpu_k_values(args.shapes)))
+    opaque = sorted({r.spec.opaque for r in results if r.spec.opaque} |
+                    {f"{r.spec.name}: indirect calls to {r.spec.indirect_calls}" for r in results if r.spec.indirect_calls})
     # Every compiled kernel in the analysed artifacts must have an entry.
     if not args.only:
         for d in ("vosti_kernels_cuda", "vosti_gemm_sm90_tma"):
