@@ -41,6 +41,7 @@ struct ServeFlags {
   double gpu_memory_utilization = 0.9;
   std::string kv_dtype = "auto";
   bool no_cuda_graphs = false;
+  int attention_split = 0;
   int64_t max_body_bytes = 8 << 20;
   double shutdown_timeout_s = 30;
   bool no_access_log = false;
@@ -104,6 +105,7 @@ int run_serve(const ServeFlags& f) {
   config.gpu_memory_utilization = f.gpu_memory_utilization;
   config.kv_cache_dtype = f.kv_dtype;
   config.cuda_graphs = !f.no_cuda_graphs;
+  config.attention_split = f.attention_split;
   auto engine = Engine::create(*model, config, *tokenizer);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", engine.status().to_string().c_str());
@@ -205,6 +207,8 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "bf16", "f32"}))
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", f.no_cuda_graphs, "cuda: launch every step's kernels (same bits, slower)");
+  app.add_option("--attention-split", f.attention_split,
+                 "cuda: KV positions per attention split, a multiple of 64 (0: 512; part of the deployment)");
   app.add_option("--max-body-bytes", f.max_body_bytes, "largest request body accepted (413 above)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

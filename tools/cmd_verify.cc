@@ -20,6 +20,7 @@ int cmd_verify(int argc, char** argv) {
   std::string kv_dtype = "auto";
   uint64_t seed = 7;
   int32_t block_size = 16;
+  int32_t attention_split = 0;
   app.add_option("--model", models, "model file or directory (repeatable; default: the default model)");
   app.add_flag("--full", full, "the longer matrix: more requests, longer generations");
   app.add_option("--device", device, "where the model runs: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -28,6 +29,9 @@ int cmd_verify(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "bf16", "f32"}));
   app.add_option("--seed", seed, "seed of the generated request set");
   app.add_option("--block-size", block_size, "KV block size (tokens)");
+  app.add_option("--attention-split", attention_split,
+                 "cuda: KV positions per attention split, a multiple of 64 (0: 512); 64 exercises the split "
+                 "states within the harness's 128-token contexts");
   CLI11_PARSE(app, argc, argv);
   if (models.empty()) models.push_back(default_model_path());
 
@@ -46,6 +50,7 @@ int cmd_verify(int argc, char** argv) {
     // The cuda runner checks every device-sampled row against the host sampler on its logits.
     ref.check_device_sampler = device == "cuda";
     ref.block_size = block_size;
+    ref.attention_split = attention_split;
     ref.max_model_len = full ? 512 : 128;
     ref.num_blocks = 4 * ref.max_model_len / block_size;
     ref.num_threads = 2;

@@ -25,6 +25,9 @@ EngineConfig cuda_reference() {
   c.num_blocks = 64;
   c.check_invariants = true;
   c.check_device_sampler = true;
+  // Splits of 64 positions: the harness's contexts (up to 128) then run the attention's split
+  // states, folded in one CTA and merged across CTAs.
+  c.attention_split = 64;
   return c;
 }
 
@@ -115,6 +118,24 @@ TEST(CudaEngine, TheSameRequestInACrowdGetsTheDigestsItGetsAlone) {
     EXPECT_EQ(crowd.first, alone.first) << others << " neighbours";
     EXPECT_EQ(crowd.second, alone.second) << others << " neighbours";
   }
+}
+
+// The planted violation of the attention's split rule (the split follows the step's sequence
+// count) makes the harness report a difference: the matrix can see a batch-dependent split.
+TEST(CudaEngine, TheHarnessCatchesASplitThatFollowsTheBatch) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EngineConfig ref = cuda_reference();
+  ref.attention_split_follows_batch = true;
+  auto report = run_determinism_harness(*model, make_harness_requests((*model)->config(), false, 7), ref,
+                                        make_variations(ref, false));
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  int differing = 0;
+  for (const auto& r : report->results) differing += r.identical ? 0 : 1;
+  std::printf("[ cuda engine ] planted batch-dependent split: %d of %zu variations differ\n", differing,
+              report->results.size());
+  EXPECT_GT(differing, 0) << "the harness did not see a split that follows the batch";
 }
 
 TEST(CudaEngine, ThePoolIsSizedFromTheMemoryFraction) {

@@ -1,4 +1,5 @@
-// Tests of the CUDA paged attention and kv_write (src/kernels/cuda/attention.h): accuracy
+// Tests of the per-query CUDA paged attention (src/kernels/cuda/attention.h, family 2: the f32
+// pools' path and the engine's previous one) and kv_write: accuracy
 // against the scalar oracle (kernels/ref) on shuffled physical blocks with grouped-query
 // heads, bf16 and f32 pools (the oracle reads the bf16 pool's values), and bitwise invariance: a query computed alone
 // equals the same query inside a batch of other sequences' queries, whatever its row, and the bf16 output is the f32
@@ -149,7 +150,8 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
     a.out_row_stride = row;
     a.out_dtype = dtype;
     a.m = count;
-    ASSERT_TRUE((reference ? cuda_test::reference_attention(a, kv, nullptr) : attention(a, kv, nullptr)).ok());
+    ASSERT_TRUE(
+        (reference ? cuda_test::reference_attention(a, kv, nullptr) : attention_per_query(a, kv, nullptr)).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
   run(0, m, out.get(), DType::kF32);

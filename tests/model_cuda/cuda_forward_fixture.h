@@ -13,7 +13,9 @@
 #include <span>
 #include <vector>
 
+#include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/cuda_status.h"
+#include "model/cuda/attention_work.h"
 #include "model/cuda/cuda_model.h"
 
 namespace vosti::cuda_test {
@@ -56,6 +58,14 @@ class CudaForwardFixture {
     table[0] = static_cast<int32_t>(num_blocks);
     std::iota(table.begin() + 1, table.end(), 0);
     EXPECT_EQ(cudaMemcpy(table_.as<void>(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    shape_ = {static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
+              kAttnDefaultSplit};
+    if (!kv_.empty() && tensor_core_attention(kv_[0], shape_.num_heads)) {
+      auto work = AttentionWorkBuffers::allocate(rows, 64, shape_.num_heads, shape_.head_dim, shape_.split);
+      EXPECT_TRUE(work.ok()) << work.status().to_string();
+      if (work.ok()) work_ = std::move(work).value();
+      tensor_cores_ = true;
+    }
   }
 
   // Appends `tokens` as one batch; returns the logits of every appended row [n, vocab], or of
@@ -85,6 +95,10 @@ class CudaForwardFixture {
     b.block_tables = table_.as<int32_t>() + 1;
     b.num_logit_rows = static_cast<int64_t>(rows.size());
     b.logit_rows = logit_rows_.as<int32_t>();
+    if (tensor_cores_) {
+      VOSTI_RETURN_IF_ERROR(plan_attention(pos, seq, shape_, work_.partial_capacity(), &plan_));
+      VOSTI_ASSIGN_OR_RETURN(b.attention, work_.upload(plan_, nullptr));
+    }
     VOSTI_RETURN_IF_ERROR(model_->forward(b, acts_.view(), kv_.data(), logits_.as<float>(), nullptr));
     const int64_t vocab = model_->config().vocab_size, vocab_rows = model_->dims().vocab_rows;
     std::vector<float> out(rows.size() * static_cast<size_t>(vocab));
@@ -102,6 +116,10 @@ class CudaForwardFixture {
   DeviceMemory logits_, ids_, pos_, slots_, row_seq_, logit_rows_, table_, pool_;
   std::vector<CudaKvLayer> kv_;
   CudaActivationBuffers acts_;
+  bool tensor_cores_ = false;  // the deployment runs the tensor-core attention: plan every append
+  AttentionShape shape_;
+  AttentionPlan plan_;
+  AttentionWorkBuffers work_;
 };
 
 }  // namespace vosti::cuda_test

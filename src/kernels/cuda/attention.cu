@@ -271,7 +271,21 @@ Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int6
   return cuda_launch_status("kv_write");
 }
 
+bool tensor_core_attention(const CudaKvLayer& kv, int num_heads) {
+  if (kv.dtype != DType::kBF16 || kv.num_kv_heads <= 0) return false;
+  return check_attention_shape(AttentionShape{num_heads, kv.num_kv_heads, kv.head_dim, kAttnDefaultSplit}).ok();
+}
+
 Status attention(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
+  VOSTI_RETURN_IF_ERROR(check_kv("attention", kv));
+  if (a.m < 0) return invalid_argument("attention: row count m=" + std::to_string(a.m) + " out of range");
+  if (a.q == nullptr || a.block_tables == nullptr || a.block_table_stride == nullptr || a.out == nullptr)
+    return invalid_argument("attention: null device pointer");
+  if (tensor_core_attention(kv, a.num_heads)) return attention_tensor_cores(a, kv, stream);
+  return attention_per_query(a, kv, stream);
+}
+
+Status attention_per_query(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
   VOSTI_RETURN_IF_ERROR(check_kv("attention", kv));
   if (a.m < 0 || a.m > 0x7fffffff) {
     return invalid_argument("attention: row count m=" + std::to_string(a.m) + " out of range");

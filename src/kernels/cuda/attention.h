@@ -12,11 +12,47 @@
 // block_tables + s * (*block_table_stride). The stride is read on the device, so a CUDA graph
 // captured once serves steps whose tables have other widths.
 //
-// Reduction order of attention (fixed; depends only on the query's own q, its own position p,
-// its block table and the cache; never on the query's row, the row count m, the chunk the
-// query came in, its sequence's index or other queries). One warp per (query, head); head h
-// reads kv head h / (num_heads / num_kv_heads). KV tiles t = 0, 1, ..., floor(p / kKvTile)
-// cover logical positions [t*kKvTile, (t+1)*kKvTile), kKvTile = 32 = the warp width; in tile t:
+// Two kernel families compute attention; which one runs is a function of the deployment alone
+// (the pool dtype, head_dim and group size: tensor_core_attention()), never of the step.
+//
+// 1. The tensor-core family (attention_mma.cu; bf16 pools, head_dim 16/32/64/128/256, at most
+//    kAttnRowsPerCta query heads per KV head). Its launch plan (attention_plan.h) packs the
+//    query heads of one KV head group into the rows of mma.sync.m16n8k16 tiles. For one query
+//    row (position p, head h, KV head h / group) the operations are, whatever rows share its
+//    CTA, warp or mma, and whichever CTA computes it:
+//   q = bf16(q_f32) elementwise (round to nearest even); c = scale * log2(e) (one f32 product,
+//   host); KV tiles t = 0 .. floor(p / 64) cover positions [64t, 64t + 64); split s covers the
+//   tiles of positions [s * split, (s + 1) * split) (split: AttentionShape, a multiple of 64).
+//   Per split, from M = -inf, l = 0, O = +0 (l is held as 4 partial sums, one per column class
+//   below), for each tile t of the split in increasing t:
+//     x_j = mma chain over d in steps of 16 (k = 0, 16, ...: D = A*B + D from +0) of q . k_j,
+//       j in the tile (the tensor core's m16n8k16 as a function of its operands); x_j = -inf
+//       for j > p (only in tile floor(p / 64); those K rows are the cache's or zeros);
+//     mx = max_j x_j (exact); M' = max(M, mx); alpha = ex2((M - M') * c) (rounded subtract,
+//       rounded multiply, ex2.approx.ftz; 0 when M = -inf); m' = M' * c (rounded);
+//     p_j = ex2(fma(x_j, c, -m')) (one rounding, then ex2.approx.ftz; exactly +0 for x_j = -inf);
+//     column class k = (j mod 8) / 2 of the row (the mma lane holding j); for each class
+//       l_k = l_k * alpha + sum_k, sum_k = ((0 + p_j0) + p_j1) + ... over the class's j in
+//       increasing j (rounded adds, rounded multiply);
+//     O[d] = O[d] * alpha (rounded), then O[d] = mma chain over j in steps of 16 (j = 64t,
+//       64t + 16, ...) of bf16(p_j) * v_j[d] accumulated into O[d];
+//     M = M'.
+//   End of split: L = (l_0 + l_1) + (l_2 + l_3) (the lane butterfly: the same value in every
+//   lane). The split states (M_s, L_s, O_s) of splits 0 .. n-1 fold left to right:
+//     A = state 0; for s = 1 .. n-1: M* = max(A.M, M_s); a = ex2((A.M - M*) * c);
+//     b = ex2((M_s - M*) * c); A.L = A.L * a + L_s * b; A.O[d] = A.O[d] * a + O_s[d] * b
+//     (each product rounded, then one rounded add); A.M = M*.
+//   out[d] = A.O[d] / A.L (one IEEE division), rounded once to the output dtype. One CTA folds
+//   the splits in registers and shared memory, or each split runs on its own CTA and saves its
+//   state (exact f32 values) for the merge kernel, which folds the same way: the same values.
+//   The tiles a row visits, its masked positions and its split cuts depend on p alone.
+//
+// 2. The per-query family (attention.cu; every other deployment, f32 pools among them), one CTA
+//    per (query, head) on CUDA cores. Reduction order (fixed; depends only on the query's own
+//    q, its own position p, its block table and the cache; never on the query's row, the row
+//    count m, the chunk the query came in, its sequence's index or other queries). Head h
+//    reads kv head h / (num_heads / num_kv_heads). KV tiles t = 0, 1, ..., floor(p / kKvTile)
+//    cover logical positions [t*kKvTile, (t+1)*kKvTile), kKvTile = 32 = the warp width; in tile t:
 //   lane l owns position j = t*32 + l; if j <= p:
 //     s_j = (fma chain over d = 0, 1, ..., head_dim-1 from +0: s = fma(q[d], k_j[d], s)) * scale
 //     (one rounded multiply; k_j[d] widened exactly from the pool dtype); lanes with j > p hold
@@ -28,9 +64,9 @@
 //   lane l owns output elements d = l, l + 32, ... < head_dim: O[d] = O[d] * alpha, then
 //     O[d] = fma(p_j, v_j[d], O[d]) for j = t*32, t*32 + 1, ..., min(t*32 + 31, p) in order;
 //   M = M'.
-// Finally out[d] = O[d] / L (one IEEE division), rounded once to the output dtype.
-// Every operation is an explicitly rounded intrinsic (no contraction left to the compiler).
-// The number of tiles and the masked tail depend on p alone: the query's own position.
+//   Finally out[d] = O[d] / L (one IEEE division), rounded once to the output dtype.
+// Every operation of both families is an explicitly rounded intrinsic or one named PTX
+// instruction (no contraction left to the compiler).
 // kv_write has no arithmetic but the one rounding to the pool dtype.
 // Thread safety: stateless; calls are enqueued on the given stream.
 #pragma once
@@ -41,6 +77,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/cuda/attention_plan.h"
 #include "kernels/kernel_backend.h"
 
 namespace vosti {
@@ -69,6 +106,28 @@ inline size_t kv_element_bytes(DType dtype) { return dtype == DType::kF32 ? 4 : 
 Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int64_t m, const int32_t* slots,
                 CudaKvLayer kv, cudaStream_t stream);
 
+// Device copies of an AttentionPlan (attention_plan.h) and the partial workspace: what the
+// tensor-core family reads. Counts the kernels read on the device are device scalars, so a CUDA
+// graph captured once serves later steps; the host values size the grids.
+struct AttentionWorkView {
+  const AttentionWork* folded = nullptr;     // [num_folded] device
+  int32_t num_folded = 0;                    // host (eager launches only: one CTA row per item)
+  const AttentionWork* per_split = nullptr;  // [*num_per_split] device
+  const int32_t* num_per_split = nullptr;    // device scalar
+  int32_t per_split_grid = 0;                // host: CTA rows launched; each strides over the items
+  const AttentionMerge* merges = nullptr;    // [*num_merges] device
+  const int32_t* num_merges = nullptr;       // device scalar
+  int32_t merge_grid = 0;                    // host: CTAs launched (>= *num_merges)
+  float* partials = nullptr;                 // [partial_capacity, num_heads, head_dim + 2] f32 device: O, then M and L
+  int32_t partial_capacity = 0;
+  int split = kAttnDefaultSplit;  // the deployment's KV split (attention_plan.h)
+};
+
+// Floats of one partial slot: num_heads * (head_dim + 2).
+inline int64_t attention_partial_floats(int num_heads, int head_dim) {
+  return static_cast<int64_t>(num_heads) * (head_dim + 2);
+}
+
 struct AttentionArgs {
   const float* q = nullptr;  // [m, q_row_stride] f32, device: head h of row r at q + r * q_row_stride + h * head_dim
   int64_t q_row_stride = 0;
@@ -83,16 +142,27 @@ struct AttentionArgs {
   int64_t out_row_stride = 0;
   DType out_dtype = DType::kF32;  // kF32 or kBF16
   int64_t m = 0;
+  AttentionWorkView work;  // the tensor-core family's plan (the per-query family reads positions and row_seq)
 };
 
-// out = softmax(q k^T * scale) v per (query, head), in the order documented above. Columns of
-// an out row past num_heads * head_dim are not written. A query with a negative position gets
-// a row of NaN (padding rows).
+// Whether the deployment (pool dtype, head_dim, group) runs the tensor-core family.
+bool tensor_core_attention(const CudaKvLayer& kv, int num_heads);
+
+// out = softmax(q k^T * scale) v per (query, head), by the family the deployment selects, in
+// the order documented above. Columns of an out row past num_heads * head_dim are not
+// written. Rows the plan gives no work (padding rows) are not written by the tensor-core
+// family; the per-query family writes NaN to rows with a negative position.
 // REQUIRES: block table entries covering 0..p of each query are blocks < kv.num_blocks (not
-// checked on the device); the step's K/V written (kv_write) before the call on the stream.
+// checked on the device); the step's K/V written (kv_write) before the call on the stream; for
+// the tensor-core family, args.work a device copy of plan_attention() over these rows with
+// the same split, and enough partial slots.
 // Errors: kInvalidArgument for null pointers, m < 0, head_dim not a multiple of 4 or above
 // kMaxCudaHeadDim, num_heads not a multiple of num_kv_heads, strides too small, an
-// unsupported dtype; kInternal for a launch failure.
+// unsupported dtype, a missing plan; kInternal for a launch failure.
 Status attention(const AttentionArgs& args, CudaKvLayer kv, cudaStream_t stream);
+
+// The two families by name (tests and benchmarks compare them; attention() picks one).
+Status attention_per_query(const AttentionArgs& args, CudaKvLayer kv, cudaStream_t stream);
+Status attention_tensor_cores(const AttentionArgs& args, CudaKvLayer kv, cudaStream_t stream);
 
 }  // namespace vosti

@@ -382,6 +382,7 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
   at.out_row_stride = d.attn_width;
   at.out_dtype = DType::kBF16;
   at.m = T;
+  at.work = b.attention;
   VOSTI_RETURN_IF_ERROR(attention(at, kv, stream));
   VOSTI_RETURN_IF_ERROR(gemm(L.o, a.attn, T, a.proj, cap, a, stream));
   VOSTI_RETURN_IF_ERROR(add_rms_norm(a.x, a.proj, T, H, L.ffn_norm.as<float>(), eps, a.h, DType::kBF16, stream));

@@ -132,6 +132,9 @@ struct CudaBatch {
   const int32_t* block_table_stride = nullptr;  // device scalar
   int64_t num_logit_rows = 0;                   // R (host value)
   const int32_t* logit_rows = nullptr;          // [R] distinct rows < T whose logits are wanted
+  // The tensor-core attention's plan of these rows (AttentionWorkBuffers::upload or graph_view);
+  // unused where the deployment runs the per-query attention (tensor_core_attention()).
+  AttentionWorkView attention;
 };
 
 class CudaModel {

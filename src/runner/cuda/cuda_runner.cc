@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/digest_kernels.h"
 #include "kernels/cuda/sampler_kernels.h"
+#include "model/cuda/attention_work.h"
 #include "runner/cuda/device_rows.h"
 #include "runner/host_rows.h"
 #include "runner/step_rows.h"
@@ -26,6 +27,7 @@ constexpr int64_t kRowAlign = 256;               // activation rows: whole tiles
 constexpr int64_t kLogitAlign = 128;             // logit rows likewise
 constexpr int64_t kAdjustsPerRow = 4096;         // sampler adjustments the step buffer holds per sampled row
 constexpr size_t kHeadroomBytes = 512ull << 20;  // left free beside the KV pool (graphs, CUDA's own)
+constexpr int32_t kPartialSlotsPerSeq = 16;      // attention split states per sequence slot (see allocate)
 // Padded batch sizes of the decode graphs (each up to the runner's sequence and token caps).
 constexpr std::array<int64_t, 19> kGraphSizes = {1,   2,   4,   8,   16,  24,  32,  48,  64, 96,
                                                  128, 160, 192, 224, 256, 320, 384, 448, 512};
@@ -99,6 +101,7 @@ class CudaRunner final : public ModelRunner {
                        const StepLayout& layout);
   Status capture_graph(int64_t size, const CudaBatch& batch);
   Status digest_rows_on_device(const StepLayout& l, int64_t num);
+  Status plan_attention_of(const StepPlan& plan, int64_t S);
   CudaBatch batch_view(const StepLayout& l, int64_t T, int64_t R) const;
   template <typename T>
   T* host_at(size_t offset) const {
@@ -132,6 +135,14 @@ class CudaRunner final : public ModelRunner {
   CudaActivationBuffers acts_;
   SamplerScratch sampler_scratch_;
   std::vector<SamplerAdjust> adjusts_;  // the step's adjustments (host staging)
+  // The tensor-core attention (when the deployment runs it): its plan per step and the plan's
+  // device copy; graph_ctas_: CTA rows of the per-split launch inside a decode graph.
+  bool tensor_core_attn_ = false;
+  AttentionShape attn_shape_;
+  AttentionPlan attn_plan_;
+  std::vector<int32_t> attn_pos_, attn_seq_;  // [T] host staging of the plan's input
+  AttentionWorkBuffers attn_work_;
+  int32_t graph_ctas_ = 1;
 };
 
 CudaRunner::~CudaRunner() {
@@ -223,13 +234,31 @@ Status CudaRunner::allocate() {
     k.head_dim = static_cast<int>(c.head_dim);
   }
   const int64_t cache_tokens = num_blocks * bs;
+  tensor_core_attn_ = tensor_core_attention(kv_[0], static_cast<int>(c.num_heads));
+  if (tensor_core_attn_) {
+    attn_shape_ = {static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
+                   config_.attention_split > 0 ? config_.attention_split : kAttnDefaultSplit};
+    VOSTI_RETURN_IF_ERROR(check_attention_shape(attn_shape_));
+    // Split states: room for every sequence at kPartialSlotsPerSeq splits and for a few at the
+    // full context; a step that needs more folds the rest in one CTA each (the same bits).
+    const int64_t longest = std::min(max_len, cache_tokens);
+    const int64_t slots = std::max(seq_cap_ * kPartialSlotsPerSeq, 4 * cdiv(longest, attn_shape_.split));
+    VOSTI_ASSIGN_OR_RETURN(
+        attn_work_, AttentionWorkBuffers::allocate(token_cap_, static_cast<int32_t>(slots), attn_shape_.num_heads,
+                                                   attn_shape_.head_dim, attn_shape_.split));
+    // A decode graph's per-split launch: about two CTAs per SM, each striding over the items.
+    graph_ctas_ = static_cast<int32_t>(std::max<int64_t>(1, cdiv(2 * dev.gemm.num_sms, c.num_kv_heads)));
+    attn_pos_.reserve(static_cast<size_t>(token_cap_));
+    attn_seq_.reserve(static_cast<size_t>(token_cap_));
+  }
   if (config_.max_model_len > cache_tokens)
     return invalid_argument("max_model_len " + std::to_string(config_.max_model_len) + " exceeds the KV cache (" +
                             std::to_string(cache_tokens) + " tokens): raise the cache or lower max_model_len");
   max_len = std::min(max_len, cache_tokens);
   VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
 
-  graphs_enabled_ = config_.cuda_graphs;
+  // The planted split (tests only) is a function of the step, which a captured graph cannot follow.
+  graphs_enabled_ = config_.cuda_graphs && !config_.attention_split_follows_batch;
   info_.kv_cache_dtype = kv_dtype == DType::kF32 ? "f32" : "bf16";
   info_.num_blocks = num_blocks;
   info_.block_size = static_cast<int32_t>(bs);
@@ -337,6 +366,10 @@ Result<StepResult> CudaRunner::run(const StepPlan& plan, std::span<const Request
   for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i].kind == RowKind::kSample) order.push_back({i, true, false});
   decode = decode && num_score == 0;
+  if (tensor_core_attn_) {
+    VOSTI_RETURN_IF_ERROR(plan_attention_of(plan, S));
+    decode = decode && attn_plan_.folded.empty();  // a graph launches the per-split items only
+  }
   const int64_t G = decode && graphs_enabled_ ? graph_size_for(S) : 0;
   const int64_t Tl = G > 0 ? G : T, Sl = G > 0 ? G : S;
   const int64_t R = static_cast<int64_t>(order.size());
@@ -418,7 +451,11 @@ Result<StepResult> CudaRunner::run(const StepPlan& plan, std::span<const Request
       cudaMemcpyAsync(step_dev_.as<void>(), step_host_.as<void>(), l.bytes, cudaMemcpyHostToDevice, stream_));
 
   // The forward and the logits: a graph replay, or eager launches in chunks of logit rows.
-  const CudaBatch batch = batch_view(l, Tl, Rl);
+  CudaBatch batch = batch_view(l, Tl, Rl);
+  if (tensor_core_attn_) {
+    VOSTI_ASSIGN_OR_RETURN(batch.attention, attn_work_.upload(attn_plan_, stream_));
+    if (G > 0) batch.attention = attn_work_.graph_view(G, graph_ctas_);
+  }
   std::vector<std::pair<int64_t, int64_t>> chunks;  // (first logits row, rows)
   for (int64_t b = 0; b < num_score && G == 0; b += logit_cap_)
     chunks.push_back({b, std::min(logit_cap_, num_score - b)});
@@ -517,6 +554,22 @@ Result<StepResult> CudaRunner::run(const StepPlan& plan, std::span<const Request
   out.seconds_forward = seconds(t0, t_device);
   out.seconds_sampling = seconds(t_device, Clock::now());
   return out;
+}
+
+// The step's attention plan from its rows (positions and sequences in plan order).
+Status CudaRunner::plan_attention_of(const StepPlan& plan, int64_t S) {
+  attn_pos_.clear();
+  attn_seq_.clear();
+  for (int64_t s = 0; s < S; ++s) {
+    const ScheduledRequest& r = plan.requests[static_cast<size_t>(s)];
+    for (int32_t j = 0; j < r.num_new_tokens; ++j) {
+      attn_pos_.push_back(r.num_computed_tokens + j);
+      attn_seq_.push_back(static_cast<int32_t>(s));
+    }
+  }
+  AttentionShape shape = attn_shape_;
+  if (config_.attention_split_follows_batch && S > 1) shape.split *= 2;  // the planted violation
+  return plan_attention(attn_pos_, attn_seq_, shape, attn_work_.partial_capacity(), &attn_plan_);
 }
 
 Status CudaRunner::digest_rows_on_device(const StepLayout& l, int64_t num) {

@@ -1,0 +1,564 @@
+// The tensor-core paged attention (attention.h, family 1): mma.sync.m16n8k16 bf16 (sm_80 and
+// sm_90a), K/V tiles of 64 positions staged in shared memory by cp.async, grouped-query heads
+// packed into the mma rows, KV splits folded in one CTA or saved for the merge kernel.
+//
+// CTA: kWarps = 4 warps; warp w owns CTA rows [16w, 16w + 16) (row i of an item is position
+// i / group, head i % group). Shared memory: Q [64 rows][hd] bf16, K and V [kStages][64][hd]
+// bf16, rows of 16-byte chunks XOR-swizzled by (row & 7) so that ldmatrix is conflict-free;
+// with kFold also the folded O [kWarps][hd / 2][32 lanes] f32 (each thread its own fragment).
+// Every warp computes its rows with the same instructions (tile_step, end_split); which rows a
+// warp holds, how many other rows share the CTA and which CTA runs a split never enter them.
+#include <cuda_bf16.h>
+
+#include <atomic>
+#include <string>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_status.h"
+
+namespace vosti {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTile = kAttnKvTile;  // 64 positions
+constexpr int kStages = 2;
+constexpr int kTileNt = kTile / 8;  // n8 tiles of the scores
+static_assert(kAttnRowsPerCta == kWarps * 16, "one m16 row block per warp");
+static_assert(kTile == 64, "the score fragment holds 8 n8 tiles");
+
+struct MmaParams {
+  const float* q;  // [m, q_row_stride]
+  int64_t q_row_stride;
+  int num_heads;
+  int group;
+  const int32_t* block_tables;
+  const int32_t* block_table_stride;
+  const __nv_bfloat16* k;  // the layer's pool
+  const __nv_bfloat16* v;
+  int num_kv_heads;
+  int block_size;
+  int tiles_per_split;
+  float c;  // scale * log2(e)
+  void* out;
+  int64_t out_row_stride;
+  float* partial_o;   // [capacity, num_heads, hd]
+  float* partial_ml;  // [capacity, num_heads, 2]
+  const AttentionWork* work;
+  const int32_t* num_work_dev;  // device count (nullptr: num_work_host)
+  int32_t num_work_host;
+};
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d = a * b + d, one m16n8k16 bf16 tensor-core instruction with f32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats rounded to bf16, lo in the low half (the lower column of an mma fragment pair).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][kHd] bf16 tile.
+template <int kHd>
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  constexpr int kChunks = kHd / 8;
+  constexpr int kMask = (kChunks < 8 ? kChunks : 8) - 1;
+  return static_cast<uint32_t>((row * kChunks + (chunk ^ (row & kMask))) * 16);
+}
+
+template <int kHd>
+struct Smem {
+  static constexpr int kTileBytes = kTile * kHd * 2;
+  static constexpr int kQ = 0;                            // [64][kHd] bf16
+  static constexpr int kK = kAttnRowsPerCta * kHd * 2;    // [kStages][64][kHd] bf16
+  static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16
+  static constexpr int kAcc = kV + kStages * kTileBytes;  // [kWarps][kHd / 2][32] f32
+  static constexpr int kBytesNoFold = kAcc;
+  static constexpr int kBytesFold = kAcc + kWarps * (kHd / 2) * 32 * 4;
+};
+
+// A warp's running state for its 16 rows: this thread's fragment (rows lane/4 and lane/4 + 8).
+template <int kHd>
+struct WarpState {
+  float o[kHd / 8][4];  // O: d n8 tile, then (row lane/4: cols 2c, 2c+1; row lane/4+8: cols 2c, 2c+1)
+  float m[2];           // M of the two rows
+  float l[2];           // this lane's column-class partial sums l_k of the two rows
+};
+
+template <int kHd>
+__device__ __forceinline__ void reset(WarpState<kHd>& st) {
+#pragma unroll
+  for (int i = 0; i < kHd / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st.o[i][e] = 0.f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+}
+
+// Loads KV tile `tile` of `kv_head` into one stage: rows past last_pos are zero-filled.
+template <int kHd>
+__device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t* table, int kv_head, int tile, int last_pos,
+                                          uint32_t k_stage, uint32_t v_stage) {
+  constexpr int kChunks = kHd / 8;
+  static_assert(kThreads % kChunks == 0, "a pass covers whole rows");
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  const int chunk = threadIdx.x % kChunks;
+#pragma unroll
+  for (int row = threadIdx.x / kChunks; row < kTile; row += kRowsPerPass) {
+    const int j = tile * kTile + row;
+    const bool valid = j <= last_pos;
+    int64_t off = 0;
+    if (valid) {
+      const int64_t block = table[j / p.block_size];
+      off = ((block * p.num_kv_heads + kv_head) * p.block_size + j % p.block_size) * kHd + chunk * 8;
+    }
+    const uint32_t dst = swizzled<kHd>(row, chunk);
+    cp_async_16(k_stage + dst, p.k + off, valid);
+    cp_async_16(v_stage + dst, p.v + off, valid);
+  }
+}
+
+// Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros.
+template <int kHd>
+__device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& w, int kv_head, char* q_smem) {
+  constexpr int kChunks = kHd / 8;
+  const int rows = w.num_positions * p.group;
+  for (int i = threadIdx.x; i < kAttnRowsPerCta * kChunks; i += kThreads) {
+    const int row = i / kChunks, chunk = i % kChunks;
+    uint4 packed = make_uint4(0, 0, 0, 0);
+    if (row < rows) {
+      const int pos = row / p.group, head = kv_head * p.group + row % p.group;
+      const float* src = p.q + (w.first_row + pos) * p.q_row_stride + static_cast<int64_t>(head) * kHd + chunk * 8;
+      const float4 a = *reinterpret_cast<const float4*>(src);
+      const float4 b = *reinterpret_cast<const float4*>(src + 4);
+      packed = make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+    }
+    *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(row, chunk)) = packed;
+  }
+}
+
+// One KV tile for the warp's 16 rows (attention.h's per-tile steps). p0/p1: the positions of
+// this lane's two rows; mask: the tile holds positions past some row's own.
+template <int kHd>
+__device__ __forceinline__ void tile_step(WarpState<kHd>& st, uint32_t q_rows, uint32_t k_stage, uint32_t v_stage,
+                                          int tile, bool mask, int p0, int p1, float c) {
+  const int lane = threadIdx.x & 31;
+  float s[kTileNt][4];
+#pragma unroll
+  for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+      // Scores: the mma chain over d in steps of 16.
+#pragma unroll
+  for (int kk = 0; kk < kHd / 16; ++kk) {
+    uint32_t a[4];
+    ldsm_x4(a, q_rows + swizzled<kHd>(lane & 15, kk * 2 + (lane >> 4)));
+#pragma unroll
+    for (int np = 0; np < kTileNt / 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, k_stage + swizzled<kHd>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
+      mma_bf16(s[2 * np], a, b[0], b[1]);
+      mma_bf16(s[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+  if (mask) {
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
+        if (j > p0) s[nt][e] = -INFINITY;
+        if (j > p1) s[nt][2 + e] = -INFINITY;
+      }
+  }
+  // Online softmax of the two rows.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(st.m[i], mx);
+    const float alpha = ex2(__fmul_rn(__fsub_rn(st.m[i], m_new), c));
+    const float m_scaled = __fmul_rn(m_new, c);
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pj = ex2(__fmaf_rn(s[nt][2 * i + e], c, -m_scaled));
+        s[nt][2 * i + e] = pj;
+        sum = __fadd_rn(sum, pj);
+      }
+    st.l[i] = __fadd_rn(__fmul_rn(st.l[i], alpha), sum);
+#pragma unroll
+    for (int dt = 0; dt < kHd / 8; ++dt) {
+      st.o[dt][2 * i] = __fmul_rn(st.o[dt][2 * i], alpha);
+      st.o[dt][2 * i + 1] = __fmul_rn(st.o[dt][2 * i + 1], alpha);
+    }
+    st.m[i] = m_new;
+  }
+  // O += bf16(P) V: the mma chain over the tile's positions in steps of 16.
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                           pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < kHd / 16; ++dp) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, v_stage + swizzled<kHd>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+      mma_bf16(st.o[2 * dp], a, b[0], b[1]);
+      mma_bf16(st.o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// The two rows' L: (l_0 + l_1) + (l_2 + l_3) over the lanes of the row's quad.
+__device__ __forceinline__ float quad_sum(float v) {
+  v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// The fold's coefficients for states with maxima ma (the fold so far) and mb (the next split).
+struct FoldCoef {
+  float m, a, b;
+};
+__device__ __forceinline__ FoldCoef fold_coef(float ma, float mb, float c) {
+  const float m = fmaxf(ma, mb);
+  return {m, ex2(__fmul_rn(__fsub_rn(ma, m), c)), ex2(__fmul_rn(__fsub_rn(mb, m), c))};
+}
+__device__ __forceinline__ float fold(float x, float y, const FoldCoef& f) {
+  return __fadd_rn(__fmul_rn(x, f.a), __fmul_rn(y, f.b));
+}
+
+__device__ __forceinline__ void store_pair(float* out, float x, float y) {
+  *reinterpret_cast<float2*>(out) = make_float2(x, y);
+}
+__device__ __forceinline__ void store_pair(__nv_bfloat16* out, float x, float y) {
+  *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
+}
+
+// Where this lane's fragment row i (0: lane/4, 1: lane/4 + 8) of the warp lands: the query row
+// and head, or row -1 for a row past the item.
+struct RowPlace {
+  int64_t row;
+  int head;
+};
+__device__ __forceinline__ RowPlace row_place(const MmaParams& p, const AttentionWork& w, int kv_head, int i) {
+  const int cta_row = (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * i;
+  if (cta_row >= w.num_positions * p.group) return {-1, 0};
+  return {w.first_row + cta_row / p.group, kv_head * p.group + cta_row % p.group};
+}
+
+// Writes O / L of the lane's rows (o: the fragment, from registers or the folded smem copy).
+template <int kHd, typename OutT>
+__device__ __forceinline__ void write_output(const MmaParams& p, const AttentionWork& w, int kv_head,
+                                             const float (&o)[kHd / 8][4], const float (&L)[2]) {
+  const int col = 2 * (threadIdx.x & 3);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const RowPlace at = row_place(p, w, kv_head, i);
+    if (at.row < 0) continue;
+    OutT* dst = static_cast<OutT*>(p.out) + at.row * p.out_row_stride + static_cast<int64_t>(at.head) * kHd + col;
+#pragma unroll
+    for (int dt = 0; dt < kHd / 8; ++dt)
+      store_pair(dst + dt * 8, __fdiv_rn(o[dt][2 * i], L[i]), __fdiv_rn(o[dt][2 * i + 1], L[i]));
+  }
+}
+
+// Saves the split's state (O unnormalised, M, L) of the lane's rows in partial slot w.partial.
+template <int kHd>
+__device__ __forceinline__ void write_partial(const MmaParams& p, const AttentionWork& w, int kv_head,
+                                              const WarpState<kHd>& st, const float (&L)[2]) {
+  const int col = 2 * (threadIdx.x & 3);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const RowPlace at = row_place(p, w, kv_head, i);
+    if (at.row < 0) continue;
+    const int64_t slot_head = static_cast<int64_t>(w.partial) * p.num_heads + at.head;
+    float* dst = p.partial_o + slot_head * kHd + col;
+#pragma unroll
+    for (int dt = 0; dt < kHd / 8; ++dt) store_pair(dst + dt * 8, st.o[dt][2 * i], st.o[dt][2 * i + 1]);
+    if ((threadIdx.x & 3) == 0) store_pair(p.partial_ml + slot_head * 2, st.m[i], L[i]);
+  }
+}
+
+// The end of split s for the warp's rows: finish L, then output, save, or fold.
+template <int kHd, typename OutT, bool kFold>
+__device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWork& w, int kv_head, int s,
+                                          WarpState<kHd>& st, float (&acc_m)[2], float (&acc_l)[2], float* acc_o) {
+  float L[2] = {quad_sum(st.l[0]), quad_sum(st.l[1])};
+  if (w.split_end - w.split_begin == 1) {
+    if (w.partial >= 0) {
+      write_partial<kHd>(p, w, kv_head, st, L);
+    } else {
+      write_output<kHd, OutT>(p, w, kv_head, st.o, L);
+    }
+    return;
+  }
+  if constexpr (kFold) {
+    // acc_o: this lane's [kHd / 2] fragment values, stride 32 floats (one per lane).
+    if (s == w.split_begin) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        acc_m[i] = st.m[i];
+        acc_l[i] = L[i];
+      }
+#pragma unroll
+      for (int dt = 0; dt < kHd / 8; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[(dt * 4 + e) * 32] = st.o[dt][e];
+      return;
+    }
+    FoldCoef f[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      f[i] = fold_coef(acc_m[i], st.m[i], p.c);
+      acc_l[i] = fold(acc_l[i], L[i], f[i]);
+      acc_m[i] = f[i].m;
+    }
+#pragma unroll
+    for (int dt = 0; dt < kHd / 8; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[dt][e] = fold(acc_o[(dt * 4 + e) * 32], st.o[dt][e], f[e >> 1]);
+    if (s == w.split_end - 1) {
+      write_output<kHd, OutT>(p, w, kv_head, st.o, acc_l);
+    } else {
+#pragma unroll
+      for (int dt = 0; dt < kHd / 8; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[(dt * 4 + e) * 32] = st.o[dt][e];
+    }
+  }
+}
+
+// One CTA row per work item (grid.x strides over the items), grid.y = KV head.
+template <int kHd, typename OutT, bool kFold>
+__global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams p) {
+  extern __shared__ __align__(128) char smem[];
+  using L = Smem<kHd>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const uint32_t base = smem_addr(smem);
+  const uint32_t q_rows = base + L::kQ + warp * 16 * kHd * 2;
+  float* acc_o = reinterpret_cast<float*>(smem + L::kAcc) + warp * (kHd / 2) * 32 + lane;
+  const int num_work = p.num_work_dev != nullptr ? *p.num_work_dev : p.num_work_host;
+  for (int item = blockIdx.x; item < num_work; item += gridDim.x) {
+    const AttentionWork w = p.work[item];
+    const int rows = w.num_positions * p.group;
+    const bool active = warp * 16 < rows;
+    const int last_pos = w.first_position + w.num_positions - 1;
+    const int last_tile = last_pos / kTile;
+    const int t_begin = w.split_begin * p.tiles_per_split;
+    const int t_end = min(w.split_end * p.tiles_per_split, last_tile + 1);
+    const int32_t* table = p.block_tables + static_cast<int64_t>(w.seq) * *p.block_table_stride;
+    // Positions of this lane's two rows (rows past the item: the last position).
+    const int r0 = warp * 16 + (lane >> 2);
+    const int p0 = w.first_position + min(r0, rows - 1) / p.group;
+    const int p1 = w.first_position + min(r0 + 8, rows - 1) / p.group;
+
+    __syncthreads();  // the previous item's reads of Q and the stages are done
+    load_q<kHd>(p, w, kv_head, smem + L::kQ);
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (t_begin + st < t_end)
+        load_tile<kHd>(p, table, kv_head, t_begin + st, last_pos, base + L::kK + st * L::kTileBytes,
+                       base + L::kV + st * L::kTileBytes);
+      cp_async_commit();
+    }
+    WarpState<kHd> state;
+    reset(state);
+    float acc_m[2] = {0.f, 0.f}, acc_l[2] = {0.f, 0.f};
+    for (int t = t_begin; t < t_end; ++t) {
+      const int ahead = t + kStages - 1;
+      if (ahead < t_end) {
+        const int stage = (ahead - t_begin) % kStages;
+        load_tile<kHd>(p, table, kv_head, ahead, last_pos, base + L::kK + stage * L::kTileBytes,
+                       base + L::kV + stage * L::kTileBytes);
+      }
+      cp_async_commit();
+      cp_async_wait<kStages - 1>();
+      __syncthreads();
+      const int stage = (t - t_begin) % kStages;
+      const int s = t / p.tiles_per_split;
+      if (active) {
+        if (t == t_begin || t == s * p.tiles_per_split) reset(state);
+        tile_step<kHd>(state, q_rows, base + L::kK + stage * L::kTileBytes, base + L::kV + stage * L::kTileBytes, t,
+                       t == last_tile, p0, p1, p.c);
+        if (t + 1 == t_end || t + 1 == (s + 1) * p.tiles_per_split)
+          end_split<kHd, OutT, kFold>(p, w, kv_head, s, state, acc_m, acc_l, acc_o);
+      }
+      __syncthreads();  // this stage is read before the next iteration's load overwrites it
+    }
+  }
+}
+
+// Folds the saved split states of one decode row per CTA; thread e handles (head, d) pairs.
+template <typename OutT>
+__global__ void attention_merge_kernel(const AttentionMerge* __restrict__ merges,
+                                       const int32_t* __restrict__ num_merges, const float* __restrict__ partial_o,
+                                       const float* __restrict__ partial_ml, int num_heads, int hd, float c,
+                                       OutT* __restrict__ out, int64_t out_row_stride) {
+  if (static_cast<int>(blockIdx.x) >= *num_merges) return;
+  const AttentionMerge mg = merges[blockIdx.x];
+  for (int e = threadIdx.x; e < num_heads * hd / 2; e += blockDim.x) {
+    const int head = (2 * e) / hd, d = (2 * e) % hd;
+    int64_t slot_head = static_cast<int64_t>(mg.first_partial) * num_heads + head;
+    float m = partial_ml[slot_head * 2], l = partial_ml[slot_head * 2 + 1];
+    float o0 = partial_o[slot_head * hd + d], o1 = partial_o[slot_head * hd + d + 1];
+    for (int s = 1; s < mg.num_splits; ++s) {
+      slot_head += num_heads;
+      const FoldCoef f = fold_coef(m, partial_ml[slot_head * 2], c);
+      l = fold(l, partial_ml[slot_head * 2 + 1], f);
+      o0 = fold(o0, partial_o[slot_head * hd + d], f);
+      o1 = fold(o1, partial_o[slot_head * hd + d + 1], f);
+      m = f.m;
+    }
+    store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, __fdiv_rn(o0, l), __fdiv_rn(o1, l));
+  }
+}
+
+template <int kHd, typename OutT, bool kFold>
+Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+  auto kernel = attention_mma_kernel<kHd, OutT, kFold>;
+  const int smem = kFold ? Smem<kHd>::kBytesFold : Smem<kHd>::kBytesNoFold;
+  // The limit is the context's; the first (eager) launch raises it, before any graph capture.
+  static std::atomic<bool> raised{false};
+  if (smem > 48 * 1024 && !raised.load(std::memory_order_acquire)) {
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    raised.store(true, std::memory_order_release);
+  }
+  kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads, smem, stream>>>(p);
+  return cuda_launch_status("attention (tensor cores)");
+}
+
+template <typename OutT, bool kFold>
+Status launch_for_head_dim(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+  switch (hd) {
+    case 16:
+      return launch_mma<16, OutT, kFold>(p, grid_x, grid_y, stream);
+    case 32:
+      return launch_mma<32, OutT, kFold>(p, grid_x, grid_y, stream);
+    case 64:
+      return launch_mma<64, OutT, kFold>(p, grid_x, grid_y, stream);
+    case 128:
+      return launch_mma<128, OutT, kFold>(p, grid_x, grid_y, stream);
+    case 256:
+      return launch_mma<256, OutT, kFold>(p, grid_x, grid_y, stream);
+    default:
+      return unimplemented("attention: head_dim " + std::to_string(hd) + " has no tensor-core instantiation");
+  }
+}
+
+template <typename OutT>
+Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t stream) {
+  const AttentionWorkView& w = a.work;
+  MmaParams p{};
+  p.q = a.q;
+  p.q_row_stride = a.q_row_stride;
+  p.num_heads = a.num_heads;
+  p.group = a.num_heads / kv.num_kv_heads;
+  p.block_tables = a.block_tables;
+  p.block_table_stride = a.block_table_stride;
+  p.k = static_cast<const __nv_bfloat16*>(kv.k);
+  p.v = static_cast<const __nv_bfloat16*>(kv.v);
+  p.num_kv_heads = kv.num_kv_heads;
+  p.block_size = kv.block_size;
+  p.tiles_per_split = w.split / kTile;
+  p.c = a.scale * 1.44269504088896340736f;  // one f32 rounding
+  p.out = a.out;
+  p.out_row_stride = a.out_row_stride;
+  p.partial_o = w.partials;
+  p.partial_ml = w.partials == nullptr
+                     ? nullptr
+                     : w.partials + static_cast<int64_t>(w.partial_capacity) * a.num_heads * kv.head_dim;
+  const int hd = kv.head_dim;
+  if (w.num_folded > 0) {
+    p.work = w.folded;
+    p.num_work_dev = nullptr;
+    p.num_work_host = w.num_folded;
+    VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, true>(hd, p, w.num_folded, kv.num_kv_heads, stream)));
+  }
+  if (w.per_split_grid > 0) {
+    p.work = w.per_split;
+    p.num_work_dev = w.num_per_split;
+    p.num_work_host = 0;
+    VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, false>(hd, p, w.per_split_grid, kv.num_kv_heads, stream)));
+  }
+  if (w.merge_grid > 0) {
+    attention_merge_kernel<OutT><<<static_cast<unsigned>(w.merge_grid), 256, 0, stream>>>(
+        w.merges, w.num_merges, p.partial_o, p.partial_ml, a.num_heads, hd, p.c, static_cast<OutT*>(a.out),
+        a.out_row_stride);
+    VOSTI_RETURN_IF_ERROR(cuda_launch_status("attention merge"));
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status attention_tensor_cores(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
+  if (kv.dtype != DType::kBF16) return invalid_argument("attention (tensor cores): the KV pool must be bf16");
+  AttentionShape shape{a.num_heads, kv.num_kv_heads, kv.head_dim, a.work.split};
+  VOSTI_RETURN_IF_ERROR(check_attention_shape(shape));
+  const AttentionWorkView& w = a.work;
+  if (w.num_folded < 0 || w.per_split_grid < 0 || w.merge_grid < 0)
+    return invalid_argument("attention (tensor cores): negative grid in the plan");
+  if ((w.num_folded > 0 && w.folded == nullptr) ||
+      (w.per_split_grid > 0 && (w.per_split == nullptr || w.num_per_split == nullptr)) ||
+      (w.merge_grid > 0 && (w.merges == nullptr || w.num_merges == nullptr)))
+    return invalid_argument("attention (tensor cores): the plan's device arrays are missing");
+  if ((w.per_split_grid > 0 || w.merge_grid > 0) && (w.partials == nullptr || w.partial_capacity <= 0))
+    return invalid_argument("attention (tensor cores): split states need a partial workspace");
+  const int64_t width = static_cast<int64_t>(a.num_heads) * kv.head_dim;
+  if (a.q_row_stride < width || a.out_row_stride < width) {
+    return invalid_argument("attention: q and out row strides must be >= num_heads * head_dim (" +
+                            std::to_string(width) + ")");
+  }
+  if (a.out_dtype != DType::kF32 && a.out_dtype != DType::kBF16)
+    return invalid_argument("attention: output dtype must be f32 or bf16");
+  if (a.out_row_stride % 2 != 0 || a.q_row_stride % 4 != 0)
+    return invalid_argument("attention (tensor cores): q rows must be 16-byte aligned and out rows even");
+  return a.out_dtype == DType::kF32 ? launch_all<float>(a, kv, stream) : launch_all<__nv_bfloat16>(a, kv, stream);
+}
+
+}  // namespace vosti

@@ -1,0 +1,102 @@
+// The tensor-core attention's launch plan; the rules are in attention_plan.h.
+#include "kernels/cuda/attention_plan.h"
+
+#include <algorithm>
+#include <string>
+
+namespace vosti {
+namespace {
+
+// Appends the work of one run of consecutive positions [first, first + count) of `seq` starting
+// at `row`: cut at tile boundaries, each tile's positions spread evenly over as few CTAs as fit.
+void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decode, const AttentionShape& shape,
+              int32_t partial_capacity, AttentionPlan* plan) {
+  const int max_positions = kAttnRowsPerCta / shape.group();
+  int32_t p = first;
+  const int32_t end = first + count;
+  while (p < end) {
+    const int32_t tile_end = std::min(end, (p / kAttnKvTile + 1) * kAttnKvTile);
+    const int32_t n = tile_end - p;
+    const int32_t pieces = (n + max_positions - 1) / max_positions;
+    for (int32_t i = 0; i < pieces; ++i) {
+      // Piece i of n positions split evenly: [n * i / pieces, n * (i + 1) / pieces).
+      const int32_t a = p + n * i / pieces, b = p + n * (i + 1) / pieces;
+      AttentionWork w;
+      w.seq = seq;
+      w.first_row = row + (a - first);
+      w.first_position = a;
+      w.num_positions = b - a;
+      w.split_begin = 0;
+      w.split_end = attention_num_splits(b - 1, shape.split);
+      const int32_t splits = w.split_end;
+      if (decode && splits == 1) {
+        plan->per_split.push_back(w);
+      } else if (decode && plan->num_partials + splits <= partial_capacity) {
+        plan->merges.push_back({w.first_row, plan->num_partials, splits});
+        for (int32_t s = 0; s < splits; ++s) {
+          AttentionWork one = w;
+          one.split_begin = s;
+          one.split_end = s + 1;
+          one.partial = plan->num_partials + s;
+          plan->per_split.push_back(one);
+        }
+        plan->num_partials += splits;
+      } else {
+        plan->folded.push_back(w);
+      }
+    }
+    p = tile_end;
+  }
+}
+
+}  // namespace
+
+Status check_attention_shape(const AttentionShape& s) {
+  if (s.num_heads <= 0 || s.num_kv_heads <= 0 || s.num_heads % s.num_kv_heads != 0) {
+    return invalid_argument("attention: num_heads " + std::to_string(s.num_heads) +
+                            " is not a positive multiple of num_kv_heads " + std::to_string(s.num_kv_heads));
+  }
+  if (s.group() > kAttnRowsPerCta) {
+    return unimplemented("attention: " + std::to_string(s.group()) + " query heads per KV head; the tensor-core " +
+                         "attention packs at most " + std::to_string(kAttnRowsPerCta));
+  }
+  if (std::find(std::begin(kAttnHeadDims), std::end(kAttnHeadDims), s.head_dim) == std::end(kAttnHeadDims)) {
+    return unimplemented("attention: head_dim " + std::to_string(s.head_dim) +
+                         " has no tensor-core instantiation (16, 32, 64, 128, 256)");
+  }
+  if (s.split <= 0 || s.split % kAttnKvTile != 0) {
+    return invalid_argument("attention: the KV split " + std::to_string(s.split) + " must be a positive multiple of " +
+                            std::to_string(kAttnKvTile));
+  }
+  return Status();
+}
+
+Status plan_attention(std::span<const int32_t> positions, std::span<const int32_t> row_seq, const AttentionShape& shape,
+                      int32_t partial_capacity, AttentionPlan* plan) {
+  plan->clear();
+  VOSTI_RETURN_IF_ERROR(check_attention_shape(shape));
+  plan->split = shape.split;
+  if (positions.size() != row_seq.size())
+    return invalid_argument("attention plan: positions and row_seq differ in length");
+  const int32_t m = static_cast<int32_t>(positions.size());
+  int32_t r = 0;
+  while (r < m) {
+    if (positions[r] < 0) {  // padding row
+      ++r;
+      continue;
+    }
+    // The run of consecutive positions of one sequence starting at row r.
+    int32_t e = r + 1;
+    while (e < m && row_seq[e] == row_seq[r] && positions[e] == positions[e - 1] + 1) ++e;
+    if (e < m && row_seq[e] == row_seq[r] && positions[e] >= 0) {
+      return invalid_argument("attention plan: rows " + std::to_string(e - 1) + " and " + std::to_string(e) +
+                              " of sequence " + std::to_string(row_seq[r]) + " are not consecutive positions");
+    }
+    // A sequence's rows come in one run; a one-row run is a decode.
+    plan_run(row_seq[r], r, positions[r], e - r, e - r == 1, shape, partial_capacity, plan);
+    r = e;
+  }
+  return Status();
+}
+
+}  // namespace vosti

@@ -1,0 +1,93 @@
+// The launch plan of the tensor-core paged attention (attention.h): which CTA computes which
+// query rows over which KV splits, and which rows' split states are merged afterwards. Host
+// code only (no CUDA), so the plan and its rules are tested on any machine.
+//
+// Invariants (what keeps the bits independent of the batch; attention.h states the arithmetic):
+// - A work item holds consecutive positions of one sequence that share the KV tile of their
+//   last position (floor(p / kAttnKvTile) is the same for every row of an item), all heads of
+//   one KV head group, at most kAttnRowsPerCta rows. So every row of an item walks the same
+//   tiles 0..floor(p / kAttnKvTile), and no row ever sees a tile wholly past its own position.
+// - Split boundaries are multiples of the deployment's split size (AttentionShape::split),
+//   a multiple of kAttnKvTile: logical positions, never a function of the step.
+// - Where an item's splits run (one CTA folding them in order, or one CTA per split with the
+//   merge kernel folding the saved states in the same order) is a choice of place only: both
+//   paths run the same operations on every row. The plan puts a split on its own CTA only
+//   for a sequence with one row in the step (a decode) while partial slots remain; everything
+//   else folds in one CTA.
+// Thread safety: plan_attention is a pure function of its arguments.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+
+namespace vosti {
+
+inline constexpr int kAttnKvTile = 64;         // KV positions per tile (deployment constant)
+inline constexpr int kAttnRowsPerCta = 64;     // query rows (position x head of the group) per CTA
+inline constexpr int kAttnDefaultSplit = 512;  // KV positions per split unless the deployment says otherwise
+
+struct AttentionShape {
+  int num_heads = 0;     // query heads
+  int num_kv_heads = 0;  // a divisor of num_heads; group = num_heads / num_kv_heads <= kAttnRowsPerCta
+  int head_dim = 0;
+  int split = kAttnDefaultSplit;  // KV positions per split: a positive multiple of kAttnKvTile
+  int group() const { return num_heads / num_kv_heads; }
+};
+
+// One CTA's rows (for each KV head: grid.y) and splits. Plain data copied to the device.
+struct AttentionWork {
+  int32_t seq = 0;             // row of the block-table matrix
+  int32_t first_row = 0;       // query row of first_position; position first_position + i is row first_row + i
+  int32_t first_position = 0;  // logical position of the first query
+  int32_t num_positions = 0;   // 1 .. kAttnRowsPerCta / group
+  int32_t split_begin = 0;     // the splits [split_begin, split_end) this CTA computes, in order
+  int32_t split_end = 0;
+  int32_t partial = -1;  // -1: fold the splits and write the output; >= 0: (one position, one split) save the
+                         // split's state in partial slot `partial`
+};
+static_assert(sizeof(AttentionWork) == 28, "AttentionWork is copied to the device as 7 int32");
+
+// One decode row whose splits ran on separate CTAs: the merge kernel folds slots
+// first_partial .. first_partial + num_splits - 1 in order into the row's output.
+struct AttentionMerge {
+  int32_t row = 0;
+  int32_t first_partial = 0;
+  int32_t num_splits = 0;
+};
+static_assert(sizeof(AttentionMerge) == 12, "AttentionMerge is copied to the device as 3 int32");
+
+struct AttentionPlan {
+  std::vector<AttentionWork> folded;     // items whose CTA folds all their splits
+  std::vector<AttentionWork> per_split;  // one split each (partial >= 0), or a one-split decode (partial -1)
+  std::vector<AttentionMerge> merges;
+  int32_t num_partials = 0;       // partial slots used
+  int split = kAttnDefaultSplit;  // the split the plan was made for
+  void clear() {
+    folded.clear();
+    per_split.clear();
+    merges.clear();
+    num_partials = 0;
+  }
+};
+
+// Number of splits of a query at position p: floor(p / split) + 1.
+inline int32_t attention_num_splits(int32_t position, int split) { return position / split + 1; }
+
+// Plans the step whose query rows have positions[r] and sequences row_seq[r] (rows of one
+// sequence consecutive, in increasing position; a negative position marks a padding row, which
+// gets no work). partial_capacity: partial slots available. Fills *plan (cleared first; its
+// vectors keep their capacity, so a runner's step allocates nothing once warm).
+// Errors: kInvalidArgument for a bad shape or split, or rows of a sequence out of order.
+Status plan_attention(std::span<const int32_t> positions, std::span<const int32_t> row_seq, const AttentionShape& shape,
+                      int32_t partial_capacity, AttentionPlan* plan);
+
+// Checks a shape for the tensor-core family: heads, group, head_dim in kAttnHeadDims, split.
+Status check_attention_shape(const AttentionShape& shape);
+
+// The head dimensions the tensor-core family is instantiated for.
+inline constexpr int kAttnHeadDims[] = {16, 32, 64, 128, 256};
+
+}  // namespace vosti

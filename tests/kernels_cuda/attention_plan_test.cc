@@ -1,0 +1,187 @@
+// Tests of the tensor-core attention's launch plan (kernels/cuda/attention_plan.h) on the CPU:
+// every query row is covered once per split, items never mix tiles or sequences, splits are cut
+// at multiples of the deployment's split whatever the step, decodes run a CTA per split while
+// partial slots last and fold otherwise, and bad input is named.
+#include "kernels/cuda/attention_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+namespace vosti {
+namespace {
+
+struct Rows {
+  std::vector<int32_t> positions, seq;
+  void add(int32_t s, int32_t first, int32_t count) {
+    for (int32_t i = 0; i < count; ++i) positions.push_back(first + i), seq.push_back(s);
+  }
+};
+
+// For every row: the splits that compute it (in order) and how they end (output or partial).
+struct Coverage {
+  std::map<int32_t, std::vector<int32_t>> splits_of_row;
+  std::map<int32_t, int32_t> merged_rows;  // row -> number of splits the merge folds
+};
+
+Coverage check_plan(const Rows& rows, const AttentionShape& shape, const AttentionPlan& plan, int32_t capacity) {
+  Coverage cov;
+  const int max_positions = kAttnRowsPerCta / shape.group();
+  std::vector<bool> slot_used(static_cast<size_t>(capacity), false);
+  const auto visit = [&](const AttentionWork& w, bool folded) {
+    EXPECT_GE(w.num_positions, 1);
+    EXPECT_LE(w.num_positions, max_positions);
+    const int32_t last = w.first_position + w.num_positions - 1;
+    EXPECT_EQ(w.first_position / kAttnKvTile, last / kAttnKvTile) << "an item spans two KV tiles";
+    EXPECT_EQ(w.split_end, folded ? attention_num_splits(last, shape.split) : w.split_end);
+    for (int32_t i = 0; i < w.num_positions; ++i) {
+      const int32_t r = w.first_row + i;
+      EXPECT_EQ(rows.positions[static_cast<size_t>(r)], w.first_position + i);
+      EXPECT_EQ(rows.seq[static_cast<size_t>(r)], w.seq);
+      for (int32_t s = w.split_begin; s < w.split_end; ++s) cov.splits_of_row[r].push_back(s);
+    }
+    if (w.partial >= 0) {
+      EXPECT_FALSE(folded);
+      EXPECT_EQ(w.num_positions, 1);
+      EXPECT_EQ(w.split_end, w.split_begin + 1);
+      EXPECT_LT(w.partial, capacity);
+      if (w.partial >= capacity) return;
+      EXPECT_FALSE(slot_used[static_cast<size_t>(w.partial)]) << "partial slot used twice";
+      slot_used[static_cast<size_t>(w.partial)] = true;
+    }
+  };
+  for (const AttentionWork& w : plan.folded) visit(w, true);
+  for (const AttentionWork& w : plan.per_split) visit(w, false);
+  for (const AttentionMerge& m : plan.merges) {
+    cov.merged_rows[m.row] = m.num_splits;
+    for (int32_t s = 0; s < m.num_splits; ++s)
+      EXPECT_TRUE(slot_used[static_cast<size_t>(m.first_partial + s)]) << "merge of an unwritten slot";
+  }
+  EXPECT_LE(plan.num_partials, capacity);
+  for (size_t r = 0; r < rows.positions.size(); ++r) {
+    if (rows.positions[r] < 0) {
+      EXPECT_EQ(cov.splits_of_row.count(static_cast<int32_t>(r)), 0u) << "padding row " << r << " got work";
+      continue;
+    }
+    std::vector<int32_t> splits = cov.splits_of_row[static_cast<int32_t>(r)];
+    std::sort(splits.begin(), splits.end());
+    const int32_t n = attention_num_splits(rows.positions[r], shape.split);
+    EXPECT_EQ(static_cast<int32_t>(splits.size()), n) << "row " << r;
+    if (static_cast<int32_t>(splits.size()) != n) continue;
+    for (int32_t s = 0; s < n; ++s) EXPECT_EQ(splits[static_cast<size_t>(s)], s) << "row " << r;
+  }
+  return cov;
+}
+
+TEST(AttentionPlan, CoversEveryRowOnceInItsOwnSplits) {
+  std::mt19937 rng(3);
+  for (int group : {1, 3, 4, 7, 8, 16}) {
+    for (int split : {64, 128, 512, 2048}) {
+      AttentionShape shape{group * 2, 2, 128, split};
+      Rows rows;
+      int32_t s = 0;
+      for (int i = 0; i < 40; ++i) {
+        const int32_t context = static_cast<int32_t>(rng() % 5000);
+        const int32_t count = rng() % 3 == 0 ? 1 : 1 + static_cast<int32_t>(rng() % 300);
+        rows.add(s++, context, count);
+        if (rng() % 5 == 0) rows.positions.push_back(-1), rows.seq.push_back(0);  // padding
+      }
+      for (int32_t capacity : {0, 7, 100000}) {
+        AttentionPlan plan;
+        ASSERT_TRUE(plan_attention(rows.positions, rows.seq, shape, capacity, &plan).ok());
+        EXPECT_EQ(plan.split, split);
+        const Coverage cov = check_plan(rows, shape, plan, capacity);
+        if (capacity == 0) {
+          EXPECT_TRUE(plan.merges.empty());
+        }
+        for (const auto& [row, n] : cov.merged_rows) EXPECT_EQ(n, attention_num_splits(rows.positions[row], split));
+      }
+    }
+  }
+}
+
+// The split cuts of a row depend on its position alone: the same row planned alone and in any
+// company gets the same splits, tile and path-independent folding order.
+TEST(AttentionPlan, AQueryGetsTheSameSplitsInAnyCompany) {
+  const AttentionShape shape{32, 8, 128, 512};
+  Rows alone;
+  alone.add(0, 1700, 1);
+  AttentionPlan a;
+  ASSERT_TRUE(plan_attention(alone.positions, alone.seq, shape, 1000, &a).ok());
+  ASSERT_EQ(a.merges.size(), 1u);
+  EXPECT_EQ(a.merges[0].num_splits, 4);
+  Rows crowd;
+  crowd.add(0, 90, 200);  // a prefill chunk
+  crowd.add(1, 1700, 1);  // the same decode query
+  crowd.add(2, 3, 1);
+  AttentionPlan b;
+  ASSERT_TRUE(plan_attention(crowd.positions, crowd.seq, shape, 1000, &b).ok());
+  bool found = false;
+  for (const AttentionMerge& m : b.merges) {
+    if (m.row == 200) {
+      found = true;
+      EXPECT_EQ(m.num_splits, 4);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(AttentionPlan, DecodesRunASplitPerCtaUntilTheSlotsRunOut) {
+  const AttentionShape shape{32, 8, 128, 512};
+  Rows rows;
+  for (int s = 0; s < 10; ++s) rows.add(s, 2000, 1);  // 4 splits each
+  AttentionPlan plan;
+  ASSERT_TRUE(plan_attention(rows.positions, rows.seq, shape, 22, &plan).ok());
+  EXPECT_EQ(plan.merges.size(), 5u);  // 5 x 4 slots fit in 22
+  EXPECT_EQ(plan.per_split.size(), 20u);
+  EXPECT_EQ(plan.folded.size(), 5u);
+  EXPECT_EQ(plan.num_partials, 20);
+  Rows short_rows;
+  short_rows.add(0, 100, 1);  // one split: its own CTA writes the output
+  ASSERT_TRUE(plan_attention(short_rows.positions, short_rows.seq, shape, 0, &plan).ok());
+  ASSERT_EQ(plan.per_split.size(), 1u);
+  EXPECT_EQ(plan.per_split[0].partial, -1);
+  EXPECT_TRUE(plan.merges.empty());
+}
+
+TEST(AttentionPlan, ChunksAreCutAtTilesAndPackedByGroup) {
+  const AttentionShape shape{12, 4, 64, 512};  // group 3: at most 21 positions per CTA
+  Rows rows;
+  rows.add(0, 60, 70);  // positions 60..129: tiles 0 (4 positions), 1 (64), 2 (2)
+  AttentionPlan plan;
+  ASSERT_TRUE(plan_attention(rows.positions, rows.seq, shape, 100, &plan).ok());
+  std::vector<std::pair<int32_t, int32_t>> items;
+  for (const AttentionWork& w : plan.folded) items.push_back({w.first_position, w.num_positions});
+  const std::vector<std::pair<int32_t, int32_t>> expect = {{60, 4}, {64, 16}, {80, 16}, {96, 16}, {112, 16}, {128, 2}};
+  EXPECT_EQ(items, expect);
+}
+
+TEST(AttentionPlan, BadInputIsNamed) {
+  AttentionPlan plan;
+  Rows rows;
+  rows.add(0, 5, 3);
+  Status s = plan_attention(rows.positions, rows.seq, AttentionShape{8, 3, 64, 512}, 10, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = plan_attention(rows.positions, rows.seq, AttentionShape{8, 2, 80, 512}, 10, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("head_dim 80"), std::string::npos) << s.to_string();
+  s = plan_attention(rows.positions, rows.seq, AttentionShape{8, 2, 64, 100}, 10, &plan);
+  EXPECT_NE(s.message().find("split 100"), std::string::npos) << s.to_string();
+  s = plan_attention(rows.positions, rows.seq, AttentionShape{128, 1, 64, 512}, 10, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  Rows gap;
+  gap.add(0, 5, 2);
+  gap.add(0, 9, 1);
+  s = plan_attention(gap.positions, gap.seq, AttentionShape{8, 2, 64, 512}, 10, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not consecutive"), std::string::npos) << s.to_string();
+  const std::vector<int32_t> one = {1};
+  EXPECT_EQ(plan_attention(one, {}, AttentionShape{8, 2, 64, 512}, 10, &plan).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace vosti
