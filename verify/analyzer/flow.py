@@ -65,6 +65,7 @@ class Sources:
     special_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # "%ctaid.z" -> (0, 0) (a plan)
     extents: set[tuple[str, int]] = field(default_factory=set)  # (param, offset) of row/column counts
     pure_calls: str = ""  # regex of callees that only read memory (their result: their inputs' labels)
+    elem_labels: dict[tuple, tuple] = field(default_factory=dict)  # pointer root -> (size, field labels, default)
 
 
 @dataclass
@@ -566,6 +567,23 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
                             why[d] = "parameter"
                             changed = True
                     continue
+                elif inst.kind == "load" and _elem_root(accesses.get(id(inst), []), src):
+                    # an element of a struct array: each destination reads its field's labels
+                    a = accesses[id(inst)][0]
+                    size, fields, default = src.elem_labels[a.root]
+                    per = inst.width // max(len(inst.dsts), 1) if inst.width else 4
+                    extra = (labs(a.addr_regs) if not row_data(a.root) else labs(a.addr_regs) & PSEUDO) | guard
+                    for k, d in enumerate(inst.dsts):
+                        v = fields.get((inst.offset + k * per) % size, default) | extra
+                        for a_head in ctrl_regions:
+                            if escapes_region(d, a_head):
+                                v = v | branch_label[a_head]
+                        if not v <= label.get(d, EMPTY):
+                            label[d] = label.get(d, EMPTY) | v
+                            origin[d] = origin.get(d, EMPTY) | v
+                            why[d] = f"load from {describe_cell(a.root)}"
+                            changed = True
+                    continue
                 elif inst.kind in ("load", "store", "atomic", "copy") or inst.op.startswith("wgmma.mma_async"):
                     accs = accesses.get(id(inst), [])
                     reads = [a for a in accs if not a.write]
@@ -686,6 +704,11 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
 
 
 _ROW_BOUND_AXES = frozenset({"row", "plan", "rows", "padding"})
+
+
+def _elem_root(accs: list, src: Sources) -> bool:
+    """A load of one struct-array element through a spec'd pointer ("->Struct")."""
+    return len(accs) == 1 and not accs[0].write and accs[0].root in src.elem_labels
 
 
 def _uniform_for(branch: frozenset[str], addresses: frozenset[str]) -> bool:

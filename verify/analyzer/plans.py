@@ -177,3 +177,24 @@ def _compare_signatures(tiles: list[str], signatures: dict | None) -> list[str]:
             out.append(f"{name} and {ref_name} evaluate elements differently: " +
                        "; ".join(f"{k}: {sig.get(k)} vs {ref.get(k)}" for k in diff[:3]))
     return out
+
+
+def check_attention_plans(build: str) -> list[PlanRow]:
+    """A-plan on the real planner (vosti_attention_plans): the assumption the tensor-core attention
+    entries make about the work items; and the open comparison of its two paths."""
+    tool = os.path.join(build, "verify", "analyzer", "vosti_attention_plans")
+    row = PlanRow("cuda attention plans (A-plan)")
+    paths = PlanRow("cuda attention: split paths", False, [
+        "a decode's splits run on one CTA folding them (attention_mma_kernel<.., true>) or on one CTA each, "
+        "folded by attention_merge_kernel: both fold with fold_coef/fold in split order, but the analyzer has no "
+        "comparison of the two kernels' chains (each is analysed on its own)"])
+    if not os.path.exists(tool):
+        row.proven = False
+        row.reasons.append(f"{tool} not built (build with -DVOSTI_TESTS=ON)")
+        return [row, paths]
+    r = subprocess.run([tool], capture_output=True, text=True)
+    row.summary.append(r.stdout.strip())
+    if r.returncode != 0:
+        row.proven = False
+        row.reasons.append(r.stdout.strip() or r.stderr.strip()[:300])
+    return [row, paths]

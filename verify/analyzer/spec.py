@@ -54,6 +54,7 @@ class ParamSpec:
     deep_axes: frozenset[str] = EMPTY  # "**@axes" (LLVM struct by reference): values read through its pointers
     extent: bool = False  # "extent": a count of rows or columns (m, n) that coordinates are compared with
     deep_inout: bool = False  # "**inout": the data behind its pointers is row-local, read and written in place
+    points_to: str = ""  # "->Struct": an array of Struct; a load's field (by byte offset) gives its labels
 
 
 @dataclass
@@ -93,8 +94,10 @@ def _parse_param(text: str) -> ParamSpec:
         raise ValueError(f"bad parameter spec {text!r}")
     p = ParamSpec(m.group(1), m.group(2) or "")
     rest = m.group(3)
-    for tok in re.findall(r"\*{0,2}@[\w,]+|\*\*inout|inout|extent", rest):
-        if tok == "**inout":
+    for tok in re.findall(r"\*{0,2}@[\w,]+|\*\*inout|inout|extent|->\w+", rest):
+        if tok.startswith("->"):
+            p.points_to = tok[2:]
+        elif tok == "**inout":
             p.deep_inout = True
         elif tok == "inout":
             p.inout = True
@@ -162,6 +165,15 @@ def load_spec(path: str) -> Spec:
     return Spec(kernels, structs, offsets, defaults)
 
 
+def _elem_table(spec: Spec, struct: str) -> tuple[int, dict[int, frozenset[str]], frozenset[str]]:
+    """(element size, byte offset -> labels of the field there, labels of any other byte)."""
+    if struct not in spec.structs:
+        raise ValueError(f"unknown struct {struct}")
+    placed = spec.struct_offsets[struct]
+    size = max(off + _SIZES.get(f.type, 8) for off, f in placed)
+    return size, {off: f.value_axes for off, f in placed}, spec.struct_defaults.get(struct, EMPTY)
+
+
 def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
                 plan: PlanSpec | None = None) -> Sources:
     """The information-flow sources of one compiled function under its spec entry.
@@ -187,6 +199,8 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
                     src.load_labels[("param", pname, off)] = f.load_axes
                 if f.inout:
                     src.address_ok.add(("param", pname, off))
+                if f.points_to:
+                    src.elem_labels[("param", pname, off)] = _elem_table(spec, f.points_to)
         else:
             named[p.name] = (pname, 0)
             if p.extent:
@@ -200,6 +214,8 @@ def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
                 src.load_labels[("param", pname, "*")] = p.deep_axes
             if p.deep_inout:
                 src.address_ok.add(("param", pname, "*"))
+            if p.points_to:
+                src.elem_labels[("param", pname, 0)] = _elem_table(spec, p.points_to)
     if plan is not None:
         for name, value in plan.consts.items():
             if name not in named:

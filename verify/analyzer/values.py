@@ -319,6 +319,19 @@ class _Eval:
                 return None
             field_mask = ((1 << ln) - 1) << pos
             return ((ms[1] & ~field_mask) | ((ms[0] << pos) & field_mask)) & full
+        if base == "prmt" and len(ms) >= 3 and "b32" in parts and len(parts) == 2:  # byte permute, default mode
+            sel = parse_imm(a[2])
+            if sel is None:
+                return None
+            out = 0
+            for i in range(4):
+                nib = (sel >> (4 * i)) & 0xF
+                if nib & 8:
+                    out |= 0xFF << (8 * i)  # sign replicate: any byte
+                    continue
+                src = ms[0] if nib < 4 else ms[1]
+                out |= ((src >> (8 * (nib & 3))) & 0xFF) << (8 * i)
+            return out
         if base in ("or", "xor", "selp") and len(ms) >= 2:
             return ms[0] | ms[1]
         if base == "add" and len(ms) == 2 and ms[0] & ms[1] == 0:

@@ -282,6 +282,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--shapes", default=os.path.join(here, "shapes.toml"), help="the deployment's GEMM shapes and GPUs")
     ap.add_argument("--json", default="")
     ap.add_argument("--no-llvm", action="store_true", help="do not (re)emit the CPU kernels' LLVM IR")
+    ap.add_argument("--known-gaps", default="", help="TOML of rows known not proven: they do not fail the run "
+                    "(a listed row that is proven does)")
     args = ap.parse_args(argv)
     t0 = time.time()
     try:
@@ -296,8 +298,13 @@ def main(argv: list[str]) -> int:
     cache = ArtifactCache()
     claimed: set[tuple[str, str]] = set()
     results = []
+    have_cuda = bool(glob.glob(os.path.join(args.build, "ptx", "vosti_kernels_cuda", "*.ptx")))
+    skipped = []
     for ks in sp.kernels:
         if args.only and not re.search(args.only, ks.name):
+            continue
+        if not have_cuda and all(a.startswith("ptx:") for a in ks.artifacts):
+            skipped.append(ks.name)
             continue
         results.append(analyze_kernel(sp, ks, args.build, cache, claimed, cpu_k_values(args.shapes)))
     opaque = sorted({r.spec.opaque for r in results if r.spec.opaque} |
@@ -319,8 +326,13 @@ def main(argv: list[str]) -> int:
         import signature
         tma_paths = sorted(glob.glob(os.path.join(args.build, "ptx", "vosti_gemm_sm90_tma", "*.ptx")))
         sigs = signature.tile_signatures(tma_paths, cache)
-        plan_rows = plans.check_plans(args.build, results, args.shapes, sigs)
+        if have_cuda:
+            plan_rows = plans.check_plans(args.build, results, args.shapes, sigs)
+        plan_rows += plans.check_attention_plans(args.build)
     print_report(results, opaque, time.time() - t0, plan_rows=plan_rows)
+    if skipped:
+        print(f"\nNot analysed here: this build has no CUDA (no PTX under {args.build}/ptx): "
+              f"{len(skipped)} CUDA entries and the GEMM plans. Build with nvcc to analyse them.")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([{"kernel": r.spec.name, "proven": r.proven(),
@@ -328,8 +340,26 @@ def main(argv: list[str]) -> int:
                         "violations": [{"function": f, "line": v.line, "text": v.text, "axes": sorted(v.axes),
                                         "why": v.why} for f, v in r.violations],
                         "errors": r.errors} for r in results], fh, indent=1)
-    bad = [r for r in results if r.spec.shipped and not r.proven()] + [p for p in plan_rows if not p.proven]
+    bad = [r.spec.name for r in results if r.spec.shipped and not r.proven()] + \
+        [p.name for p in plan_rows if not p.proven]
+    if args.known_gaps:
+        return known_gaps_status(args.known_gaps, bad, [r.spec.name for r in results] + [p.name for p in plan_rows])
     return 1 if bad else 0
+
+
+def known_gaps_status(path: str, bad: list[str], analysed: list[str]) -> int:
+    """0 if the rows not proven are exactly the listed known gaps among those analysed here; else
+    1, naming the new failures and the listed rows that are now proven (remove them)."""
+    import tomllib
+    gaps = {g["row"]: g["why"] for g in tomllib.load(open(path, "rb")).get("gap", [])}
+    new = [b for b in bad if b not in gaps]
+    fixed = [g for g in gaps if g in analysed and g not in bad]
+    print(f"\nKnown gaps ({os.path.basename(path)}): {len([b for b in bad if b in gaps])} rows not proven, as listed.")
+    for b in new:
+        print(f"  NEW: {b} is not proven (fix it, or list it with the reason)")
+    for g in fixed:
+        print(f"  FIXED: {g} is proven now: remove it from {os.path.basename(path)}")
+    return 1 if new or fixed else 0
 
 
 if __name__ == "__main__":
