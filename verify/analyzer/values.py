@@ -697,6 +697,15 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
     visits = {lab: 0 for lab in order}
     work = {order[0]}
     feasible: dict[str, set[str]] = {lab: set() for lab in order}
+    ndefs: dict[str, int] = {}
+    for b in func.blocks:
+        for inst in b.insts:
+            for d in inst.dsts:
+                ndefs[d] = ndefs.get(d, 0) + 1
+    single_defs = {d: (inst, b.label) for b in func.blocks for inst in b.insts for d in inst.dsts[:1]
+                   if ndefs[d] == 1}
+    single_defs["#entry"] = func.blocks[0].label
+
     def run_block(lab: str, record: ValueInfo | None) -> tuple[dict, dict]:
         st = dict(entry_state[lab])
         setp_of: dict[str, Inst] = {}
@@ -709,9 +718,10 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
                     continue  # never runs
             if record is not None:
                 if inst.kind in ("load", "store", "atomic", "copy"):
-                    record.addr[id(inst)] = _address(st, inst.addr, inst.offset)
+                    here = _refined(ev, st, inst.addr[:1] + inst.dst_addr[:1], single_defs)
+                    record.addr[id(inst)] = _address(here, inst.addr, inst.offset)
                     if inst.kind == "copy":
-                        record.dst_addr[id(inst)] = _address(st, inst.dst_addr, inst.dst_offset)
+                        record.dst_addr[id(inst)] = _address(here, inst.dst_addr, inst.dst_offset)
                         record.first_reg[id(inst)] = (st.get(inst.addr[0]) if inst.addr else None,
                                                       st.get(inst.dst_addr[0]) if inst.dst_addr else None)
                 if inst.op.startswith("wgmma.mma_async"):
@@ -762,6 +772,62 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
         if lab in reachable:
             run_block(lab, info)
     return info
+
+
+_REEVAL_OPS = ("add", "sub", "shl", "mul", "mad", "cvt", "cvta", "mov", "and", "or", "xor", "shr", "selp")
+
+
+def _refined(ev: _Eval, st: dict, regs: list[str], single_defs: dict, depth: int = 6) -> dict:
+    """st with each address register re-derived from its defining expression (registers defined
+    once, through integer arithmetic, up to `depth` levels) under the intervals at this point: a
+    branch refines the thread index the address was computed from earlier, not the address
+    itself. The result is intersected with what st already holds (both are sound)."""
+    out = st
+    for r in regs:
+        iv = _reeval(ev, st, r, single_defs, depth, {})
+        if iv is not None:
+            cur = st.get(r)
+            new = iv if cur is None else (max(iv[0], cur[0]), min(iv[1], cur[1]))
+            if new[0] <= new[1] and new != cur:
+                if out is st:
+                    out = dict(st)
+                out[r] = new
+    return out
+
+
+def _reeval(ev: _Eval, st: dict, r: str, single_defs: dict, depth: int, memo: dict) -> Interval | None:
+    """r's interval recomputed from its definition. Sound only where the operands' current values
+    are the ones r was computed from: operands defined once in r's own block (run together with
+    it) or in the entry block (run once); any other register operand counts as unknown."""
+    if r in memo:
+        return memo[r]
+    inst, blk = single_defs.get(r, (None, None))
+    cur = st.get(r)
+    if depth == 0 or inst is None or inst.op.split(".")[0] not in _REEVAL_OPS or inst.pred is not None or \
+            inst.kind not in ("arith", "move") or len(inst.dsts) != 1:
+        memo[r] = cur
+        return cur
+    tmp = dict(st)
+    for a in inst.args[1:]:
+        a = a.strip()
+        if not (a.startswith("%") or "#s" in a) or a.startswith("%tid") or a.startswith("%ctaid"):
+            continue  # immediates, symbols, special registers (the same all along)
+        a_def = single_defs.get(a)
+        if a_def is not None and a_def[1] in (blk, single_defs["#entry"]):
+            sub = _reeval(ev, st, a, single_defs, depth - 1, memo) if a_def[1] == blk else st.get(a)
+            if sub is None:
+                tmp.pop(a, None)
+            else:
+                tmp[a] = sub
+        else:
+            tmp.pop(a, None)
+            tmp.pop(("#m", a), None)
+    ev.transfer(tmp, inst)
+    got = tmp.get(r)
+    if got is not None and cur is not None:
+        got = (max(got[0], cur[0]), min(got[1], cur[1])) if max(got[0], cur[0]) <= min(got[1], cur[1]) else cur
+    memo[r] = got if got is not None else cur
+    return memo[r]
 
 
 def _address(st: dict, regs: list[str], offset: int) -> Interval | None:

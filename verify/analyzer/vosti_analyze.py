@@ -222,7 +222,7 @@ def verdict(res: KernelResult, axis: str) -> str:
 
 def print_report(results: list[KernelResult], opaque: list[str], elapsed: float, out=sys.stdout,
                  plan_rows=()) -> None:
-    w = 34
+    w = 50
     print("vosti-analyze: per output element, the floating-point computation across the variation axes", file=out)
     print(f"{'kernel':<{w}} " + " ".join(f"{a:<9}" for a in TABLE_AXES), file=out)
     short = {"proven": "proven", "proven (no input)": "-", "NOT PROVEN": "NOT", "ERROR": "ERROR"}
@@ -230,7 +230,7 @@ def print_report(results: list[KernelResult], opaque: list[str], elapsed: float,
         cells = [short[verdict(r, a)] for a in TABLE_AXES]
         print(f"{r.spec.name[:w]:<{w}} " + " ".join(f"{c:<9}" for c in cells), file=out)
     for p in plan_rows:
-        cells = ["proven" if p.proven else "NOT" if a in ("plan", "rows", "padding") else "-" for a in TABLE_AXES]
+        cells = [("proven" if p.proven else "NOT") if a in ("plan", "rows", "padding") else "-" for a in TABLE_AXES]
         print(f"{p.name[:w]:<{w}} " + " ".join(f"{c:<9}" for c in cells), file=out)
     print("  proven: the axis reaches the kernel only through addresses, masks of whole elements and bounds of",
           file=out)
