@@ -1,0 +1,83 @@
+# The CPU matmul's micro-kernel comparison (vosti-analyze): matmul_columns_avx2 picks
+# dot_block<R, C> from kBlockTable by the rows left in the row block (from m) and the columns left
+# in the thread's chunk (from the thread split). Every candidate must compute every element of its
+# block by the same operation DAG (dag.py: symbolic execution of the compiled IR), that of
+# dot_block<1, 1>: the lane-8 dot of the element's own x row and w row, then + bias. Checked for
+# every k of the deployment's weight shapes (shapes.toml) and every k in 1..K_SMALL (every
+# combination of vector blocks, unrolled trips and tail the loops can take at small k).
+from __future__ import annotations
+
+import re
+
+import dag
+
+K_SMALL = 80
+
+
+def block_table(module: dag.Module, path: str) -> list[str]:
+    """The function names of the kBlockTable constant, in table order."""
+    text = open(path, encoding="utf-8", errors="replace").read()
+    m = re.search(r"^@\S*kBlockTable\S* = .*$", text, re.M)
+    if not m:
+        return []
+    return re.findall(r"@(_ZN\w*dot_block\w*)", m.group(0))
+
+
+def _rc(name: str) -> tuple[int, int]:
+    m = re.search(r"dot_blockILi(\d+)ELi(\d+)E", name)
+    return int(m.group(1)), int(m.group(2))
+
+
+def element_dags(module: dag.Module, name: str, k: int, with_bias: bool) -> dict[tuple[int, int], tuple]:
+    """(r, c) -> the canonical DAG of y[r, c] (leaves x[i], w[i], bias named for the element;
+    an operand of another row or column keeps its row/column and so differs)."""
+    R, C = _rc(name)
+    ldy = C + 3  # any stride: elements are found by offset
+    args = [("ptr", "X", 0), k, ("ptr", "W", 0), k, ("ptr", "B", 0) if with_bias else None, ("ptr", "Y", 0), ldy]
+    stores = dag.run(module, name, args)
+    out = {}
+    for (base, off), v in stores.items():
+        if base != "Y":
+            raise dag.Unsupported(f"{name} stores to {base}")
+        r, c = divmod(off // 4, ldy)
+
+        def rename(b, o, r=r, c=c):
+            e = o // 4
+            if b == "X":
+                row, i = divmod(e, k)
+                return ("x", i) if row == r else ("x of row", row, i)
+            if b == "W":
+                col, i = divmod(e, k)
+                return ("w", i) if col == c else ("w of column", col, i)
+            if b == "B":
+                return ("bias",) if e == c else ("bias of column", e)
+            return (b, e)
+        out[(r, c)] = dag.canonical(v, rename)
+    if set(out) != {(r, c) for r in range(R) for c in range(C)}:
+        raise dag.Unsupported(f"{name} stores {sorted(out)} instead of its {R}x{C} block")
+    return out
+
+
+def compare(path: str, ks: list[int]) -> tuple[list[str], list[str]]:
+    """(names compared, reasons they differ): every candidate of the table against dot_block<1,1>,
+    element by element, for every k in ks, with and without bias."""
+    module = dag.Module(path)
+    names = block_table(module, path)
+    if not names:
+        return [], ["kBlockTable not found in the IR"]
+    ref = next((n for n in names if _rc(n) == (1, 1)), None)
+    problems: list[str] = []
+    for k in ks:
+        for with_bias in (True, False):
+            try:
+                want = element_dags(module, ref, k, with_bias)[(0, 0)]
+                for name in names:
+                    for (r, c), got in element_dags(module, name, k, with_bias).items():
+                        if got is not want:
+                            problems.append(f"dot_block<{_rc(name)[0]},{_rc(name)[1]}> element ({r},{c}) at k={k}"
+                                            f"{' with bias' if with_bias else ''} differs from dot_block<1,1>'s")
+            except dag.Unsupported as e:
+                problems.append(f"k={k}: symbolic execution stopped: {e}")
+            if len(problems) > 5:
+                return names, problems
+    return names, problems

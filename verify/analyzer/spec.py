@@ -1,0 +1,267 @@
+# The spec entries (kernels.toml): for each shipped kernel, where its compiled code is, which of
+# its parameters (and struct fields) and grid coordinates carry which variation axes, and which
+# loads return batch-variant values. Everything not named is a deployment constant: the entry must
+# list every parameter, so that a new parameter cannot slip in unlabelled.
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from flow import EMPTY, Sources
+
+AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule", "thread") + tuple(
+    f"tid{i}" for i in range(10))
+
+# Special registers: the CTA's place and the grid's size vary with the batch unless an entry says
+# otherwise; scheduling state always varies; the thread's place in its fixed CTA does not.
+DEFAULT_SPECIAL = {
+    "%tid.x": frozenset(f"tid{i}" for i in range(10)),
+    "%tid": frozenset({"thread"}),  # .y, .z
+    "%laneid": frozenset(f"tid{i}" for i in range(5)),
+    "%lanemask_eq": frozenset({"thread"}),
+    "%lanemask_le": frozenset({"thread"}),
+    "%lanemask_lt": frozenset({"thread"}),
+    "%lanemask_ge": frozenset({"thread"}),
+    "%lanemask_gt": frozenset({"thread"}),
+    "%ctaid": frozenset({"row"}),
+    "%nctaid": frozenset({"rows", "padding"}),
+    "%clusterid": frozenset({"row"}),
+    "%cluster_ctaid": frozenset({"row"}),
+    "%nclusterid": frozenset({"rows", "padding"}),
+    "%warpid": frozenset({"schedule"}),
+    "%nwarpid": frozenset({"schedule"}),
+    "%smid": frozenset({"schedule"}),
+    "%nsmid": frozenset({"schedule"}),
+    "%clock": frozenset({"schedule"}),
+    "%clock64": frozenset({"schedule"}),
+    "%globaltimer": frozenset({"schedule"}),
+    "%activemask": frozenset({"schedule"}),
+    "%mbarrier_phase": frozenset({"schedule"}),
+}
+
+_SIZES = {"ptr": 8, "i64": 8, "u64": 8, "i32": 4, "u32": 4, "f32": 4, "u8": 1, "i8": 1, "u16": 2, "i16": 2,
+          "f64": 8, "bool": 1}
+
+
+@dataclass
+class ParamSpec:
+    name: str
+    type: str = ""  # a struct name, or a scalar type for struct fields
+    value_axes: frozenset[str] = EMPTY  # "@axes": the value itself varies
+    load_axes: frozenset[str] = EMPTY  # "*@axes": values loaded through it vary
+    inout: bool = False  # row-local in place: rows read and write only their own elements
+    deep_axes: frozenset[str] = EMPTY  # "**@axes" (LLVM struct by reference): values read through its pointers
+    extent: bool = False  # "extent": a count of rows or columns (m, n) that coordinates are compared with
+    deep_inout: bool = False  # "**inout": the data behind its pointers is row-local, read and written in place
+    points_to: str = ""  # "->Struct": an array of Struct; a load's field (by byte offset) gives its labels
+
+
+@dataclass
+class PlanSpec:
+    """One launch plan (or class of plans) a kernel entry is analysed under: parameter values the
+    plan fixes (by name, "p.split" for a struct field) and special-register ranges ("ctaid.z")."""
+
+    name: str
+    consts: dict[str, int] = field(default_factory=dict)
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass
+class KernelSpec:
+    name: str
+    entry: str  # regex on the compiled function's name
+    artifacts: list[str]  # globs of artifact files (PTX or LLVM IR) that hold it
+    params: list[ParamSpec]
+    special: dict[str, frozenset[str]] = field(default_factory=dict)
+    assume_false: list[str] = field(default_factory=list)
+    outputs: str = ""
+    note: str = ""
+    shipped: bool = True
+    opaque: str = ""  # what the analysis cannot see inside (printed)
+    group: str = ""  # report row (kernels of one family share a row)
+    allowed_calls: str = ""  # regex of callees analysed as entries of their own (a leaf kernel's spec)
+    pure_calls: str = ""  # regex of callees that only read memory (checked on their definition)
+    dispatch: str = ""  # a constant table of functions an indirect call picks from (compared by dag.py)
+    indirect_calls: str = ""  # what the entry's indirect calls are (treated as opaque, printed as assumed)
+    plans: list[PlanSpec] = field(default_factory=list)  # none: one analysis with nothing fixed
+    struct_of: dict[str, str] = field(default_factory=dict)  # parameter name -> struct name
+
+
+def _parse_param(text: str) -> ParamSpec:
+    m = re.match(r"^\s*([\w.]+)\s*(?::\s*([\w]+))?\s*(.*)$", text)
+    if not m:
+        raise ValueError(f"bad parameter spec {text!r}")
+    p = ParamSpec(m.group(1), m.group(2) or "")
+    rest = m.group(3)
+    for tok in re.findall(r"\*{0,2}@[\w,]+|\*\*inout|inout|extent|->\w+", rest):
+        if tok.startswith("->"):
+            p.points_to = tok[2:]
+        elif tok == "**inout":
+            p.deep_inout = True
+        elif tok == "inout":
+            p.inout = True
+        elif tok == "extent":
+            p.extent = True
+        elif tok.startswith("**@"):
+            p.deep_axes = p.deep_axes | _axes(tok[3:])
+        elif tok.startswith("*@"):
+            p.load_axes = p.load_axes | _axes(tok[2:])
+        else:
+            p.value_axes = p.value_axes | _axes(tok[1:])
+    return p
+
+
+def _axes(s: str) -> frozenset[str]:
+    out = frozenset(a for a in s.split(",") if a)
+    bad = out - set(AXES)
+    if bad:
+        raise ValueError(f"unknown variation axis {sorted(bad)}; known: {AXES}")
+    return out
+
+
+@dataclass
+class Spec:
+    kernels: list[KernelSpec]
+    structs: dict[str, list[ParamSpec]]
+    struct_offsets: dict[str, list[tuple[int, ParamSpec]]]
+    struct_defaults: dict[str, frozenset[str]] = field(default_factory=dict)  # labels of unlisted bytes
+
+
+def load_spec(path: str) -> Spec:
+    data = tomllib.load(open(path, "rb"))
+    structs: dict[str, list[ParamSpec]] = {}
+    offsets: dict[str, list[tuple[int, ParamSpec]]] = {}
+    defaults: dict[str, frozenset[str]] = {}
+    for name, s in data.get("struct", {}).items():
+        fields = [_parse_param(f) for f in s["fields"]]
+        structs[name] = fields
+        at = 0
+        placed = []
+        for f in fields:
+            if "offset" in s and f.name in s["offset"]:
+                at = s["offset"][f.name]
+            size = _SIZES.get(f.type, 8)
+            at = (at + size - 1) // size * size
+            placed.append((at, f))
+            at += size
+        offsets[name] = placed
+        if "default" in s:
+            defaults[name] = _axes(s["default"].replace(" ", ","))
+    kernels = []
+    for k in data.get("kernel", []):
+        special = {("%" + key if not key.startswith("%") else key): _axes(v.replace(" ", ","))
+                   for key, v in k.get("grid", {}).items()}
+        kernels.append(KernelSpec(
+            name=k["name"], entry=k["entry"], artifacts=k["artifacts"] if isinstance(k["artifacts"], list)
+            else [k["artifacts"]], params=[_parse_param(p) for p in k.get("params", [])], special=special,
+            assume_false=k.get("assume_false", []), outputs=k.get("outputs", ""), note=k.get("note", ""),
+            shipped=k.get("shipped", True), opaque=k.get("opaque", ""), group=k.get("group", k["name"]),
+            allowed_calls=k.get("allowed_calls", ""), pure_calls=k.get("pure_calls", ""),
+            dispatch=k.get("dispatch", ""), indirect_calls=k.get("indirect_calls", ""),
+            plans=[PlanSpec(pl["name"], dict(pl.get("consts", {})),
+                            {("%" + g if not g.startswith("%") else g): tuple(r) for g, r in pl.get("grid", {}).items()})
+                   for pl in k.get("plan", [])]))
+    return Spec(kernels, structs, offsets, defaults)
+
+
+def _elem_table(spec: Spec, struct: str) -> tuple[int, dict[int, frozenset[str]], frozenset[str]]:
+    """(element size, byte offset -> labels of the field there, labels of any other byte)."""
+    if struct not in spec.structs:
+        raise ValueError(f"unknown struct {struct}")
+    placed = spec.struct_offsets[struct]
+    size = max(off + _SIZES.get(f.type, 8) for off, f in placed)
+    return size, {off: f.value_axes for off, f in placed}, spec.struct_defaults.get(struct, EMPTY)
+
+
+def sources_for(spec: Spec, ks: KernelSpec, param_names: list[str], kind: str,
+                plan: PlanSpec | None = None) -> Sources:
+    """The information-flow sources of one compiled function under its spec entry.
+    Errors: ValueError when the entry does not list exactly the function's parameters."""
+    if len(ks.params) != len(param_names):
+        raise ValueError(f"spec entry '{ks.name}' lists {len(ks.params)} parameters, the compiled function has "
+                         f"{len(param_names)}: list every parameter (with @axes where it varies)")
+    src = Sources()
+    src.pure_calls = ks.pure_calls
+    src.special = dict(DEFAULT_SPECIAL)
+    src.special.update(ks.special)
+    named: dict[str, tuple[str, int]] = {}
+    for p, pname in zip(ks.params, param_names):
+        if p.type in spec.structs:
+            if p.type in spec.struct_defaults:
+                src.param_default = src.param_default | spec.struct_defaults[p.type]
+            for off, f in spec.struct_offsets[p.type]:
+                named[f"{p.name}.{f.name}"] = (pname, off)
+                src.param_labels[(pname, off)] = f.value_axes
+                if f.extent:
+                    src.extents.add((pname, off))
+                if f.load_axes:
+                    src.load_labels[("param", pname, off)] = f.load_axes
+                if f.inout:
+                    src.address_ok.add(("param", pname, off))
+                if f.points_to:
+                    src.elem_labels[("param", pname, off)] = _elem_table(spec, f.points_to)
+        else:
+            named[p.name] = (pname, 0)
+            if p.extent:
+                src.extents.add((pname, 0))
+            src.param_labels[(pname, 0)] = p.value_axes
+            if p.load_axes:
+                src.load_labels[("param", pname, 0)] = p.load_axes
+            if p.inout:
+                src.address_ok.add(("param", pname, 0))
+            if p.deep_axes:
+                src.load_labels[("param", pname, "*")] = p.deep_axes
+            if p.deep_inout:
+                src.address_ok.add(("param", pname, "*"))
+            if p.points_to:
+                src.elem_labels[("param", pname, 0)] = _elem_table(spec, p.points_to)
+    if plan is not None:
+        for name, value in plan.consts.items():
+            if name not in named:
+                raise ValueError(f"plan '{plan.name}' of '{ks.name}' fixes {name}, which is not a parameter or field")
+            src.consts[named[name]] = int(value)
+            src.param_labels[named[name]] = EMPTY  # fixed by the plan: a constant, not a variation
+        src.special_ranges.update(plan.ranges)
+        for reg, (lo, hi) in plan.ranges.items():
+            if lo == hi:
+                src.special[reg] = EMPTY
+    return src
+
+
+_LD_TYPE = re.compile(r"^ld\.param(?:\.v(\d))?\.(\w+)$")
+_DECLARED = {"f32": {"f32", "b32"}, "i32": {"u32", "s32", "b32"}, "u8": {"u8", "s8", "b8"},
+             "ptr": {"u64", "s64", "b64"}, "i64": {"u64", "s64", "b64"}}
+
+
+def check_param_types(spec: Spec, ks: KernelSpec, func) -> None:
+    """Every ld.param that touches a declared struct field reads it whole and with its declared
+    type (a field at a wrong offset, e.g. a CUTLASS Params layout that differs, shows up here).
+    Errors: ValueError naming the field and the load."""
+    structs = {p.name: p.type for p in ks.params if p.type in spec.structs}
+    if not structs:
+        return
+    pname_of = dict(zip(func.params, [p.name for p in ks.params]))
+    for b in func.blocks:
+        for inst in b.insts:
+            if inst.kind != "load" or inst.space != "param" or not inst.params:
+                continue
+            m = _LD_TYPE.match(inst.op)
+            if not m:
+                continue
+            n, ty = int(m.group(1) or 1), m.group(2)
+            size = inst.width // n if inst.width else 0
+            p, off = inst.params[0]
+            st = structs.get(pname_of.get(p, ""))
+            if st is None or size == 0:
+                continue
+            for k in range(n):
+                lo, hi = off + k * size, off + (k + 1) * size
+                for foff, f in spec.struct_offsets[st]:
+                    fsize = _SIZES.get(f.type, 8)
+                    if foff < hi and lo < foff + fsize:
+                        ok = (lo, hi) == (foff, foff + fsize) and ty in _DECLARED.get(f.type, {ty})
+                        if not ok:
+                            raise ValueError(
+                                f"spec entry '{ks.name}': field {f.name} ({f.type} at byte {foff}) is read as "
+                                f"{ty} bytes [{lo}, {hi}) by line {inst.line}: {inst.text[:80]} (wrong layout?)")
