@@ -64,6 +64,17 @@ def type_size(t: str, types: dict[str, str]) -> int:
     raise Unsupported(f"size of type {t}")
 
 
+def _balanced(s: str, open_at: int) -> str:
+    """The text inside the parenthesis that opens at s[open_at] (a define's parameter list, which
+    a personality clause after it may follow)."""
+    depth = 0
+    for i in range(open_at, len(s)):
+        depth += {"(": 1, ")": -1}.get(s[i], 0)
+        if depth == 0:
+            return s[open_at + 1:i]
+    return s[open_at + 1:]
+
+
 def _split(s: str) -> list[str]:
     out, depth, cur = [], 0, []
     for ch in s:
@@ -94,9 +105,10 @@ class Module:
             tm = re.match(r"^(%[\w.\"\\:()\-<> ]+?) = type (.*)$", ln)
             if tm:
                 self.types[tm.group(1)] = tm.group(2).strip()
-            m = re.match(r"^define .*?@([\w.$\"-]+)\((.*)\).*\{$", ln)
-            if m:
-                params = [re.search(r"(%[\w.$-]+)\s*$", p.strip()).group(1) for p in _split(m.group(2)) if p.strip()]
+            m = re.match(r"^define .*?@([\w.$\"-]+)\(", ln)
+            if m and ln.endswith("{"):
+                params = [re.search(r"(%[\w.$-]+)\s*$", p.strip()).group(1)
+                          for p in _split(_balanced(ln, m.end() - 1)) if p.strip()]
                 body = []
                 i += 1
                 while lines[i] != "}":

@@ -115,6 +115,8 @@ def _pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, s
                 base = inst.op.split(".")[0].split()[0]
                 if base in ("mad", "fma"):
                     carried = inst.srcs[-1:]  # the addend: base pointer + index * stride
+                elif base == "getelementptr":
+                    carried = inst.srcs[:1]  # the base pointer; the indices are integers
                 elif base in ("add", "sub", "mov", "cvta", "cvt", "selp", "or", "getelementptr", "bitcast",
                               "phi", "select", "inttoptr", "ptrtoint", "addrspacecast", "mapa"):
                     carried = inst.srcs

@@ -1,7 +1,7 @@
 # The analyzer's kill table: compiles the planted violations (mutants/planted.cu, with nvcc, into
 # build/ptx/mutants/) and requires vosti-analyze to reject each one along its expected axis, and to
 # prove the clean control kernel. The CPU mutant is the backend's own planted split-K
-# (matmul_columns_split_k_by_row_count in build/llvm/matmul_avx2.ll).
+# (matmul_part_columns_split_k_by_row_count in build/llvm/matmul_avx2.ll).
 #   python3 verify/analyzer/mutants.py [--build build]
 # Ends with "analyzer mutants: N killed, M not"; exits 1 if any survives or the clean one fails.
 from __future__ import annotations

@@ -198,3 +198,16 @@ def check_attention_plans(build: str) -> list[PlanRow]:
         row.proven = False
         row.reasons.append(r.stdout.strip() or r.stderr.strip()[:300])
     return [row, paths]
+
+
+def cpu_matmul_paths() -> list[PlanRow]:
+    """The CPU matmul's choice between its one-row and tiled paths (by m), and between the one-row
+    path's column groups (by the thread's columns): open comparisons, reported as such."""
+    return [
+        PlanRow("cpu matmul: one-row and tiled paths", False, [
+            "m = 1 runs cpu_rows::row_columns (weights decoded in registers; on AVX-512 machines the build of "
+            "it in matmul_rows_avx512.cc, whose IR is not analysed), m >= 2 decodes columns into a tile and runs "
+            "dot_block: the same lane-8 FMA chain per element by construction, tested bit for bit for every "
+            "weight type, but the analyzer has no DAG comparison of the two paths (it would have to execute the "
+            "decoders symbolically)"]),
+    ]

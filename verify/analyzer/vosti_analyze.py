@@ -55,7 +55,8 @@ def fp_reg_predicate(func: Function):
     return is_fp
 
 
-CPU_SOURCES = ("src/kernels/cpu/matmul_avx2.cc", "src/kernels/cpu/attention_avx2.cc", "src/kernels/cpu/cpu_backend.cc")
+CPU_SOURCES = ("src/kernels/cpu/matmul_avx2.cc", "src/kernels/cpu/attention_avx2.cc", "src/kernels/cpu/cpu_backend.cc",
+               "src/core/quant_blocks.cc", "src/core/dtype.cc")  # the weight decoders the kernels call (pure_calls)
 
 
 def emit_llvm(build: str, repo: str) -> list[str]:
@@ -144,7 +145,8 @@ def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: 
                 if ks.indirect_calls and c.startswith("indirect:"):
                     continue  # declared in the spec, printed among the assumptions
                 if ks.pure_calls and re.search(ks.pure_calls, c):
-                    why = check_pure(cache.functions(path), c, ks.pure_calls)
+                    why = check_pure([g for f in artifact_files(build, "llvm:*.ll") for g in cache.functions(f)]
+                                     if path.endswith(".ll") else cache.functions(path), c, ks.pure_calls)
                     if why:
                         res.extra_failures.setdefault("calls", why)
                     continue
@@ -329,6 +331,7 @@ def main(argv: list[str]) -> int:
         if have_cuda:
             plan_rows = plans.check_plans(args.build, results, args.shapes, sigs)
         plan_rows += plans.check_attention_plans(args.build)
+        plan_rows += plans.cpu_matmul_paths()
     print_report(results, opaque, time.time() - t0, plan_rows=plan_rows)
     if skipped:
         print(f"\nNot analysed here: this build has no CUDA (no PTX under {args.build}/ptx): "

@@ -74,9 +74,10 @@ DotBlockFn pick_block(int64_t rows, int64_t cols) { return kBlockTable[rows - 1]
 // Columns of a tile decoded together: as many as fit the tile, at most one chunk.
 int64_t tile_columns(int64_t k) { return std::max<int64_t>(1, std::min(kMatmulColChunk, kMatmulTileFloats / k)); }
 
+// Not inlined: verify/analyzer analyses this function (the m >= 2 path) on its own.
 template <typename Codec>
-void tiled_columns(const float* x, int64_t m, int64_t k, const uint8_t* const* rows, const float* bias, float* y,
-                   int64_t ldy, int64_t c0, int64_t c1, float* tile) {
+[[gnu::noinline]] void tiled_columns(const float* x, int64_t m, int64_t k, const uint8_t* const* rows,
+                                     const float* bias, float* y, int64_t ldy, int64_t c0, int64_t c1, float* tile) {
   const int64_t width = tile_columns(k);
   for (int64_t t0 = c0; t0 < c1; t0 += width) {
     const int64_t t1 = std::min(c1, t0 + width);
