@@ -1,7 +1,7 @@
 // The CPU backend: AVX2/FMA kernels split over a ThreadPool.
 //
 // Threads split only independent outputs: matmul output columns (chunks of
-// kMatmulColChunk; weights read in their stored encoding, matmul_avx2.h), rms_norm/rope rows, silu_mul elements,
+// kMatmulColChunk; weights read in their stored encoding, matmul_avx2.h), rms_norm/rope/silu_mul rows,
 // attention (token, heads sharing one kv head): whole (token, head) pairs, never a part of one. Each output element's
 // reduction order is documented at its kernel (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m,
 // the row index, the thread count or other rows. Element-wise ops (rope, silu_mul, kv_write, the rms_norm scaling) use
@@ -109,14 +109,12 @@ class CpuBackend final : public KernelBackend {
     });
   }
 
+  // Threads take whole rows: whether element i runs in the 8-lane loop or the scalar tail is then
+  // decided by i and n alone (the same operations either way; verify/analyzer proves the former).
   void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
-    // Element-wise: any split of the m*n elements gives the same bits.
-    parallel(static_cast<size_t>(m * n), 2048, [&](size_t b, size_t e) {
-      const int64_t begin = static_cast<int64_t>(b), end = static_cast<int64_t>(e);
-      for (int64_t r = begin / n; r * n < end; ++r) {
-        const int64_t i0 = std::max<int64_t>(0, begin - r * n), i1 = std::min<int64_t>(n, end - r * n);
-        silu_mul_range(gate_up + r * 2 * n, gate_up + r * 2 * n + n, y + r * n, i0, i1);
-      }
+    parallel(static_cast<size_t>(m), 1, [&](size_t b, size_t e) {
+      for (int64_t r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r)
+        silu_mul_range(gate_up + r * 2 * n, gate_up + r * 2 * n + n, y + r * n, 0, n);
     });
   }
 
