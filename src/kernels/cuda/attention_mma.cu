@@ -147,8 +147,8 @@ __device__ __forceinline__ void reset(WarpState<kHd, kBlocks>& st) {
   }
 }
 
-// The block-table entries of this thread's rows of KV tile `tile` (-1 past last_pos), read one
-// tile ahead of the copies that use them, so that the table's latency hides behind a tile.
+// The block-table entries of this thread's rows of KV tile `tile` (0, unread, past last_pos), read
+// one tile ahead of the copies that use them, so that the table's latency hides behind a tile.
 // Where the block size divides the tile, a row's block and offset are shifts and masks.
 template <class S>
 __device__ __forceinline__ void load_blocks(const MmaParams& p, const int32_t* table, int tile, int last_pos,
@@ -158,14 +158,15 @@ __device__ __forceinline__ void load_blocks(const MmaParams& p, const int32_t* t
   for (int i = 0; i < S::kRowsPerThread; ++i) {
     const int j = tile * kTile + r0 + i * S::kRowsPerPass;
     const int index = p.block_shift >= 0 ? j >> p.block_shift : j / p.block_size;
-    blk[i] = j <= last_pos ? table[index] : -1;
+    blk[i] = j <= last_pos ? table[index] : 0;
   }
 }
 
-// Copies KV tile `tile` of `kv_head` into one stage; rows past last_pos (blk -1) are zero-filled.
+// Copies KV tile `tile` of `kv_head` into one stage; rows past last_pos are zero-filled (decided
+// by the position, never by a block-table entry).
 template <class S>
 __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&blk)[S::kRowsPerThread], int kv_head,
-                                          int tile, uint32_t k_stage, uint32_t v_stage) {
+                                          int tile, int last_pos, uint32_t k_stage, uint32_t v_stage) {
   constexpr int kHd = S::kChunks * 8;
   const int chunk = static_cast<int>(threadIdx.x) % S::kChunks;
   const int r0 = static_cast<int>(threadIdx.x) / S::kChunks;
@@ -173,7 +174,7 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
   for (int i = 0; i < S::kRowsPerThread; ++i) {
     const int row = r0 + i * S::kRowsPerPass;
     const int j = tile * kTile + row;
-    const bool valid = blk[i] >= 0;
+    const bool valid = j <= last_pos;
     const int in_block = p.block_shift >= 0 ? j & ((1 << p.block_shift) - 1) : j % p.block_size;
     const int64_t page = static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head;  // [block, head] page
     const int64_t off = valid ? (page * p.block_size + in_block) * kHd + chunk * 8 : 0;
@@ -326,16 +327,17 @@ __device__ __forceinline__ void store_pair(__nv_bfloat16* out, float x, float y)
 }
 
 // Where this lane's row i (0: lane/4, 1: lane/4 + 8) of the warp's block b lands: the query
-// row and head, or row -1 for a row past the item.
+// row and head; `valid` is false for a row past the item (row and head are then meaningless).
+// The mask compares the row's place in the CTA with the item's size only, never the query row.
 struct RowPlace {
+  bool valid;
   int64_t row;
   int head;
 };
 template <int kBlocks>
 __device__ __forceinline__ RowPlace row_place(const MmaParams& p, const AttentionWork& w, int kv_head, int b, int i) {
   const int cta_row = ((threadIdx.x >> 5) * kBlocks + b) * 16 + ((threadIdx.x & 31) >> 2) + 8 * i;
-  if (cta_row >= w.num_positions * p.group) return {-1, 0};
-  return {w.first_row + cta_row / p.group, kv_head * p.group + cta_row % p.group};
+  return {cta_row < w.num_positions * p.group, w.first_row + cta_row / p.group, kv_head * p.group + cta_row % p.group};
 }
 
 // Writes O / L of the lane's rows of block b.
@@ -346,7 +348,7 @@ __device__ __forceinline__ void write_output(const MmaParams& p, const Attention
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const RowPlace at = row_place<kBlocks>(p, w, kv_head, b, i);
-    if (at.row < 0) continue;
+    if (!at.valid) continue;
     OutT* dst = static_cast<OutT*>(p.out) + at.row * p.out_row_stride + static_cast<int64_t>(at.head) * kHd + col;
 #pragma unroll
     for (int dt = 0; dt < kHd / 8; ++dt)
@@ -362,7 +364,7 @@ __device__ __forceinline__ void write_partial(const MmaParams& p, const Attentio
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const RowPlace at = row_place<kBlocks>(p, w, kv_head, b, i);
-    if (at.row < 0) continue;
+    if (!at.valid) continue;
     const int64_t slot_head = static_cast<int64_t>(w.partial) * p.num_heads + at.head;
     float* dst = p.partial_o + slot_head * kHd + col;
 #pragma unroll
@@ -468,7 +470,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams
 #pragma unroll
     for (int st = 0; st < S::kStages - 1; ++st) {
       if (t_begin + st < t_end) {
-        load_tile<S>(p, blk, kv_head, t_begin + st, k_stage(st), v_stage(st));
+        load_tile<S>(p, blk, kv_head, t_begin + st, last_pos, k_stage(st), v_stage(st));
         load_blocks<S>(p, table, t_begin + st + 1, last_pos, blk);
       }
       cp_async_commit();
@@ -479,7 +481,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams
     for (int t = t_begin; t < t_end; ++t) {
       const int ahead = t + S::kStages - 1;
       if (ahead < t_end) {
-        load_tile<S>(p, blk, kv_head, ahead, k_stage((ahead - t_begin) % S::kStages),
+        load_tile<S>(p, blk, kv_head, ahead, last_pos, k_stage((ahead - t_begin) % S::kStages),
                      v_stage((ahead - t_begin) % S::kStages));
         if (ahead + 1 < t_end) load_blocks<S>(p, table, ahead + 1, last_pos, blk);
       }
