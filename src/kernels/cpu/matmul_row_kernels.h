@@ -81,6 +81,9 @@ void row_columns(const float* x, int64_t k, const uint8_t* const* rows, const fl
   const int64_t bytes = row_bytes(Codec::kType, k);
   const bool burst = bytes <= kPrefetchBurstBytes;
   const int64_t distance = (burst ? kPrefetchBurstGroups : kPrefetchLineGroups) * kMatmulRowCols;
+  // The groups before the first prefetch distance: all at once, at the start of the range.
+  for (int64_t g = c0; g < c0 + distance && g + kMatmulRowCols <= c1; g += kMatmulRowCols)
+    prefetch_rows(rows + g, bytes);
   int64_t c = c0;
   for (; c + kMatmulRowCols <= c1; c += kMatmulRowCols) {
     const bool prefetch = c + distance + kMatmulRowCols <= c1;
