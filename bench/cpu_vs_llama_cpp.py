@@ -177,7 +177,9 @@ def main():
     if args.big and "big" not in skip:
         v, l = [], []
         for _ in range(max(1, args.rounds // 2)):
-            v.append(vosti_bench(args, 2, args.big_tokens, 0, model=args.big))
+            # reps 3, median: the first repetition faults the mapped file in (llama-bench warms up
+            # likewise before it measures).
+            v.append(vosti_bench(args, 2, args.big_tokens, 0, model=args.big, reps=3))
             l.append(llama_bench(args, 2, args.big_tokens, 0, model=args.big)[0])
         results[f"8B-shape Q4_K_M decode tg{args.big_tokens} t2"] = (median(v), median(l), v, l)
         print(json.dumps({"test": "big", "vosti": v, "llama.cpp": l}), flush=True)
