@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from llvm import balanced, split_top
+
 class N:
     """A DAG node: (operation, operands...) where operands are nodes or constants. Hash-consed:
     equal keys give the same object, so equality is identity and hashing is O(arity)."""
@@ -60,36 +62,8 @@ def type_size(t: str, types: dict[str, str]) -> int:
         return type_size(types[t], types)
     m = re.match(r"^\{(.*)\}$", t)
     if m:
-        return sum(type_size(x, types) for x in _split(m.group(1)))
+        return sum(type_size(x, types) for x in split_top(m.group(1)))
     raise Unsupported(f"size of type {t}")
-
-
-def _balanced(s: str, open_at: int) -> str:
-    """The text inside the parenthesis that opens at s[open_at] (a define's parameter list, which
-    a personality clause after it may follow)."""
-    depth = 0
-    for i in range(open_at, len(s)):
-        depth += {"(": 1, ")": -1}.get(s[i], 0)
-        if depth == 0:
-            return s[open_at + 1:i]
-    return s[open_at + 1:]
-
-
-def _split(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
 
 
 class Module:
@@ -108,7 +82,7 @@ class Module:
             m = re.match(r"^define .*?@([\w.$\"-]+)\(", ln)
             if m and ln.endswith("{"):
                 params = [re.search(r"(%[\w.$-]+)\s*$", p.strip()).group(1)
-                          for p in _split(_balanced(ln, m.end() - 1)) if p.strip()]
+                          for p in split_top(balanced(ln, m.end() - 1)) if p.strip()]
                 body = []
                 i += 1
                 while lines[i] != "}":
@@ -199,7 +173,7 @@ def _getter(tok: str, ty: str):
         return get
     if tok.startswith("<") and "%" in tok:  # a vector of operands
         et = re.match(r"^<\d+ x (.+)>$", ty.strip()).group(1)
-        gs = [_getter(x.strip().split(" ", 1)[1], et) for x in _split(tok[1:-1])]
+        gs = [_getter(x.strip().split(" ", 1)[1], et) for x in split_top(tok[1:-1])]
         return lambda env: tuple(g(env) for g in gs)
     v = _value(tok, ty, {})
     return lambda env: v
@@ -227,7 +201,7 @@ def _value(tok: str, ty: str, env: dict):
     if tok.startswith("<"):
         inner = tok[1:-1]
         et = re.match(r"^<\d+ x (.+)>$", ty.strip()).group(1)
-        return tuple(_value(x.strip().split(" ", 1)[1], et, env) for x in _split(inner))
+        return tuple(_value(x.strip().split(" ", 1)[1], et, env) for x in split_top(inner))
     if ty.strip() in ("float", "double"):
         if tok.startswith("0x"):
             return node("const", tok)
@@ -338,7 +312,7 @@ def _compile(ln: str, module: Module):
             env[dst] = v & mask if mask is not None and isinstance(v, int) else v
         return conv
     if op == "select":
-        parts = _split(body)
+        parts = split_top(body)
         gc = _getter(parts[0].split()[-1], "i1")
         ty = parts[1].rsplit(" ", 1)[0]
         ga, gb = _getter(parts[1].rsplit(" ", 1)[1], ty), _getter(parts[2].rsplit(" ", 1)[1], ty)
@@ -347,7 +321,7 @@ def _compile(ln: str, module: Module):
             env[dst] = ga(env) if gc(env) else gb(env)
         return select
     if op == "getelementptr":
-        parts = _split(body)
+        parts = split_top(body)
         cur_ty = parts[0]
         gp = _getter(parts[1].rsplit(" ", 1)[1], "ptr")
         terms = []  # (getter, scale) per variable index; constant offset folded
@@ -366,7 +340,7 @@ def _compile(ln: str, module: Module):
                 continue
             sm = re.match(r"^\{(.*)\}$", t)
             if sm:
-                fields = _split(sm.group(1))
+                fields = split_top(sm.group(1))
                 i = gi({})
                 const += sum(type_size(f, module.types) for f in fields[:i])
                 cur_ty = fields[i]
@@ -385,7 +359,7 @@ def _compile(ln: str, module: Module):
             env[dst] = _load(ty, gp(env), mem, module)
         return load
     if op == "store":
-        parts = _split(body)
+        parts = split_top(body)
         ty, val = parts[0].rsplit(" ", 1)
         gp, gv, ty = _getter(parts[1].rsplit(" ", 1)[1], "ptr"), _getter(val, ty), ty.strip()
 
@@ -396,7 +370,7 @@ def _compile(ln: str, module: Module):
         cm = re.search(r"@([\w.$-]+)\((.*)\)", body)
         callee, argtxt = cm.group(1), cm.group(2)
         gs = []
-        for a in _split(argtxt):
+        for a in split_top(argtxt):
             toks = a.split()
             gs.append(_getter(toks[-1], " ".join(toks[:-1]).split(" noundef")[0]))
         if callee.startswith("llvm.fma") or callee.startswith("llvm.fmuladd"):
@@ -417,7 +391,7 @@ def _compile(ln: str, module: Module):
             raise Unsupported(f"call to {callee}")
         return unsupported
     if op == "shufflevector":
-        parts = _split(body)
+        parts = split_top(body)
         t1, a = parts[0].rsplit(" ", 1)
         t2, b = parts[1].rsplit(" ", 1)
         ga, gb = _getter(a, t1), _getter(b, t2)
@@ -434,12 +408,12 @@ def _compile(ln: str, module: Module):
             env[dst] = tuple(both[i] if i >= 0 else undef for i in idx)
         return shuffle
     if op == "extractelement":
-        parts = _split(body)
+        parts = split_top(body)
         t, a = parts[0].rsplit(" ", 1)
         ga, gi = _getter(a, t), _getter(parts[1].rsplit(" ", 1)[1], "i64")
         return lambda env, mem, st: env.__setitem__(dst, ga(env)[gi(env)])
     if op == "insertelement":
-        parts = _split(body)
+        parts = split_top(body)
         t, a = parts[0].rsplit(" ", 1)
         et, b = parts[1].rsplit(" ", 1)
         ga, gb, gi = _getter(a, t), _getter(b, et), _getter(parts[2].rsplit(" ", 1)[1], "i64")

@@ -38,12 +38,8 @@ def parse_llvm(path: str) -> list[Function]:
                 i += 1
                 continue
             name = m.group(1).strip('"')
-            depth, k = 1, m.end()
-            while k < len(line) and depth:
-                depth += {"(": 1, ")": -1}.get(line[k], 0)
-                k += 1
             params, ptypes = [], {}
-            for p in _split_top(line[m.end():k - 1]):
+            for p in split_top(balanced(line, m.end() - 1)):
                 pm = re.search(r"(%[\w.$-]+)\s*$", p.strip())
                 if pm:
                     params.append(pm.group(1))
@@ -65,7 +61,19 @@ def parse_llvm(path: str) -> list[Function]:
     return funcs
 
 
-def _split_top(s: str) -> list[str]:
+def balanced(s: str, open_at: int) -> str:
+    """The text inside the parenthesis that opens at s[open_at] (a define's parameter list, which
+    a personality clause after it may follow)."""
+    depth = 0
+    for i in range(open_at, len(s)):
+        depth += {"(": 1, ")": -1}.get(s[i], 0)
+        if depth == 0:
+            return s[open_at + 1:i]
+    return s[open_at + 1:]
+
+
+def split_top(s: str) -> list[str]:
+    """s split at the commas outside any bracket, items stripped."""
     out, depth, cur = [], 0, []
     for ch in s:
         if ch in "([{<":
@@ -73,12 +81,12 @@ def _split_top(s: str) -> list[str]:
         elif ch in ")]}>":
             depth -= 1
         if ch == "," and depth == 0:
-            out.append("".join(cur))
+            out.append("".join(cur).strip())
             cur = []
         else:
             cur.append(ch)
     if "".join(cur).strip():
-        out.append("".join(cur))
+        out.append("".join(cur).strip())
     return out
 
 
@@ -156,7 +164,7 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
     if op == "store":
         inst.kind = "store"
         inst.space = "global"
-        parts = _split_top(s[len("store"):])
+        parts = split_top(s[len("store"):])
         inst.srcs = _VALUE.findall(parts[0]) if parts else []
         inst.addr = _VALUE.findall(parts[1]) if len(parts) > 1 else []
         return inst
@@ -164,7 +172,7 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
         inst.kind = "atomic"
         inst.space = "global"
         inst.fp = "fadd" in s or "fsub" in s or "fmax" in s or "fmin" in s
-        parts = _split_top(s.split(None, 1)[1] if " " in s else "")
+        parts = split_top(s.split(None, 1)[1] if " " in s else "")
         inst.addr = _VALUE.findall(parts[0]) if parts else []
         inst.srcs = [v for p in parts[1:] for v in _VALUE.findall(p)]
         return inst
@@ -255,7 +263,7 @@ def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
                                                                              "urem", "srem"):
         parts = s.split()
         if op == "select":
-            rty = _split_top(s[len("select"):])[1].strip().rsplit(" ", 1)[0] if len(_split_top(s[len("select"):])) > 1 else ""
+            rty = split_top(s[len("select"):])[1].strip().rsplit(" ", 1)[0] if len(split_top(s[len("select"):])) > 1 else ""
         else:
             k = 1
             while k < len(parts) and parts[k] in ("fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc",
@@ -295,7 +303,7 @@ def _field_offsets(f: Function, types: dict[str, str]) -> None:
             try:
                 if inst.op == "getelementptr":
                     body = re.sub(r"^.*?getelementptr (inbounds )?", "", t)
-                    parts = dag._split(body)
+                    parts = split_top(body)
                     cur, off, const = parts[0], 0, True
                     for k, idx in enumerate(parts[2:]):
                         v = idx.rsplit(" ", 1)[1]
@@ -313,7 +321,7 @@ def _field_offsets(f: Function, types: dict[str, str]) -> None:
                             cur = am.group(2)
                             off += i * dag.type_size(cur, types)
                         elif sm:
-                            fields = dag._split(sm.group(1))
+                            fields = split_top(sm.group(1))
                             off += sum(dag.type_size(x, types) for x in fields[:i])
                             cur = fields[i]
                         else:
@@ -324,7 +332,7 @@ def _field_offsets(f: Function, types: dict[str, str]) -> None:
                         inst.args = ["const", parts[1].rsplit(" ", 1)[1]]  # the base pointer
                 elif inst.kind in ("load", "store") and not inst.op.startswith("call"):
                     ty = t.split("load ", 1)[1].split(",")[0] if inst.kind == "load" else \
-                        dag._split(t.split("store ", 1)[1])[0].rsplit(" ", 1)[0]
+                        split_top(t.split("store ", 1)[1])[0].rsplit(" ", 1)[0]
                     inst.width = dag.type_size(ty.strip(), types)
             except (dag.Unsupported, IndexError, ValueError, KeyError):
                 pass
