@@ -24,8 +24,10 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_bench  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -91,32 +93,8 @@ class Server:
 
 def load(port, concurrency, tokens):
     """concurrency clients, one completion each of `tokens` tokens; output tokens/s."""
-    total, errors = [0], []
-    lock = threading.Lock()
-
-    def client(c):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
-        body = {"prompt": f"Request {c}: tell me a long story about the sea and a lighthouse keeper.",
-                "max_tokens": tokens, "temperature": 0, "ignore_eos": True}
-        conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        data = json.loads(resp.read())
-        if resp.status != 200:
-            errors.append(data)
-            return
-        with lock:
-            total[0] += data["usage"]["completion_tokens"]
-
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(concurrency)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    if errors:
-        raise RuntimeError(f"errors: {errors[:2]}")
-    return total[0] / wall
+    total, wall = server_bench.measure_throughput(port, concurrency, 1, tokens)
+    return total / wall
 
 
 def median(xs):

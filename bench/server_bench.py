@@ -54,13 +54,13 @@ def measure_overhead(server, num_requests):
     return overhead, list(client_ms.values()), list(engine_ms.values())
 
 
-def measure_throughput(server, concurrency, requests_per_client, tokens):
+def measure_throughput(port, concurrency, requests_per_client, tokens):
     total = [0]
     lock = threading.Lock()
     errors = []
 
     def client(c):
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
         for r in range(requests_per_client):
             body = {"prompt": f"Client {c} request {r}: write a story about", "max_tokens": tokens,
                     "temperature": 0, "ignore_eos": True}
@@ -107,7 +107,7 @@ def main():
         print("|---|---|---|---|---|")
         for c in [int(x) for x in args.concurrency.split(",")]:
             per_client = max(1, 16 // c)
-            tokens, wall = measure_throughput(server, c, per_client, args.tokens)
+            tokens, wall = measure_throughput(server.port, c, per_client, args.tokens)
             print(f"| {c} | {c * per_client} | {tokens} | {wall:.2f} | {tokens / wall:.1f} |")
     finally:
         server.stop()
