@@ -11,25 +11,11 @@
 #include "kernels/cuda/gemm_bf16.h"
 #include "kernels/cuda/gemm_bf16_sm90_tma.h"
 #include "kernels/cuda/gemm_device.cuh"
+#include "kernels/cuda/mma_ptx.cuh"
 
 namespace vosti {
 namespace gemm_detail {
 namespace {
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 template <int BM, int WM, int WN, int STAGES>
 struct TileConfig {
@@ -56,13 +42,13 @@ __device__ __forceinline__ void mma_stage(float (&acc)[C::kMi][C::kNi][4], const
 #pragma unroll
     for (int mi = 0; mi < C::kMi; ++mi) {
       const int row = warp_m * C::kWarpM + mi * 16 + (lane & 15);
-      ldmatrix_x4(a[mi], sa + swz(row, kk * 2 + (lane >> 4)));
+      mma_ptx::ldsm_x4(a[mi], mma_ptx::smem_addr(sa + swz(row, kk * 2 + (lane >> 4))));
     }
 #pragma unroll
     for (int nj = 0; nj < C::kNi / 2; ++nj) {
       const int row = warp_n * C::kWarpN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
       unsigned r[4];
-      ldmatrix_x4(r, sb + swz(row, kk * 2 + ((lane >> 3) & 1)));
+      mma_ptx::ldsm_x4(r, mma_ptx::smem_addr(sb + swz(row, kk * 2 + ((lane >> 3) & 1))));
       b[2 * nj][0] = r[0];
       b[2 * nj][1] = r[1];
       b[2 * nj + 1][0] = r[2];
@@ -71,7 +57,7 @@ __device__ __forceinline__ void mma_stage(float (&acc)[C::kMi][C::kNi][4], const
 #pragma unroll
     for (int mi = 0; mi < C::kMi; ++mi) {
 #pragma unroll
-      for (int ni = 0; ni < C::kNi; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+      for (int ni = 0; ni < C::kNi; ++ni) mma_ptx::mma_bf16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
     }
   }
 }

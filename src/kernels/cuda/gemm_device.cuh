@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/mma_ptx.cuh"
 
 namespace vosti::gemm_detail {
 
@@ -33,16 +34,8 @@ __device__ __forceinline__ int part_begin(int i, int total, int parts) {
   return static_cast<int>(static_cast<long long>(i) * total / parts);
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+using mma_ptx::cp_async_commit;
+using mma_ptx::cp_async_wait;
 
 // Element offset of (row, 16-byte chunk) in a swizzled [rows][64] bf16 tile.
 __device__ __forceinline__ int swz(int row, int chunk) { return row * kGemmBlockK + ((chunk ^ (row & 7)) << 3); }
@@ -58,13 +51,13 @@ __device__ __forceinline__ void load_stage(__nv_bfloat16* stage, const GemmParam
     const int r = i >> 3, c = i & 7;
     const bool ok = m0 + r < p.m;
     const __nv_bfloat16* src = p.x + static_cast<size_t>(ok ? m0 + r : 0) * p.k + k0 + c * 8;
-    cp_async16(sa + swz(r, c), src, ok);
+    mma_ptx::cp_async_16(mma_ptx::smem_addr(sa + swz(r, c)), src, ok);
   }
   for (int i = threadIdx.x; i < kGemmBlockN * 8; i += THREADS) {
     const int r = i >> 3, c = i & 7;
     const bool ok = n0 + r < p.n;
     const __nv_bfloat16* src = p.w + static_cast<size_t>(ok ? n0 + r : 0) * p.k + k0 + c * 8;
-    cp_async16(sb + swz(r, c), src, ok);
+    mma_ptx::cp_async_16(mma_ptx::smem_addr(sb + swz(r, c)), src, ok);
   }
 }
 
