@@ -62,3 +62,22 @@ class Function:
             if b.label == label:
                 return b
         raise KeyError(label)
+
+
+def split_outside(s: str, opens: str, closes: str) -> list[str]:
+    """s split at the commas outside the brackets `opens`/`closes`, items stripped (empty tail
+    dropped): operand lists of PTX and LLVM IR text."""
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in opens:
+            depth += 1
+        elif ch in closes:
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out

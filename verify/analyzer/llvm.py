@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from kir import Block, Function, Inst
+from kir import Block, Function, Inst, split_outside
 
 _FP_TYPE = re.compile(r"^(?:<\d+ x )?(half|bfloat|float|double|x86_fp80|fp128)>?$")
 _VALUE = re.compile(r"%[\w.$-]+")
@@ -73,21 +73,8 @@ def balanced(s: str, open_at: int) -> str:
 
 
 def split_top(s: str) -> list[str]:
-    """s split at the commas outside any bracket, items stripped."""
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+    """s split at the commas outside any (), [], {} or <>, items stripped."""
+    return split_outside(s, "([{<", ")]}>")
 
 
 def _parse_body(name, params, ptypes, body, path) -> Function:

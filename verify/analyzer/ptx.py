@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from kir import Block, Function, Inst
+from kir import Block, Function, Inst, split_outside
 
 _FLOAT_TYPES = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "tf32", "e4m3", "e5m2", "e4m3x2", "e5m2x2")
 _REG_RE = re.compile(r"%[A-Za-z_$][\w$]*(?:\.[xyzw])?|[A-Za-z_$][\w$]*")
@@ -29,20 +29,8 @@ _ARITH_BASES = {
 
 
 def _split_operands(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+    """A PTX operand list split at the commas outside {} and [] (vectors, addresses)."""
+    return split_outside(s, "{[", "}]")
 
 
 def _is_float_type(t: str) -> bool:

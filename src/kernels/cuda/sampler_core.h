@@ -11,11 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define VOSTI_HD __host__ __device__ __forceinline__
-#else
-#define VOSTI_HD inline
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace vosti::sampler_core {
 

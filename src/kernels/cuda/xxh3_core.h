@@ -15,11 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define VOSTI_HD __host__ __device__ __forceinline__
-#else
-#define VOSTI_HD inline
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace vosti::xxh3 {
 

@@ -20,11 +20,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define VOSTI_HD __host__ __device__ __forceinline__
-#else
-#define VOSTI_HD inline
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace vosti::rank_order {
 
