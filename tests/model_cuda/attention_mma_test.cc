@@ -87,7 +87,10 @@ class Pool {
     std::shuffle(perm.begin(), perm.end(), rng);
     const int hd = c_.head_dim, nkv = c_.num_kv_heads;
     const size_t elems = static_cast<size_t>(num_blocks_) * kBlockSize * nkv * hd;
-    std::vector<uint16_t> kp(elems, 0), vp(elems, 0);
+    // Slots no sequence wrote hold NaN (a pool's unwritten slots may hold anything): a position
+    // past a query's own that reached its scores or its P.V would show.
+    constexpr uint16_t kNaN = 0x7FC0;
+    std::vector<uint16_t> kp(elems, kNaN), vp(elems, kNaN);
     std::vector<int32_t> tables(static_cast<size_t>(num_seqs()) * stride_, -1);
     for (int s = 0; s < num_seqs(); ++s)
       for (int p = 0; p < length(s); ++p) {

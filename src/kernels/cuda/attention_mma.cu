@@ -12,6 +12,7 @@
 // warp holds, how many other rows share the CTA and which CTA runs a split never enter them.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -74,11 +75,28 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][kHd] bf16 tile.
 template <int kHd>
-__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+__host__ __device__ constexpr uint32_t swizzled(int row, int chunk) {
   constexpr int kChunks = kHd / 8;
   constexpr int kMask = (kChunks < 8 ? kChunks : 8) - 1;
   return static_cast<uint32_t>((row * kChunks + (chunk ^ (row & kMask))) * 16);
 }
+
+// The fragment loads address chunk 2 kk + c (c = 0, 1) of rows 16 b + r: since the swizzle
+// flips only bits 0-2 of the chunk and a row is a power of two of bytes, that offset is
+// swizzled(r, c) XOR kk * 32, plus 16 b rows. Each operand then needs one lane offset instead
+// of one per k step. Checked here for every lane-sized row, chunk pair and step.
+template <int kHd>
+constexpr bool swizzle_steps_are_xors() {
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 2; ++c)
+      for (int kk = 0; kk < kHd / 16; ++kk)
+        for (int b = 0; b < 4; ++b)
+          if (swizzled<kHd>(16 * b + r, 2 * kk + c) != (swizzled<kHd>(r, c) ^ (kk * 32u)) + 16u * b * kHd * 2)
+            return false;
+  return true;
+}
+static_assert(swizzle_steps_are_xors<16>() && swizzle_steps_are_xors<32>() && swizzle_steps_are_xors<64>() &&
+              swizzle_steps_are_xors<128>() && swizzle_steps_are_xors<256>());
 
 // The compile-time shape of one instantiation: head_dim, m16 blocks per warp, the fold's
 // shared-memory copy of O, pipeline stages.
@@ -136,8 +154,9 @@ __device__ __forceinline__ void load_blocks(const MmaParams& p, const int32_t* t
   }
 }
 
-// Copies KV tile `tile` of `kv_head` into one stage; rows past last_pos are zero-filled (decided
-// by the position, never by a block-table entry).
+// Copies KV tile `tile` of `kv_head` into one stage. Rows past last_pos copy block 0's page
+// (whatever it holds): tile_step masks their scores and their V (never the copy: the loader's
+// place in a CTA's stream is the plan's, and only the computation knows its own item).
 template <class S>
 __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&blk)[S::kRowsPerThread], int kv_head,
                                           int tile, int last_pos, uint32_t k_stage, uint32_t v_stage) {
@@ -148,13 +167,12 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
   for (int i = 0; i < S::kRowsPerThread; ++i) {
     const int row = r0 + i * S::kRowsPerPass;
     const int j = tile * kTile + row;
-    const bool valid = j <= last_pos;
     const int in_block = p.block_shift >= 0 ? j & ((1 << p.block_shift) - 1) : j % p.block_size;
     const int64_t page = static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head;  // [block, head] page
-    const int64_t off = valid ? (page * p.block_size + in_block) * kHd + chunk * 8 : 0;
+    const int64_t off = (page * p.block_size + in_block) * kHd + chunk * 8;
     const uint32_t dst = swizzled<kHd>(row, chunk);
-    cp_async_16(k_stage + dst, p.k + off, valid);
-    cp_async_16(v_stage + dst, p.v + off, valid);
+    cp_async_16(k_stage + dst, p.k + off, true);
+    cp_async_16(v_stage + dst, p.v + off, true);
   }
 }
 
@@ -177,14 +195,34 @@ __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& 
   }
 }
 
+// The positions of an item's rows: row r (position x head of the group) is at position
+// first + min(r, rows - 1) / group (rows past the item: the last row's).
+struct RowSpan {
+  int first, rows, group;
+  // This lane's row i (0: lane / 4, 1: lane / 4 + 8) of the warp's block b.
+  template <int kBlocks>
+  __device__ __forceinline__ int position(int b, int i) const {
+    const int row =
+        (static_cast<int>(threadIdx.x >> 5) * kBlocks + b) * 16 + static_cast<int>((threadIdx.x & 31) >> 2) + 8 * i;
+    return first + min(row, rows - 1) / group;
+  }
+  __device__ __forceinline__ int last() const { return first + (rows - 1) / group; }
+};
+
 // One KV tile for the warp's kBlocks x 16 rows (attention.h's per-tile steps; each block's
 // rows get exactly the operations a lone block's rows get: the K and V fragments are only
-// loaded once for all blocks). p: the positions of this lane's rows [block][0: lane/4, 1:
-// lane/4 + 8]; mask: the tile holds positions past some row's own.
+// loaded once for all blocks). span: the item's rows; mask: the tile holds positions past some
+// row's own (the item's last tile). There, positions past the item's last hold whatever their
+// page held: their scores become -inf and their V fragments bf16 +0 (P.V then meets the same
+// zeros a zero-filled copy gave).
 template <int kHd, int kBlocks>
 __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t q_rows, uint32_t k_stage,
-                                          uint32_t v_stage, int tile, bool mask, const int (&p)[kBlocks][2], float c) {
+                                          uint32_t v_stage, int tile, bool mask, const RowSpan& span, float c) {
   const int lane = threadIdx.x & 31;
+  // Each operand's lane offset at k step 0 (swizzle_steps_are_xors).
+  const uint32_t q_lane = swizzled<kHd>(lane & 15, lane >> 4);
+  const uint32_t k_lane = swizzled<kHd>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t v_lane = swizzled<kHd>((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4);
   float s[kBlocks][kTileNt][4];
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b)
@@ -197,11 +235,11 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
   for (int kk = 0; kk < kHd / 16; ++kk) {
     uint32_t a[kBlocks][4];
 #pragma unroll
-    for (int b = 0; b < kBlocks; ++b) ldsm_x4(a[b], q_rows + swizzled<kHd>(b * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+    for (int b = 0; b < kBlocks; ++b) ldsm_x4(a[b], q_rows + b * 16 * kHd * 2 + (q_lane ^ (kk * 32)));
 #pragma unroll
     for (int np = 0; np < kTileNt / 2; ++np) {
       uint32_t f[4];
-      ldsm_x4(f, k_stage + swizzled<kHd>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
+      ldsm_x4(f, k_stage + np * 16 * kHd * 2 + (k_lane ^ (kk * 32)));
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
         mma_bf16(s[b][2 * np], a[b], f[0], f[1]);
@@ -210,6 +248,11 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
     }
   }
   if (mask) {
+    int p[kBlocks][2];
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) p[b][i] = span.position<kBlocks>(b, i);
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
@@ -254,6 +297,14 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
     // O += bf16(P) V: the mma chain over the tile's positions in steps of 16.
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
+    // This lane's V fragment halves hold positions j, j + 1 (f[0], f[2]) and j + 8, j + 9 (f[1], f[3]).
+    uint32_t keep[2] = {0xffffffffu, 0xffffffffu};
+    if (mask) {
+      const int j = tile * kTile + kk * 16 + 2 * (lane & 3), last = span.last();
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        keep[h] = (j + 8 * h <= last ? 0x0000ffffu : 0u) | (j + 8 * h + 1 <= last ? 0xffff0000u : 0u);
+    }
     uint32_t a[kBlocks][4];
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) {
@@ -265,7 +316,13 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
 #pragma unroll
     for (int dp = 0; dp < kHd / 16; ++dp) {
       uint32_t f[4];
-      ldsm_x4_trans(f, v_stage + swizzled<kHd>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+      ldsm_x4_trans(f, v_stage + kk * 16 * kHd * 2 + (v_lane ^ (dp * 32)));
+      if (mask) {
+        f[0] &= keep[0];
+        f[1] &= keep[1];
+        f[2] &= keep[0];
+        f[3] &= keep[1];
+      }
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
         mma_bf16(st.o[b][2 * dp], a[b], f[0], f[1]);
@@ -407,7 +464,53 @@ __device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWor
   }
 }
 
-// One CTA row per work item (grid.x strides over the items), grid.y = KV head.
+// The KV tiles of one work item: tiles [t_begin, t_end) of its splits, up to its last position.
+struct ItemTiles {
+  int t_begin, t_end, last_pos;
+  __device__ __forceinline__ ItemTiles(const AttentionWork& w, int tiles_per_split) {
+    last_pos = w.first_position + w.num_positions - 1;
+    t_begin = w.split_begin * tiles_per_split;
+    t_end = min(w.split_end * tiles_per_split, last_pos / kTile + 1);
+  }
+};
+
+// The loader's place in a CTA's tile stream: the tiles of its items blockIdx.x, blockIdx.x +
+// gridDim.x, ... in order. `blk` holds the block-table entries of tile t (read one tile ahead of
+// its copies, across item boundaries too).
+template <class S>
+struct Loader {
+  int item, t, t_end, last_pos;
+  const int32_t* table;
+  int32_t blk[S::kRowsPerThread];
+
+  // Enters `item` (or, past num_work, the stream's end) and reads its first tile's entries.
+  __device__ __forceinline__ void enter(const MmaParams& p, int num_work, int next) {
+    item = next;
+    if (item >= num_work) return;
+    const AttentionWork w = p.work[item];
+    const ItemTiles tiles(w, p.tiles_per_split);
+    t = tiles.t_begin;
+    t_end = tiles.t_end;
+    last_pos = tiles.last_pos;
+    table = p.block_tables + static_cast<int64_t>(w.seq) * *p.block_table_stride;
+    load_blocks<S>(p, table, t, last_pos, blk);
+  }
+  // Copies tile t into the stage, then moves to the stream's next tile.
+  __device__ __forceinline__ void issue(const MmaParams& p, int num_work, int kv_head, uint32_t k_stage,
+                                        uint32_t v_stage) {
+    load_tile<S>(p, blk, kv_head, t, last_pos, k_stage, v_stage);
+    if (++t < t_end) {
+      load_blocks<S>(p, table, t, last_pos, blk);
+    } else {
+      enter(p, num_work, item + static_cast<int>(gridDim.x));
+    }
+  }
+};
+
+// grid.x CTAs stride over the items (item i on CTA i mod grid.x), grid.y = KV head. A CTA runs
+// its items' tiles as one stream through the stages: the loader stays kStages - 1 tiles ahead of
+// the computation across item boundaries, so the pipeline does not drain between items. Which
+// CTA computes an item, and which items share its stream, never enter the arithmetic.
 template <int kHd, typename OutT, bool kFold, int kBlocks>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams p) {
   using S = Shape<kHd, kBlocks, kFold>;
@@ -420,35 +523,24 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams
   const auto v_stage = [&](int st) { return base + S::kV + st * S::kTileBytes; };
   float* acc_o = reinterpret_cast<float*>(smem + S::kAcc) + warp * kBlocks * (kHd / 2) * 32 + lane;
   const int num_work = p.num_work_dev != nullptr ? *p.num_work_dev : p.num_work_host;
-  for (int item = blockIdx.x; item < num_work; item += gridDim.x) {
-    const AttentionWork w = p.work[item];
-    const int rows = w.num_positions * p.group;
-    const bool active = warp * kBlocks * 16 < rows;
-    const int last_pos = w.first_position + w.num_positions - 1;
-    const int last_tile = last_pos / kTile;
-    const int t_begin = w.split_begin * p.tiles_per_split;
-    const int t_end = min(w.split_end * p.tiles_per_split, last_tile + 1);
-    const int32_t* table = p.block_tables + static_cast<int64_t>(w.seq) * *p.block_table_stride;
-    // Positions of this lane's rows (rows past the item: the last row's).
-    int pos[kBlocks][2];
-#pragma unroll
-    for (int b = 0; b < kBlocks; ++b)
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        pos[b][i] = w.first_position + min((warp * kBlocks + b) * 16 + (lane >> 2) + 8 * i, rows - 1) / p.group;
+  const int first = static_cast<int>(blockIdx.x);
+  if (first >= num_work) return;
 
-    __syncthreads();  // the previous item's reads of Q and the stages are done
-    int32_t blk[S::kRowsPerThread];
-    load_blocks<S>(p, table, t_begin, last_pos, blk);
-    load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
+  Loader<S> loader;
+  loader.enter(p, num_work, first);
 #pragma unroll
-    for (int st = 0; st < S::kStages - 1; ++st) {
-      if (t_begin + st < t_end) {
-        load_tile<S>(p, blk, kv_head, t_begin + st, last_pos, k_stage(st), v_stage(st));
-        load_blocks<S>(p, table, t_begin + st + 1, last_pos, blk);
-      }
-      cp_async_commit();
-    }
+  for (int st = 0; st < S::kStages - 1; ++st) {
+    if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
+    cp_async_commit();
+  }
+  unsigned n = 0;  // tile n of the stream is in stage n mod kStages
+  for (int item = first; item < num_work; item += static_cast<int>(gridDim.x)) {
+    const AttentionWork w = p.work[item];
+    const ItemTiles tiles(w, p.tiles_per_split);
+    const int rows = w.num_positions * p.group;
+    // The previous item's reads of Q ended at the barrier closing its last tile; the first
+    // tile's barrier below publishes this item's Q.
+    load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
     WarpState<kHd, kBlocks> state;
     reset(state);
     Folded<kBlocks> acc{};
@@ -458,26 +550,24 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams
 #pragma unroll
       for (int e = 0; e < kBlocks * (kHd / 2); ++e) acc_o[e * 32] = 0.0f;
     }
-    for (int t = t_begin; t < t_end; ++t) {
-      const int ahead = t + S::kStages - 1;
-      if (ahead < t_end) {
-        const int ahead_stage = static_cast<int>(static_cast<unsigned>(ahead - t_begin) % S::kStages);
-        load_tile<S>(p, blk, kv_head, ahead, last_pos, k_stage(ahead_stage), v_stage(ahead_stage));
-        if (ahead + 1 < t_end) load_blocks<S>(p, table, ahead + 1, last_pos, blk);
+    for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
+      if (loader.item < num_work) {
+        const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);
+        loader.issue(p, num_work, kv_head, k_stage(ahead), v_stage(ahead));
       }
       cp_async_commit();
       cp_async_wait<S::kStages - 1>();
-      __syncthreads();
-      // Unsigned (t >= t_begin): the remainder's range is then plain to verify/analyzer.
-      const int stage = static_cast<int>(static_cast<unsigned>(t - t_begin) % S::kStages);
+      __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
+      const int stage = static_cast<int>(n % S::kStages);
       const int s = t / p.tiles_per_split;
-      if (active) {
+      if (warp * kBlocks * 16 < rows) {
         if (t == s * p.tiles_per_split) reset(state);
-        tile_step<kHd, kBlocks>(state, q_rows, k_stage(stage), v_stage(stage), t, t == last_tile, pos, p.c);
-        if (t + 1 == t_end || t + 1 == (s + 1) * p.tiles_per_split)
+        tile_step<kHd, kBlocks>(state, q_rows, k_stage(stage), v_stage(stage), t, t == tiles.last_pos / kTile,
+                                RowSpan{w.first_position, rows, p.group}, p.c);
+        if (t + 1 == tiles.t_end || t + 1 == (s + 1) * p.tiles_per_split)
           end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, s, state, acc, acc_o);
       }
-      __syncthreads();  // this stage is read before a later iteration's load overwrites it
+      __syncthreads();  // this stage and Q are read before a later load overwrites them
     }
   }
 }
@@ -512,11 +602,21 @@ Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t strea
   auto kernel = attention_mma_kernel<kHd, OutT, kFold, kBlocks>;
   const int smem = Shape<kHd, kBlocks, kFold>::kBytes;
   // The limit is the context's; the first (eager) launch raises it, before any graph capture.
-  static std::atomic<bool> raised{false};
-  if (smem > 48 * 1024 && !raised.load(std::memory_order_acquire)) {
-    VOSTI_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    raised.store(true, std::memory_order_release);
+  // It also counts the CTAs that fit the device at once: a launch runs at most that many (per
+  // KV head), each streaming its items' tiles.
+  static std::atomic<int> resident{0};
+  int ctas = resident.load(std::memory_order_acquire);
+  if (ctas == 0) {
+    if (smem > 48 * 1024)
+      VOSTI_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int device = 0, sms = 0, per_sm = 0;
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+    ctas = std::max(1, sms * per_sm);
+    resident.store(ctas, std::memory_order_release);
   }
+  grid_x = std::min(grid_x, std::max(1, (ctas + grid_y - 1) / grid_y));
   kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads, smem, stream>>>(p);
   return cuda_launch_status("attention (tensor cores)");
 }
