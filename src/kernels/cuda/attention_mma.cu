@@ -474,20 +474,32 @@ struct ItemTiles {
   }
 };
 
+// The item after `item` in a CTA's stride, read one item ahead (the last item's own at the end;
+// an unconditional load, so that the next item's fields are plain data).
+__device__ __forceinline__ AttentionWork work_after(const MmaParams& p, int num_work, int item) {
+  return p.work[min(item + static_cast<int>(gridDim.x), num_work - 1)];
+}
+
 // The loader's place in a CTA's tile stream: the tiles of its items blockIdx.x, blockIdx.x +
 // gridDim.x, ... in order. `blk` holds the block-table entries of tile t (read one tile ahead of
-// its copies, across item boundaries too).
+// its copies, across item boundaries too); `next`, the next item's work (read one item ahead).
 template <class S>
 struct Loader {
   int item, t, t_end, last_pos;
   const int32_t* table;
   int32_t blk[S::kRowsPerThread];
+  AttentionWork next;
 
-  // Enters `item` (or, past num_work, the stream's end) and reads its first tile's entries.
-  __device__ __forceinline__ void enter(const MmaParams& p, int num_work, int next) {
-    item = next;
+  __device__ __forceinline__ void start(const MmaParams& p, int num_work, int first) {
+    next = p.work[first];
+    enter(p, num_work, first);
+  }
+  // Enters item `at` (or, past num_work, the stream's end) and reads its first tile's entries.
+  __device__ __forceinline__ void enter(const MmaParams& p, int num_work, int at) {
+    item = at;
     if (item >= num_work) return;
-    const AttentionWork w = p.work[item];
+    const AttentionWork w = next;
+    next = work_after(p, num_work, item);
     const ItemTiles tiles(w, p.tiles_per_split);
     t = tiles.t_begin;
     t_end = tiles.t_end;
@@ -527,20 +539,19 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams
   if (first >= num_work) return;
 
   Loader<S> loader;
-  loader.enter(p, num_work, first);
+  loader.start(p, num_work, first);
 #pragma unroll
   for (int st = 0; st < S::kStages - 1; ++st) {
     if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
     cp_async_commit();
   }
   unsigned n = 0;  // tile n of the stream is in stage n mod kStages
+  AttentionWork next = p.work[first];
   for (int item = first; item < num_work; item += static_cast<int>(gridDim.x)) {
-    const AttentionWork w = p.work[item];
+    const AttentionWork w = next;
+    next = work_after(p, num_work, item);
     const ItemTiles tiles(w, p.tiles_per_split);
     const int rows = w.num_positions * p.group;
-    // The previous item's reads of Q ended at the barrier closing its last tile; the first
-    // tile's barrier below publishes this item's Q.
-    load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
     WarpState<kHd, kBlocks> state;
     reset(state);
     Folded<kBlocks> acc{};
@@ -556,6 +567,9 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const MmaParams
         loader.issue(p, num_work, kv_head, k_stage(ahead), v_stage(ahead));
       }
       cp_async_commit();
+      // Q after the copies are on their way. The previous item's reads of Q ended at the barrier
+      // closing its last tile; the barrier below publishes this item's Q.
+      if (t == tiles.t_begin) load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
       cp_async_wait<S::kStages - 1>();
       __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
       const int stage = static_cast<int>(n % S::kStages);
