@@ -2,11 +2,11 @@
 // peers' anchors (../shared/anchors/attn_anchors.py: 32 query heads, 8 KV heads, head_dim 128,
 // bf16): causal prefill of whole prompts (B x L) and decode (B sequences attending over ctx
 // positions), the KV in a shuffled paged pool (block 16). Each case: the tensor-core family
-// through its plan, eager (one CTA row per item) and for decode also as a graph runs it (a
-// persistent grid), at several splits; the per-query family where it finishes in reasonable
+// through its plan, eager (the launcher's grid) and for decode also as a graph runs it (the
+// runner's persistent grid), at several splits; the per-query family where it finishes in reasonable
 // time; the device-to-device copy bandwidth in the same run. Timing: CUDA events around each
 // launch after an L2 flush (a 256 MiB memset, as triton's do_bench), median of --reps.
-//   attention_cuda_bench [--reps N] [--json FILE] [--quick]
+//   attention_cuda_bench [--reps N] [--json FILE] [--quick] [--case NAME (a prefix: "decode 64 x 2048 split 512")]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -141,7 +141,7 @@ double kv_bytes(const Case& c) { return 2.0 * c.batch * static_cast<double>(c.le
 int main(int argc, char** argv) {
   int reps = 30;
   bool quick = false;
-  std::string json;
+  std::string json, only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) {
@@ -150,8 +150,10 @@ int main(int argc, char** argv) {
       json = argv[++i];
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--case" && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: attention_cuda_bench [--reps N] [--json FILE] [--quick]\n");
+      std::fprintf(stderr, "usage: attention_cuda_bench [--reps N] [--json FILE] [--quick] [--case NAME]\n");
       return 2;
     }
   }
@@ -232,6 +234,9 @@ int main(int argc, char** argv) {
     for (int split : splits) configs.push_back({split, kAttnRowsPerCta});
     if (c.kind == "prefill") configs.push_back({512, 2 * kAttnRowsPerCta});
     for (const auto& [split, folded_rows] : configs) {
+      const std::string name =
+          base + " split " + std::to_string(split) + (folded_rows != kAttnRowsPerCta ? " rows 128" : "");
+      if (name.rfind(only, 0) != 0) continue;  // --case: only the configurations it names (a profile's)
       const AttentionShape shape{kHeads, kKvHeads, kHd, split, folded_rows};
       const int32_t capacity = seqs * attention_num_splits(c.len, split) + 16;
       AttentionPlan plan;
@@ -243,8 +248,6 @@ int main(int argc, char** argv) {
       auto view = work.value().upload(plan, nullptr);
       CHECK_OK(view.status());
       a.work = view.value();
-      const std::string name =
-          base + " split " + std::to_string(split) + (folded_rows != kAttnRowsPerCta ? " rows 128" : "");
       record(name, timer.median_us(reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }));
       if (c.kind == "prefill") {  // the anchors' method: back to back, KV warm in the L2
         record(name + " no flush", timer.median_us(
@@ -259,7 +262,7 @@ int main(int argc, char** argv) {
                timer.median_us(reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }));
       }
     }
-    if (c.kind == "decode" || c.len <= 2048) {
+    if ((c.kind == "decode" || c.len <= 2048) && only.empty()) {
       record(base + " per-query (old)",
              timer.median_us(std::min(reps, 10), [&] { CHECK_OK(attention_per_query(a, pool.layer, nullptr)); }));
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ncu profile of the tensor-core attention on the lent GPU (from the gpu-bundle, unpacked by
-# scripts/gpu-run into /tmp/vosti-gpu): the bench's --quick cases (prefill 8 x 1024, decode
-# 64 x 2048), a few launches each, with the sections that say where a tile's time goes; plus
+# scripts/gpu-run into /tmp/vosti-gpu): prefill 8 x 1024 and decode 64 x 2048 at split 512, one
+# launch each, with the sections that say where a tile's time goes; plus
 # the SASS of the hd 128 kernels. Writes $OUT/attn_ncu.csv, $OUT/attn_sass.txt, prints a summary.
 set -uo pipefail
 B=/tmp/vosti-gpu
@@ -11,13 +11,13 @@ fi
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
 sections="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
-# Launch order in --quick: prefill 8 x 1024 (one-split then folding launch, per call), then
-# the decode 64 x 2048 calls; launch 20 is the first call at split 512.
+# One call of each profiled configuration (--case picks it) after its warm-up call: a prefill call
+# launches the one-split and the folding kernel, a decode call the per-split one.
 : >"$OUT/attn_ncu.csv"
-for range in "0 2" "20 1"; do
-  read -r skip count <<<"$range"
-  timeout 200 ncu --clock-control none -k regex:attention_mma --launch-skip "$skip" --launch-count "$count" $sections \
-    --csv --page details "$B/bin/attention_cuda_bench" --quick --reps 1 >>"$OUT/attn_ncu.csv" 2>>"$OUT/attn_ncu.err"
+for spec in "2:prefill 8 x 1024 split 512" "1:decode 64 x 2048 split 512"; do
+  n=${spec%%:*} c=${spec#*:}
+  timeout 200 ncu --clock-control none -k regex:attention_mma --launch-skip "$n" --launch-count "$n" $sections \
+    --csv --page details "$B/bin/attention_cuda_bench" --case "$c" --reps 1 >>"$OUT/attn_ncu.csv" 2>>"$OUT/attn_ncu.err"
 done
 echo "ncu exit $?"
 python3 - "$OUT/attn_ncu.csv" <<'PY'
