@@ -11,6 +11,11 @@ fi
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
 sections="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
+# Where warps wait: cycles stalled per issued instruction, by reason.
+stalls=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' barrier long_scoreboard \
+  short_scoreboard math_pipe_throttle wait mio_throttle lg_throttle no_instruction dispatch_stall membar selected \
+  not_selected branch_resolving tex_throttle sleeping drain imc_miss misc)
+sections="$sections --metrics ${stalls%,}"
 # One call of each profiled configuration (--case picks it) after its warm-up call: a prefill call
 # launches the one-split and the folding kernel, a decode call the per-split one.
 : >"$OUT/attn_ncu.csv"
@@ -23,13 +28,13 @@ echo "ncu exit $?"
 python3 - "$OUT/attn_ncu.csv" <<'PY'
 import csv, sys
 rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-keep = ("Duration", "Registers Per Thread", "Achieved Occupancy", "Theoretical Occupancy", "Block Limit",
+keep = ("stalled", "Duration", "Registers Per Thread", "Achieved Occupancy", "Theoretical Occupancy", "Block Limit",
         "Compute (SM) Throughput", "Memory Throughput", "DRAM Throughput", "Issue Slots Busy", "Executed Ipc Active",
         "Warp Cycles Per Issued Instruction", "Avg. Active Threads Per Warp", "Dynamic Shared Memory Per Block",
         "Grid Size", "L1/TEX Hit Rate", "L2 Hit Rate", "Mem Busy", "Max Bandwidth", "Stall")
 seen = set()
 for r in rows:
-    key = (r["ID"], r["Metric Name"])
+    key = (r["ID"], r["Kernel Name"], r["Metric Name"])
     if key in seen: continue
     seen.add(key)
     if any(k in r["Metric Name"] for k in keep):

@@ -27,7 +27,7 @@
 //   below), for each tile t of the split in increasing t:
 //     x_j = mma chain over d in steps of 16 (k = 0, 16, ...: D = A*B + D from +0) of q . k_j,
 //       j in the tile (the tensor core's m16n8k16 as a function of its operands); x_j = -inf
-//       for j > p (only in tile floor(p / 64); those K rows are the cache's or zeros);
+//       for j > p (only in tile floor(p / 64); those K rows hold whatever their page holds);
 //     mx = max_j x_j (exact); M' = max(M, mx); alpha = ex2((M - M') * c) (rounded subtract,
 //       rounded multiply, ex2.approx.ftz; 0 when M = -inf); m' = M' * c (rounded);
 //     p_j = ex2(fma(x_j, c, -m')) (one rounding, then ex2.approx.ftz; exactly +0 for x_j = -inf);
@@ -35,7 +35,8 @@
 //       l_k = l_k * alpha + sum_k, sum_k = ((0 + p_j0) + p_j1) + ... over the class's j in
 //       increasing j (rounded adds, rounded multiply);
 //     O[d] = O[d] * alpha (rounded), then O[d] = mma chain over j in steps of 16 (j = 64t,
-//       64t + 16, ...) of bf16(p_j) * v_j[d] accumulated into O[d];
+//       64t + 16, ...) of bf16(p_j) * v_j[d] accumulated into O[d] (v_j = +0 past the last
+//       position of the rows the CTA computes with it: each masked term is an exact zero);
 //     M = M'.
 //   End of split: L = (l_0 + l_1) + (l_2 + l_3) (the lane butterfly: the same value in every
 //   lane). The split states (M_s, L_s, O_s) of splits 0 .. n-1 fold left to right:
