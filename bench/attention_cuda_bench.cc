@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
       std::printf("    plan: %zu folded, %zu per-split items, %zu merges, %.1f us on the host\n", plan.folded.size(),
                   plan.per_split.size(), plan.merges.size(), plan_us);
       if (c.kind == "decode" && plan.folded.empty()) {  // as a decode graph launches it
-        a.work = work.value().graph_view(m, (4 * prop.multiProcessorCount + kKvHeads - 1) / kKvHeads);
+        a.work = work.value().graph_view(m, (2 * prop.multiProcessorCount + kKvHeads - 1) / kKvHeads);
         a.work.split = split;
         record(name + " graph grid",
                timer.median_us(reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }));

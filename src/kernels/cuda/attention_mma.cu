@@ -99,15 +99,11 @@ static_assert(swizzle_steps_are_xors<16>() && swizzle_steps_are_xors<32>() && sw
               swizzle_steps_are_xors<128>() && swizzle_steps_are_xors<256>());
 
 // The compile-time shape of one instantiation: head_dim, m16 blocks per warp, the fold's
-// shared-memory copy of O, pipeline stages. A decode CTA (kDecode: one position, at most 16
-// query heads per KV head) holds one m16 block of Q, which warp 0 computes, and two stages: a
-// third of the shared memory, so that three CTAs share an SM (a decode tile is one warp's
-// computation: more of them run at once).
-template <int kHd, int kBlocks, bool kFold, bool kDecode = false>
+// shared-memory copy of O, pipeline stages.
+template <int kHd, int kBlocks, bool kFold>
 struct Shape {
-  static_assert(!kDecode || (kBlocks == 1 && !kFold), "a decode CTA is one block of one split");
-  static constexpr int kRows = kDecode ? 16 : kAttnRowsPerCta * kBlocks;  // query rows per CTA
-  static constexpr int kStages = kFold || kDecode ? 2 : 3;
+  static constexpr int kRows = kAttnRowsPerCta * kBlocks;  // query rows per CTA
+  static constexpr int kStages = kFold ? 2 : 3;
   static constexpr int kTileBytes = kTile * kHd * 2;
   static constexpr int kQ = 0;                            // [kRows][kHd] bf16
   static constexpr int kK = kRows * kHd * 2;              // [kStages][64][kHd] bf16
@@ -527,9 +523,11 @@ struct Loader {
 // its items' tiles as one stream through the stages: the loader stays kStages - 1 tiles ahead of
 // the computation across item boundaries, so the pipeline does not drain between items. Which
 // CTA computes an item, and which items share its stream, never enter the arithmetic.
-template <int kHd, typename OutT, bool kFold, int kBlocks, bool kDecode>
-__global__ void __launch_bounds__(kThreads, kDecode ? 3 : 1) attention_mma_kernel(const MmaParams p) {
-  using S = Shape<kHd, kBlocks, kFold, kDecode>;
+// (The minimum of one CTA an SM lets ptxas use the registers it needs: without it, it held the
+// one-split kernel to 168 and prefill ran 5-10% slower.)
+template <int kHd, typename OutT, bool kFold, int kBlocks>
+__global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaParams p) {
+  using S = Shape<kHd, kBlocks, kFold>;
   extern __shared__ __align__(128) char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kv_head = static_cast<int>(blockIdx.y);
@@ -579,7 +577,7 @@ __global__ void __launch_bounds__(kThreads, kDecode ? 3 : 1) attention_mma_kerne
       __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
       const int stage = static_cast<int>(n % S::kStages);
       const int s = t / p.tiles_per_split;
-      if (warp * kBlocks * 16 < rows && (!kDecode || warp == 0)) {
+      if (warp * kBlocks * 16 < rows) {
         if (t == s * p.tiles_per_split) reset(state);
         tile_step<kHd, kBlocks>(state, q_rows, k_stage(stage), v_stage(stage), t, t == tiles.last_pos / kTile,
                                 RowSpan{w.first_position, rows, p.group}, p.c);
@@ -616,10 +614,10 @@ __global__ void attention_merge_kernel(const AttentionMerge* __restrict__ merges
   }
 }
 
-template <int kHd, typename OutT, bool kFold, int kBlocks, bool kDecode>
+template <int kHd, typename OutT, bool kFold, int kBlocks>
 Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
-  auto kernel = attention_mma_kernel<kHd, OutT, kFold, kBlocks, kDecode>;
-  const int smem = Shape<kHd, kBlocks, kFold, kDecode>::kBytes;
+  auto kernel = attention_mma_kernel<kHd, OutT, kFold, kBlocks>;
+  const int smem = Shape<kHd, kBlocks, kFold>::kBytes;
   // The limit is the context's; the first (eager) launch raises it, before any graph capture.
   // It also counts the CTAs that fit the device at once: a launch runs at most that many (per
   // KV head), each streaming its items' tiles.
@@ -640,21 +638,21 @@ Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t strea
   return cuda_launch_status("attention (tensor cores)");
 }
 
-// The instantiations: head_dim x (one split, folding, decode) x m16 blocks per warp. A head_dim
-// of 256 folds with one block per warp only (two would not fit the registers).
-template <typename OutT, bool kFold, int kBlocks, bool kDecode = false>
+// The instantiations: head_dim x (one split, folding) x m16 blocks per warp. A head_dim of 256
+// folds with one block per warp only (two would not fit the registers).
+template <typename OutT, bool kFold, int kBlocks>
 Status launch_for_head_dim(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
   switch (hd) {
     case 16:
-      return launch_mma<16, OutT, kFold, kBlocks, kDecode>(p, grid_x, grid_y, stream);
+      return launch_mma<16, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 32:
-      return launch_mma<32, OutT, kFold, kBlocks, kDecode>(p, grid_x, grid_y, stream);
+      return launch_mma<32, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 64:
-      return launch_mma<64, OutT, kFold, kBlocks, kDecode>(p, grid_x, grid_y, stream);
+      return launch_mma<64, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 128:
-      return launch_mma<128, OutT, kFold, kBlocks, kDecode>(p, grid_x, grid_y, stream);
+      return launch_mma<128, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
     case 256:
-      if constexpr (kBlocks == 1) return launch_mma<256, OutT, kFold, 1, kDecode>(p, grid_x, grid_y, stream);
+      if constexpr (kBlocks == 1) return launch_mma<256, OutT, kFold, 1>(p, grid_x, grid_y, stream);
       return unimplemented("attention: head_dim 256 folds with 64 rows per CTA only");
     default:
       return unimplemented("attention: head_dim " + std::to_string(hd) + " has no tensor-core instantiation");
@@ -706,13 +704,7 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
     p.work = w.per_split;
     p.num_work_dev = w.num_per_split;
     p.num_work_host = 0;
-    // Per-split items are decodes (one position): up to 16 query heads a KV head, a decode CTA.
-    if (p.group <= 16) {
-      VOSTI_RETURN_IF_ERROR(
-          (launch_for_head_dim<OutT, false, 1, true>(hd, p, w.per_split_grid, kv.num_kv_heads, stream)));
-    } else {
-      VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, false, 1>(hd, p, w.per_split_grid, kv.num_kv_heads, stream)));
-    }
+    VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, false, 1>(hd, p, w.per_split_grid, kv.num_kv_heads, stream)));
   }
   if (w.merge_grid > 0) {
     attention_merge_kernel<OutT><<<static_cast<unsigned>(w.merge_grid), 256, 0, stream>>>(

@@ -246,9 +246,8 @@ Status CudaRunner::allocate() {
     VOSTI_ASSIGN_OR_RETURN(
         attn_work_, AttentionWorkBuffers::allocate(token_cap_, static_cast<int32_t>(slots), attn_shape_.num_heads,
                                                    attn_shape_.head_dim, attn_shape_.split));
-    // A decode graph's per-split launch: up to four CTAs per SM, each striding over the items (the
-    // launcher runs at most the CTAs that fit at once: three decode CTAs an SM on the H200).
-    graph_ctas_ = static_cast<int32_t>(std::max<int64_t>(1, cdiv(4 * dev.gemm.num_sms, c.num_kv_heads)));
+    // A decode graph's per-split launch: about two CTAs per SM, each striding over the items.
+    graph_ctas_ = static_cast<int32_t>(std::max<int64_t>(1, cdiv(2 * dev.gemm.num_sms, c.num_kv_heads)));
     attn_pos_.reserve(static_cast<size_t>(token_cap_));
     attn_seq_.reserve(static_cast<size_t>(token_cap_));
   }
