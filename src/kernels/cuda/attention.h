@@ -112,7 +112,7 @@ Status kv_write(const float* k_new, const float* v_new, int64_t row_stride, int6
 // graph captured once serves later steps; the host values size the grids.
 struct AttentionWorkView {
   const AttentionWork* folded = nullptr;     // [num_folded] device, the one-split items first
-  int32_t num_folded = 0;                    // host (eager launches only: one CTA row per item)
+  int32_t num_folded = 0;                    // host (eager launches only: the launch's item count)
   int32_t num_folded_one_split = 0;          // host
   int folded_rows = kAttnRowsPerCta;         // rows of a folding CTA (AttentionShape::folded_rows)
   const AttentionWork* per_split = nullptr;  // [*num_per_split] device

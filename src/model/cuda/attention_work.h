@@ -30,7 +30,8 @@ class AttentionWorkBuffers {
                                                int head_dim, int split);
 
   // Copies `plan` to the device on `stream`; returns the view the attention reads, with the
-  // grids of an eager launch (one CTA row per item). REQUIRES: the plan fits the capacities
+  // grids of an eager launch (one CTA row per item, which the launcher caps at the CTAs that
+  // fit at once). REQUIRES: the plan fits the capacities
   // (checked: kInvalidArgument otherwise).
   Result<AttentionWorkView> upload(const AttentionPlan& plan, cudaStream_t stream);
 
