@@ -619,8 +619,9 @@ Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t strea
   auto kernel = attention_mma_kernel<kHd, OutT, kFold, kBlocks>;
   const int smem = Shape<kHd, kBlocks, kFold>::kBytes;
   // The limit is the context's; the first (eager) launch raises it, before any graph capture.
-  // It also counts the CTAs that fit the device at once: a launch runs at most that many (per
-  // KV head), each streaming its items' tiles.
+  // It also counts the CTAs that fit the device at once (the first device's count: a
+  // deployment's GPUs are one kind): a launch runs at most that many (per KV head), each
+  // streaming its items' tiles.
   static std::atomic<int> resident{0};
   int ctas = resident.load(std::memory_order_acquire);
   if (ctas == 0) {
