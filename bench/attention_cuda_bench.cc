@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
   std::vector<Measured> results;
   std::printf("%-34s %10s %9s %9s %8s\n", "case", "us", "TFLOP/s", "KV TB/s", "of copy");
   for (const Case& c : cases) {
+    const std::string base = c.kind + " " + std::to_string(c.batch) + " x " + std::to_string(c.len);
+    // --case names a configuration by a prefix: a case can hold one only if either starts the other.
+    if (base.rfind(only, 0) != 0 && only.rfind(base, 0) != 0) continue;
     const int seqs = c.batch;
     Pool pool(seqs, c.len, rng);
     // The step's rows: every position of each prompt (prefill), or each sequence's last.
@@ -227,7 +230,6 @@ int main(int argc, char** argv) {
       std::printf("%-34s %10.1f %9.1f %9.2f %7.0f%%\n", name.c_str(), us, r.tflops, r.kv_tbps, 100 * r.copy_fraction);
       results.push_back(r);
     };
-    const std::string base = c.kind + " " + std::to_string(c.batch) + " x " + std::to_string(c.len);
     const std::vector<int> splits =
         c.kind == "prefill" ? std::vector<int>{512} : std::vector<int>{256, 512, 1024, 2048};
     std::vector<std::pair<int, int>> configs;  // (split, folded rows)
