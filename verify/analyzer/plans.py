@@ -185,9 +185,11 @@ def check_attention_plans(build: str) -> list[PlanRow]:
     tool = os.path.join(build, "verify", "analyzer", "vosti_attention_plans")
     row = PlanRow("cuda attention plans (A-plan)")
     paths = PlanRow("cuda attention: split paths", False, [
-        "a decode's splits run on one CTA folding them (attention_mma_kernel<.., true>) or on one CTA each, "
-        "folded by attention_merge_kernel: both fold with fold_coef/fold in split order, but the analyzer has no "
-        "comparison of the two kernels' chains (each is analysed on its own)"])
+        "a decode's splits run on one CTA folding them (attention_mma_kernel<.., true>) or on one CTA each "
+        "(attention_decode_kernel, its four warps sharing each tile, or attention_mma_kernel<.., false> where a "
+        "group exceeds 16 rows or head_dim is under 64), folded by attention_merge_kernel: all compute each value "
+        "with tile_step's operations and fold with fold_coef/fold in split order, but the analyzer has no "
+        "comparison of the kernels' chains (each is analysed on its own)"])
     if not os.path.exists(tool):
         row.proven = False
         row.reasons.append(f"{tool} not built (build with -DVOSTI_TESTS=ON)")

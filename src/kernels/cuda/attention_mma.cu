@@ -10,6 +10,9 @@
 // of its copies; one-split CTAs run three stages, folding ones two (their O copy needs the room).
 // Every warp computes its rows with the same instructions (tile_step, end_split); which rows a
 // warp holds, how many other rows share the CTA and which CTA runs a split never enter them.
+// Decode items (one position: group <= 16 rows, one m16 block) run attention_decode_kernel,
+// whose four warps split each tile's scores and head-dim columns between them and compute
+// every value with tile_step's operations (see there); the merge kernel folds their splits.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -589,54 +592,316 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
   }
 }
 
-// Folds the saved split states of one decode row per CTA; thread e handles (head, d) pairs.
+// ---- Decode items: the four warps share one m16 block ----
+// A per-split item is one position of one sequence: group rows (at most 16), one m16 block.
+// The streaming kernel above gives it to warp 0 while warps 1-3 wait at the barriers (a tile
+// is then one warp's chain of ~900 instructions). Here the four warps split the work of each
+// tile between them and exchange through shared memory, each value computed by the same
+// operations as in tile_step: warp w computes the scores of positions [16 w, 16 w + 16) of the
+// tile (the same mma chain over d per score), the row maxima of the four slices meet in shared
+// memory (max is exact in any order), each warp exponentiates its own scores and writes them
+// (f32 for the sums, bf16 mma fragments for P.V); every warp then sums each column class in
+// increasing j from the f32 copy (tile_step's order), and computes O for head-dim columns
+// [kHd / 4 w, kHd / 4 (w + 1)) with the same mma chain over the tile's positions. So an output
+// row holds the bits tile_step gives it (the device tests compare the two paths).
+template <int kHd>
+struct DecodeShape {
+  static constexpr int kStages = 3;
+  static constexpr int kTileBytes = kTile * kHd * 2;
+  static constexpr int kPfStride = kTile + 8;  // f32 P rows, padded against bank conflicts
+  static constexpr int kQ = 0;                                     // [16][kHd] bf16
+  static constexpr int kK = 16 * kHd * 2;                          // [kStages][64][kHd] bf16
+  static constexpr int kV = kK + kStages * kTileBytes;             // [kStages][64][kHd] bf16
+  static constexpr int kMax = kV + kStages * kTileBytes;           // [kWarps][16] f32 slice maxima
+  static constexpr int kPa = kMax + kWarps * 16 * 4;               // [kWarps][32 lanes] bf16 P fragments
+  static constexpr int kPf = kPa + kWarps * 32 * 16;               // [16][kPfStride] f32 P
+  static constexpr int kBytes = kPf + 16 * kPfStride * 4;
+  static constexpr int kChunks = kHd / 8;
+  static constexpr int kRowsPerPass = kThreads / kChunks;
+  static constexpr int kRowsPerThread = kTile / kRowsPerPass;
+  static constexpr int kDp = kHd / 16 / kWarps;  // V fragment loads (16 head-dim columns) per warp
+  static_assert(kHd >= 64 && kDp >= 1, "each warp computes at least 16 head-dim columns");
+  static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
+};
+
+// A warp's running state: its rows' M and l_k as in WarpState, O of its head-dim columns only.
+template <int kHd>
+struct DecodeState {
+  float o[2 * DecodeShape<kHd>::kDp][4];
+  float m[2];
+  float l[2];
+};
+
+// The position of this lane's row i (0: lane / 4, 1: lane / 4 + 8) of the block (RowSpan
+// without the warp: every warp holds the block's 16 rows).
+__device__ __forceinline__ int decode_position(const RowSpan& span, int i) {
+  const int row = static_cast<int>((threadIdx.x & 31) >> 2) + 8 * i;
+  return span.first + min(row, span.rows - 1) / span.group;
+}
+
+template <int kHd>
+__device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t q_rows, uint32_t k_stage,
+                                                 uint32_t v_stage, int tile, bool mask, const RowSpan& span, float c,
+                                                 char* smem) {
+  using S = DecodeShape<kHd>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, quad = lane & 3, r = lane >> 2;
+  float* slice_max = reinterpret_cast<float*>(smem + S::kMax);
+  uint4* pa = reinterpret_cast<uint4*>(smem + S::kPa);
+  float* pf = reinterpret_cast<float*>(smem + S::kPf);
+  const uint32_t q_lane = swizzled<kHd>(lane & 15, lane >> 4);
+  const uint32_t k_lane = swizzled<kHd>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t v_lane = swizzled<kHd>((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4);
+  // Scores of n8 tiles 2 warp, 2 warp + 1 (tile_step's s[2 np], s[2 np + 1] with np = warp).
+  float s[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[h][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < kHd / 16; ++kk) {
+    uint32_t a[4], f[4];
+    ldsm_x4(a, q_rows + (q_lane ^ (kk * 32)));
+    ldsm_x4(f, k_stage + warp * 16 * kHd * 2 + (k_lane ^ (kk * 32)));
+    mma_bf16(s[0], a, f[0], f[1]);
+    mma_bf16(s[1], a, f[2], f[3]);
+  }
+  if (mask) {
+    const int p[2] = {decode_position(span, 0), decode_position(span, 1)};
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = tile * kTile + (2 * warp + h) * 8 + 2 * quad + e;
+        if (j > p[0]) s[h][e] = -INFINITY;
+        if (j > p[1]) s[h][2 + e] = -INFINITY;
+      }
+  }
+  // Each row's maximum: the slice's, then the four slices' from shared memory.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = fmaxf(fmaxf(s[0][2 * i], s[0][2 * i + 1]), fmaxf(s[1][2 * i], s[1][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    if (quad == 0) slice_max[warp * 16 + r + 8 * i] = mx;
+  }
+  __syncthreads();
+  float alpha[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = r + 8 * i;
+    const float mx = fmaxf(fmaxf(slice_max[row], slice_max[16 + row]), fmaxf(slice_max[32 + row], slice_max[48 + row]));
+    const float m_new = fmaxf(st.m[i], mx);
+    alpha[i] = ex2(__fmul_rn(__fsub_rn(st.m[i], m_new), c));
+    const float m_scaled = __fmul_rn(m_new, c);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) s[h][2 * i + e] = ex2(__fmaf_rn(s[h][2 * i + e], c, -m_scaled));
+      *reinterpret_cast<float2*>(pf + row * S::kPfStride + (2 * warp + h) * 8 + 2 * quad) =
+          make_float2(s[h][2 * i], s[h][2 * i + 1]);
+    }
+    st.m[i] = m_new;
+  }
+  // The bf16 fragment of P.V's k step `warp` (tile_step's a[] at kk = warp).
+  pa[warp * 32 + lane] = make_uint4(pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]),
+                                    pack_bf16(s[1][0], s[1][1]), pack_bf16(s[1][2], s[1][3]));
+  __syncthreads();
+  // l_k of this lane's class over the whole tile, in increasing j.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float* row = pf + (r + 8 * i) * S::kPfStride + 2 * quad;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt) {
+      const float2 pj = *reinterpret_cast<const float2*>(row + nt * 8);
+      sum = __fadd_rn(__fadd_rn(sum, pj.x), pj.y);
+    }
+    st.l[i] = __fadd_rn(__fmul_rn(st.l[i], alpha[i]), sum);
+  }
+#pragma unroll
+  for (int dt = 0; dt < 2 * S::kDp; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st.o[dt][e] = __fmul_rn(st.o[dt][e], alpha[e >> 1]);
+  // O of this warp's columns += bf16(P) V, the chain over the tile's positions.
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    uint32_t keep[2] = {0xffffffffu, 0xffffffffu};
+    if (mask) {
+      const int j = tile * kTile + kk * 16 + 2 * quad, last = span.last();
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        keep[h] = (j + 8 * h <= last ? 0x0000ffffu : 0u) | (j + 8 * h + 1 <= last ? 0xffff0000u : 0u);
+    }
+    const uint4 pk = pa[kk * 32 + lane];
+    const uint32_t a[4] = {pk.x, pk.y, pk.z, pk.w};
+#pragma unroll
+    for (int dl = 0; dl < S::kDp; ++dl) {
+      uint32_t f[4];
+      ldsm_x4_trans(f, v_stage + kk * 16 * kHd * 2 + (v_lane ^ ((warp * S::kDp + dl) * 32)));
+      if (mask) {
+        f[0] &= keep[0];
+        f[1] &= keep[1];
+        f[2] &= keep[0];
+        f[3] &= keep[1];
+      }
+      mma_bf16(st.o[2 * dl], a, f[0], f[1]);
+      mma_bf16(st.o[2 * dl + 1], a, f[2], f[3]);
+    }
+  }
+}
+
+// The end of a decode item's split: O / L, or the state for the merge kernel, of this warp's
+// columns (M and L by warp 0).
+template <int kHd, typename OutT>
+__device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWork& w, int kv_head,
+                                           const DecodeState<kHd>& st) {
+  constexpr int kDp = DecodeShape<kHd>::kDp;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int col = warp * kDp * 16 + 2 * (lane & 3);
+  const int rows = w.num_positions * p.group;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = (lane >> 2) + 8 * i;
+    const float L = quad_sum(st.l[i]);
+    if (row >= rows) continue;
+    const int64_t q_row = w.first_row + row / p.group;
+    const int head = kv_head * p.group + row % p.group;
+    if (w.partial >= 0) {
+      const int64_t slot_head = static_cast<int64_t>(w.partial) * p.num_heads + head;
+      float* dst = p.partial_o + slot_head * kHd + col;
+#pragma unroll
+      for (int dt = 0; dt < 2 * kDp; ++dt) store_pair(dst + dt * 8, st.o[dt][2 * i], st.o[dt][2 * i + 1]);
+      if (warp == 0 && (lane & 3) == 0) store_pair(p.partial_ml + slot_head * 2, st.m[i], L);
+    } else {
+      OutT* dst = static_cast<OutT*>(p.out) + q_row * p.out_row_stride + static_cast<int64_t>(head) * kHd + col;
+#pragma unroll
+      for (int dt = 0; dt < 2 * kDp; ++dt)
+        store_pair(dst + dt * 8, __fdiv_rn(st.o[dt][2 * i], L), __fdiv_rn(st.o[dt][2 * i + 1], L));
+    }
+  }
+}
+
+// The per-split items when a KV head's rows fit one m16 block (group <= 16) and head_dim >= 64:
+// the streaming structure of attention_mma_kernel (items strided over the CTAs, the loader
+// kStages - 1 tiles ahead across item boundaries), the tile computed by decode_tile_step.
+template <int kHd, typename OutT>
+__global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const MmaParams p) {
+  using S = DecodeShape<kHd>;
+  extern __shared__ __align__(128) char smem[];
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const uint32_t base = smem_addr(smem);
+  const auto k_stage = [&](int st) { return base + S::kK + st * S::kTileBytes; };
+  const auto v_stage = [&](int st) { return base + S::kV + st * S::kTileBytes; };
+  const int num_work = p.num_work_dev != nullptr ? *p.num_work_dev : p.num_work_host;
+  const int first = static_cast<int>(blockIdx.x);
+  if (first >= num_work) return;
+
+  Loader<S> loader;
+  loader.start(p, num_work, first);
+#pragma unroll
+  for (int st = 0; st < S::kStages - 1; ++st) {
+    if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
+    cp_async_commit();
+  }
+  unsigned n = 0;  // tile n of the stream is in stage n mod kStages
+  AttentionWork next = p.work[first];
+  for (int item = first; item < num_work; item += static_cast<int>(gridDim.x)) {
+    const AttentionWork w = next;
+    next = work_after(p, num_work, item);
+    const ItemTiles tiles(w, p.tiles_per_split);
+    const int rows = w.num_positions * p.group;
+    load_q<kHd, 16>(p, w, kv_head, smem + S::kQ);
+    DecodeState<kHd> state;  // an item is one split (the plan's per-split items)
+#pragma unroll
+    for (int dt = 0; dt < 2 * S::kDp; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) state.o[dt][e] = 0.f;
+    state.m[0] = state.m[1] = -INFINITY;
+    state.l[0] = state.l[1] = 0.f;
+    for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
+      if (loader.item < num_work) {
+        const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);
+        loader.issue(p, num_work, kv_head, k_stage(ahead), v_stage(ahead));
+      }
+      cp_async_commit();
+      cp_async_wait<S::kStages - 1>();
+      __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
+      const int stage = static_cast<int>(n % S::kStages);
+      decode_tile_step<kHd>(state, base + S::kQ, k_stage(stage), v_stage(stage), t, t == tiles.last_pos / kTile,
+                            RowSpan{w.first_position, rows, p.group}, p.c, smem);
+      if (t + 1 == tiles.t_end && w.split_end - w.split_begin == 1) decode_end<kHd, OutT>(p, w, kv_head, state);
+      __syncthreads();  // this stage, Q and the exchange are read before they are written again
+    }
+  }
+}
+
+// Folds the saved split states of decode rows: CTA (x, y) folds head y of merge x, thread e its
+// head-dim pair 2e, 2e + 1. The states of kAhead splits are loaded before they are folded, in
+// split order (the loads of a long row's 64 splits would otherwise wait one after another).
 template <typename OutT>
 __global__ void attention_merge_kernel(const AttentionMerge* __restrict__ merges,
                                        const int32_t* __restrict__ num_merges, const float* __restrict__ partial_o,
                                        const float* __restrict__ partial_ml, int num_heads, int hd, float c,
                                        OutT* __restrict__ out, int64_t out_row_stride) {
+  constexpr int kAhead = 8;
   if (static_cast<int>(blockIdx.x) >= *num_merges) return;
   const AttentionMerge mg = merges[blockIdx.x];
-  for (int e = threadIdx.x; e < num_heads * hd / 2; e += blockDim.x) {
-    const int head = (2 * e) / hd, d = (2 * e) % hd;
-    int64_t slot_head = static_cast<int64_t>(mg.first_partial) * num_heads + head;
-    float m = partial_ml[slot_head * 2], l = partial_ml[slot_head * 2 + 1];
-    float o0 = partial_o[slot_head * hd + d], o1 = partial_o[slot_head * hd + d + 1];
-    for (int s = 1; s < mg.num_splits; ++s) {
-      slot_head += num_heads;
-      const FoldCoef f = fold_coef(m, partial_ml[slot_head * 2], c);
-      l = fold(l, partial_ml[slot_head * 2 + 1], f);
-      o0 = fold(o0, partial_o[slot_head * hd + d], f);
-      o1 = fold(o1, partial_o[slot_head * hd + d + 1], f);
+  const int head = static_cast<int>(blockIdx.y), d = 2 * static_cast<int>(threadIdx.x);
+  if (d >= hd) return;
+  const int64_t slot_head = static_cast<int64_t>(mg.first_partial) * num_heads + head;
+  const float* ml = partial_ml + slot_head * 2;
+  const float* po = partial_o + slot_head * hd + d;
+  const int64_t ml_step = static_cast<int64_t>(num_heads) * 2, o_step = static_cast<int64_t>(num_heads) * hd;
+  float m = ml[0], l = ml[1], o0 = po[0], o1 = po[1];
+  for (int s0 = 1; s0 < mg.num_splits; s0 += kAhead) {
+    float2 next_ml[kAhead], next_o[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int s = min(s0 + u, mg.num_splits - 1);
+      next_ml[u] = *reinterpret_cast<const float2*>(ml + s * ml_step);
+      next_o[u] = *reinterpret_cast<const float2*>(po + s * o_step);
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (s0 + u >= mg.num_splits) break;
+      const FoldCoef f = fold_coef(m, next_ml[u].x, c);
+      l = fold(l, next_ml[u].y, f);
+      o0 = fold(o0, next_o[u].x, f);
+      o1 = fold(o1, next_o[u].y, f);
       m = f.m;
     }
-    store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, __fdiv_rn(o0, l), __fdiv_rn(o1, l));
   }
+  store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, __fdiv_rn(o0, l), __fdiv_rn(o1, l));
 }
 
-template <int kHd, typename OutT, bool kFold, int kBlocks>
-Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
-  auto kernel = attention_mma_kernel<kHd, OutT, kFold, kBlocks>;
-  const int smem = Shape<kHd, kBlocks, kFold>::kBytes;
-  // The limit is the context's; the first (eager) launch raises it, before any graph capture.
-  // It also counts the CTAs that fit the device at once (the first device's count: a
-  // deployment's GPUs are one kind): a launch runs at most that many (per KV head), each
-  // streaming its items' tiles.
+// Launches a streaming kernel (attention_mma_kernel, attention_decode_kernel) with kSmem bytes
+// of shared memory. The limit is the context's; the first (eager) launch raises it, before any
+// graph capture. It also counts the CTAs that fit the device at once (the first device's count:
+// a deployment's GPUs are one kind): a launch runs at most that many (per KV head), each
+// streaming its items' tiles.
+template <auto kKernel, int kSmem>
+Status launch_streaming(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
   static std::atomic<int> resident{0};
   int ctas = resident.load(std::memory_order_acquire);
   if (ctas == 0) {
-    if (smem > 48 * 1024)
-      VOSTI_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (kSmem > 48 * 1024)
+      VOSTI_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     int device = 0, sms = 0, per_sm = 0;
     VOSTI_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     VOSTI_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    VOSTI_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kThreads, kSmem));
     ctas = std::max(1, sms * per_sm);
     resident.store(ctas, std::memory_order_release);
   }
   grid_x = std::min(grid_x, std::max(1, (ctas + grid_y - 1) / grid_y));
-  kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads, smem, stream>>>(p);
+  kKernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads, kSmem, stream>>>(p);
   return cuda_launch_status("attention (tensor cores)");
+}
+
+template <int kHd, typename OutT, bool kFold, int kBlocks>
+Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+  return launch_streaming<attention_mma_kernel<kHd, OutT, kFold, kBlocks>, Shape<kHd, kBlocks, kFold>::kBytes>(
+      p, grid_x, grid_y, stream);
 }
 
 // The instantiations: head_dim x (one split, folding) x m16 blocks per warp. A head_dim of 256
@@ -658,6 +923,27 @@ Status launch_for_head_dim(int hd, const MmaParams& p, int grid_x, int grid_y, c
     default:
       return unimplemented("attention: head_dim " + std::to_string(hd) + " has no tensor-core instantiation");
   }
+}
+
+// The per-split items: attention_decode_kernel where a KV head's rows fit one m16 block and
+// head_dim >= 64 (a function of the deployment), else the streaming kernel's one-split form.
+template <typename OutT>
+Status launch_per_split(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+  if (p.group <= 16) {
+    switch (hd) {
+      case 64:
+        return launch_streaming<attention_decode_kernel<64, OutT>, DecodeShape<64>::kBytes>(p, grid_x, grid_y, stream);
+      case 128:
+        return launch_streaming<attention_decode_kernel<128, OutT>, DecodeShape<128>::kBytes>(p, grid_x, grid_y,
+                                                                                               stream);
+      case 256:
+        return launch_streaming<attention_decode_kernel<256, OutT>, DecodeShape<256>::kBytes>(p, grid_x, grid_y,
+                                                                                               stream);
+      default:
+        break;
+    }
+  }
+  return launch_for_head_dim<OutT, false, 1>(hd, p, grid_x, grid_y, stream);
 }
 
 // The folded items [first, first + count) with or without the fold, at the plan's rows per CTA.
@@ -705,10 +991,11 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
     p.work = w.per_split;
     p.num_work_dev = w.num_per_split;
     p.num_work_host = 0;
-    VOSTI_RETURN_IF_ERROR((launch_for_head_dim<OutT, false, 1>(hd, p, w.per_split_grid, kv.num_kv_heads, stream)));
+    VOSTI_RETURN_IF_ERROR(launch_per_split<OutT>(hd, p, w.per_split_grid, kv.num_kv_heads, stream));
   }
   if (w.merge_grid > 0) {
-    attention_merge_kernel<OutT><<<static_cast<unsigned>(w.merge_grid), 256, 0, stream>>>(
+    const dim3 grid(static_cast<unsigned>(w.merge_grid), static_cast<unsigned>(a.num_heads));
+    attention_merge_kernel<OutT><<<grid, static_cast<unsigned>(std::max(32, hd / 2)), 0, stream>>>(
         w.merges, w.num_merges, p.partial_o, p.partial_ml, a.num_heads, hd, p.c, static_cast<OutT*>(a.out),
         a.out_row_stride);
     VOSTI_RETURN_IF_ERROR(cuda_launch_status("attention merge"));
