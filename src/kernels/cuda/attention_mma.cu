@@ -477,29 +477,6 @@ struct ItemTiles {
   }
 };
 
-// L2 prefetches of an item's block-table entries and Q rows, issued by the loader as it enters
-// the item before (so that neither the first tile's table read nor load_q waits for DRAM, and
-// later tiles' table reads hit L2: a table read is only one tile ahead of its copies). Hints
-// only: nothing is read into a register.
-__device__ __forceinline__ void prefetch_l2(const void* address) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
-}
-template <int kHd>
-__device__ __forceinline__ void prefetch_item(const MmaParams& p, const AttentionWork& w, int kv_head,
-                                              int tiles_per_split) {
-  const int last_pos = w.first_position + w.num_positions - 1;
-  const int j_begin = w.split_begin * tiles_per_split * kTile;
-  const int j_last = min(w.split_end * tiles_per_split * kTile, (last_pos / kTile + 1) * kTile) - 1;
-  const int e_begin = p.block_shift >= 0 ? j_begin >> p.block_shift : j_begin / p.block_size;
-  const int e_last = p.block_shift >= 0 ? j_last >> p.block_shift : j_last / p.block_size;
-  const int32_t* table = p.block_tables + static_cast<int64_t>(w.seq) * *p.block_table_stride;
-  for (int e = e_begin + static_cast<int>(threadIdx.x) * 32; e <= e_last; e += kThreads * 32) prefetch_l2(table + e);
-  const int lines = (p.group * kHd * 4 + 127) / 128;  // of one position's Q rows of this KV head
-  const float* q = p.q + static_cast<int64_t>(kv_head) * p.group * kHd;
-  for (int i = static_cast<int>(threadIdx.x); i < w.num_positions * lines; i += kThreads)
-    prefetch_l2(q + (w.first_row + i / lines) * p.q_row_stride + (i % lines) * 32);
-}
-
 // The item after `item` in a CTA's stride, read one item ahead (the last item's own at the end;
 // an unconditional load, so that the next item's fields are plain data).
 __device__ __forceinline__ AttentionWork work_after(const MmaParams& p, int num_work, int item) {
@@ -516,17 +493,16 @@ struct Loader {
   int32_t blk[S::kRowsPerThread];
   AttentionWork next;
 
-  __device__ __forceinline__ void start(const MmaParams& p, int num_work, int kv_head, int first) {
+  __device__ __forceinline__ void start(const MmaParams& p, int num_work, int first) {
     next = p.work[first];
-    enter(p, num_work, kv_head, first);
+    enter(p, num_work, first);
   }
   // Enters item `at` (or, past num_work, the stream's end) and reads its first tile's entries.
-  __device__ __forceinline__ void enter(const MmaParams& p, int num_work, int kv_head, int at) {
+  __device__ __forceinline__ void enter(const MmaParams& p, int num_work, int at) {
     item = at;
     if (item >= num_work) return;
     const AttentionWork w = next;
     next = work_after(p, num_work, item);
-    if (item + static_cast<int>(gridDim.x) < num_work) prefetch_item<S::kChunks * 8>(p, next, kv_head, p.tiles_per_split);
     const ItemTiles tiles(w, p.tiles_per_split);
     t = tiles.t_begin;
     t_end = tiles.t_end;
@@ -541,7 +517,7 @@ struct Loader {
     if (++t < t_end) {
       load_blocks<S>(p, table, t, last_pos, blk);
     } else {
-      enter(p, num_work, kv_head, item + static_cast<int>(gridDim.x));
+      enter(p, num_work, item + static_cast<int>(gridDim.x));
     }
   }
 };
@@ -568,7 +544,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
   if (first >= num_work) return;
 
   Loader<S> loader;
-  loader.start(p, num_work, kv_head, first);
+  loader.start(p, num_work, first);
 #pragma unroll
   for (int st = 0; st < S::kStages - 1; ++st) {
     if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
@@ -821,7 +797,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const Mma
   if (first >= num_work) return;
 
   Loader<S> loader;
-  loader.start(p, num_work, kv_head, first);
+  loader.start(p, num_work, first);
 #pragma unroll
   for (int st = 0; st < S::kStages - 1; ++st) {
     if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
@@ -867,7 +843,7 @@ __global__ void attention_merge_kernel(const AttentionMerge* __restrict__ merges
                                        const int32_t* __restrict__ num_merges, const float* __restrict__ partial_o,
                                        const float* __restrict__ partial_ml, int num_heads, int hd, float c,
                                        OutT* __restrict__ out, int64_t out_row_stride) {
-  constexpr int kAhead = 16;
+  constexpr int kAhead = 8;
   if (static_cast<int>(blockIdx.x) >= *num_merges) return;
   const AttentionMerge mg = merges[blockIdx.x];
   const int head = static_cast<int>(blockIdx.y), d = 2 * static_cast<int>(threadIdx.x);
