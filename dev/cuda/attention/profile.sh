@@ -21,7 +21,7 @@ sections="$sections --metrics ${stalls%,}"
 : >"$OUT/attn_ncu.csv"
 for spec in "2:prefill 8 x 1024 split 512" "1:decode 64 x 2048 split 512"; do
   n=${spec%%:*} c=${spec#*:}
-  timeout 200 ncu --clock-control none -k regex:attention_mma --launch-skip "$n" --launch-count "$n" $sections \
+  timeout 200 ncu --clock-control none -k regex:"attention_(mma|decode)" --launch-skip "$n" --launch-count "$n" $sections \
     --csv --page details "$B/bin/attention_cuda_bench" --case "$c" --reps 1 >>"$OUT/attn_ncu.csv" 2>>"$OUT/attn_ncu.err"
 done
 echo "ncu exit $?"
