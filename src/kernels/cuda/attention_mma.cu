@@ -608,13 +608,13 @@ template <int kHd>
 struct DecodeShape {
   static constexpr int kStages = 3;
   static constexpr int kTileBytes = kTile * kHd * 2;
-  static constexpr int kPfStride = kTile + 8;  // f32 P rows, padded against bank conflicts
-  static constexpr int kQ = 0;                                     // [16][kHd] bf16
-  static constexpr int kK = 16 * kHd * 2;                          // [kStages][64][kHd] bf16
-  static constexpr int kV = kK + kStages * kTileBytes;             // [kStages][64][kHd] bf16
-  static constexpr int kMax = kV + kStages * kTileBytes;           // [kWarps][16] f32 slice maxima
-  static constexpr int kPa = kMax + kWarps * 16 * 4;               // [kWarps][32 lanes] bf16 P fragments
-  static constexpr int kPf = kPa + kWarps * 32 * 16;               // [16][kPfStride] f32 P
+  static constexpr int kPfStride = kTile + 8;             // f32 P rows, padded against bank conflicts
+  static constexpr int kQ = 0;                            // [16][kHd] bf16
+  static constexpr int kK = 16 * kHd * 2;                 // [kStages][64][kHd] bf16
+  static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16
+  static constexpr int kMax = kV + kStages * kTileBytes;  // [kWarps][16] f32 slice maxima
+  static constexpr int kPa = kMax + kWarps * 16 * 4;      // [kWarps][32 lanes] bf16 P fragments
+  static constexpr int kPf = kPa + kWarps * 32 * 16;      // [16][kPfStride] f32 P
   static constexpr int kBytes = kPf + 16 * kPfStride * 4;
   static constexpr int kChunks = kHd / 8;
   static constexpr int kRowsPerPass = kThreads / kChunks;
@@ -722,7 +722,7 @@ __device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t 
   for (int dt = 0; dt < 2 * S::kDp; ++dt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) st.o[dt][e] = __fmul_rn(st.o[dt][e], alpha[e >> 1]);
-  // O of this warp's columns += bf16(P) V, the chain over the tile's positions.
+      // O of this warp's columns += bf16(P) V, the chain over the tile's positions.
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
     uint32_t keep[2] = {0xffffffffu, 0xffffffffu};
@@ -935,10 +935,10 @@ Status launch_per_split(int hd, const MmaParams& p, int grid_x, int grid_y, cuda
         return launch_streaming<attention_decode_kernel<64, OutT>, DecodeShape<64>::kBytes>(p, grid_x, grid_y, stream);
       case 128:
         return launch_streaming<attention_decode_kernel<128, OutT>, DecodeShape<128>::kBytes>(p, grid_x, grid_y,
-                                                                                               stream);
+                                                                                              stream);
       case 256:
         return launch_streaming<attention_decode_kernel<256, OutT>, DecodeShape<256>::kBytes>(p, grid_x, grid_y,
-                                                                                               stream);
+                                                                                              stream);
       default:
         break;
     }
