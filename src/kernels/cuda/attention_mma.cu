@@ -113,10 +113,11 @@ struct Shape {
   static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16
   static constexpr int kAcc = kV + kStages * kTileBytes;  // [kWarps][kBlocks][kHd / 2][32] f32
   static constexpr int kBytes = kAcc + (kFold ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);
-  // The tile loader: thread t copies chunk t % kChunks of rows t / kChunks + i * kRowsPerPass.
+  // The tile loader (load_tile): thread t copies chunk t % kChunks of kRowsPerThread rows.
   static constexpr int kChunks = kHd / 8;
   static constexpr int kRowsPerPass = kThreads / kChunks;
   static constexpr int kRowsPerThread = kTile / kRowsPerPass;
+  static constexpr bool kOnePage = false;
   static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
 };
 
@@ -142,6 +143,14 @@ __device__ __forceinline__ void reset(WarpState<kHd, kBlocks>& st) {
   }
 }
 
+// The tile loader: thread t copies 16-byte chunk t % kChunks of kRowsPerThread rows of K and V.
+// With S::kOnePage (the decode kernel, launched only where a page holds at least kRowsPerThread
+// positions: a power-of-two block size >= that, up to 64, a deployment constant) the rows are
+// consecutive, [r R, r R + R) for r = t / kChunks and R = kRowsPerThread, all in one page: one
+// block-table entry and one address per tile. Otherwise (the streaming kernel, any block size)
+// the rows are r + i * kRowsPerPass, each with its own entry. Each row lands in the same place of
+// the stage either way.
+//
 // The block-table entries of this thread's rows of KV tile `tile` (0, unread, past last_pos), read
 // one tile ahead of the copies that use them, so that the table's latency hides behind a tile.
 // Where the block size divides the tile, a row's block and offset are shifts and masks.
@@ -149,33 +158,51 @@ template <class S>
 __device__ __forceinline__ void load_blocks(const MmaParams& p, const int32_t* table, int tile, int last_pos,
                                             int32_t (&blk)[S::kRowsPerThread]) {
   const int r0 = static_cast<int>(threadIdx.x) / S::kChunks;
+  if constexpr (S::kOnePage) {
+    const int j = tile * kTile + r0 * S::kRowsPerThread;
+    blk[0] = j <= last_pos ? table[j >> p.block_shift] : 0;
+  } else {
 #pragma unroll
-  for (int i = 0; i < S::kRowsPerThread; ++i) {
-    const int j = tile * kTile + r0 + i * S::kRowsPerPass;
-    const int index = p.block_shift >= 0 ? j >> p.block_shift : j / p.block_size;
-    blk[i] = j <= last_pos ? table[index] : 0;
+    for (int i = 0; i < S::kRowsPerThread; ++i) {
+      const int j = tile * kTile + r0 + i * S::kRowsPerPass;
+      const int index = p.block_shift >= 0 ? j >> p.block_shift : j / p.block_size;
+      blk[i] = j <= last_pos ? table[index] : 0;
+    }
   }
 }
 
-// Copies KV tile `tile` of `kv_head` into one stage. Rows past last_pos copy block 0's page
-// (whatever it holds): tile_step masks their scores and their V (never the copy: the loader's
-// place in a CTA's stream is the plan's, and only the computation knows its own item).
+// Copies KV tile `tile` of `kv_head` into one stage. Rows past last_pos copy whatever their page
+// (or block 0's page) holds: tile_step masks their scores and their V (never the copy: the
+// loader's place in a CTA's stream is the plan's, and only the computation knows its own item).
 template <class S>
 __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&blk)[S::kRowsPerThread], int kv_head,
                                           int tile, int last_pos, uint32_t k_stage, uint32_t v_stage) {
   constexpr int kHd = S::kChunks * 8;
   const int chunk = static_cast<int>(threadIdx.x) % S::kChunks;
   const int r0 = static_cast<int>(threadIdx.x) / S::kChunks;
-#pragma unroll
-  for (int i = 0; i < S::kRowsPerThread; ++i) {
-    const int row = r0 + i * S::kRowsPerPass;
-    const int j = tile * kTile + row;
-    const int in_block = p.block_shift >= 0 ? j & ((1 << p.block_shift) - 1) : j % p.block_size;
-    const int64_t page = static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head;  // [block, head] page
+  if constexpr (S::kOnePage) {
+    const int row0 = r0 * S::kRowsPerThread;
+    const int in_block = (tile * kTile + row0) & ((1 << p.block_shift) - 1);
+    const int64_t page = static_cast<int64_t>(blk[0]) * p.num_kv_heads + kv_head;
     const int64_t off = (page * p.block_size + in_block) * kHd + chunk * 8;
-    const uint32_t dst = swizzled<kHd>(row, chunk);
-    cp_async_16(k_stage + dst, p.k + off, true);
-    cp_async_16(v_stage + dst, p.v + off, true);
+#pragma unroll
+    for (int i = 0; i < S::kRowsPerThread; ++i) {
+      const uint32_t dst = swizzled<kHd>(row0 + i, chunk);
+      cp_async_16(k_stage + dst, p.k + off + i * kHd, true);
+      cp_async_16(v_stage + dst, p.v + off + i * kHd, true);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < S::kRowsPerThread; ++i) {
+      const int row = r0 + i * S::kRowsPerPass;
+      const int j = tile * kTile + row;
+      const int in_block = p.block_shift >= 0 ? j & ((1 << p.block_shift) - 1) : j % p.block_size;
+      const int64_t page = static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head;  // [block, head] page
+      const int64_t off = (page * p.block_size + in_block) * kHd + chunk * 8;
+      const uint32_t dst = swizzled<kHd>(row, chunk);
+      cp_async_16(k_stage + dst, p.k + off, true);
+      cp_async_16(v_stage + dst, p.v + off, true);
+    }
   }
 }
 
@@ -619,6 +646,7 @@ struct DecodeShape {
   static constexpr int kChunks = kHd / 8;
   static constexpr int kRowsPerPass = kThreads / kChunks;
   static constexpr int kRowsPerThread = kTile / kRowsPerPass;
+  static constexpr bool kOnePage = true;         // the launch checks the block size (decode_fits)
   static constexpr int kDp = kHd / 16 / kWarps;  // V fragment loads (16 head-dim columns) per warp
   static_assert(kHd >= 64 && kDp >= 1, "each warp computes at least 16 head-dim columns");
   static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
@@ -925,11 +953,17 @@ Status launch_for_head_dim(int hd, const MmaParams& p, int grid_x, int grid_y, c
   }
 }
 
-// The per-split items: attention_decode_kernel where a KV head's rows fit one m16 block and
-// head_dim >= 64 (a function of the deployment), else the streaming kernel's one-split form.
+// The per-split items: attention_decode_kernel where a KV head's rows fit one m16 block, head_dim
+// >= 64 and a page holds a loader thread's rows (decode_fits: functions of the deployment), else
+// the streaming kernel's one-split form.
+template <int kHd>
+bool decode_fits(const MmaParams& p) {
+  return p.group <= 16 && p.block_shift >= 0 && (1 << p.block_shift) >= DecodeShape<kHd>::kRowsPerThread;
+}
+
 template <typename OutT>
 Status launch_per_split(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
-  if (p.group <= 16) {
+  if ((hd == 64 && decode_fits<64>(p)) || (hd == 128 && decode_fits<128>(p)) || (hd == 256 && decode_fits<256>(p))) {
     switch (hd) {
       case 64:
         return launch_streaming<attention_decode_kernel<64, OutT>, DecodeShape<64>::kBytes>(p, grid_x, grid_y, stream);
