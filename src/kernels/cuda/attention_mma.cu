@@ -549,23 +549,17 @@ struct Loader {
   }
 };
 
-// grid.x CTAs stride over the items (item i on CTA i mod grid.x), grid.y = KV head. A CTA runs
-// its items' tiles as one stream through the stages: the loader stays kStages - 1 tiles ahead of
-// the computation across item boundaries, so the pipeline does not drain between items. Which
-// CTA computes an item, and which items share its stream, never enter the arithmetic.
-// (The minimum of one CTA an SM lets ptxas use the registers it needs: without it, it held the
-// one-split kernel to 168 and prefill ran 5-10% slower.)
-template <int kHd, typename OutT, bool kFold, int kBlocks>
-__global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaParams p) {
-  using S = Shape<kHd, kBlocks, kFold>;
-  extern __shared__ __align__(128) char smem[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+// The CTA's stream shared by both kernels: grid.x CTAs stride over the items (item i on CTA i
+// mod grid.x), grid.y = KV head; the loader stays kStages - 1 tiles ahead of the computation
+// across item boundaries, so the pipeline does not drain between items. begin_item(w) runs at an
+// item's start, tile(w, tiles, t, stage) once tile t is in shared memory (between the two
+// barriers of its step). Which CTA computes an item, and which items share its stream, never
+// enter the arithmetic.
+template <class S, class BeginItem, class Tile>
+__device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, BeginItem&& begin_item, Tile&& tile) {
   const int kv_head = static_cast<int>(blockIdx.y);
-  const uint32_t base = smem_addr(smem);
-  const uint32_t q_rows = base + S::kQ + warp * kBlocks * 16 * kHd * 2;
   const auto k_stage = [&](int st) { return base + S::kK + st * S::kTileBytes; };
   const auto v_stage = [&](int st) { return base + S::kV + st * S::kTileBytes; };
-  float* acc_o = reinterpret_cast<float*>(smem + S::kAcc) + warp * kBlocks * (kHd / 2) * 32 + lane;
   const int num_work = p.num_work_dev != nullptr ? *p.num_work_dev : p.num_work_host;
   const int first = static_cast<int>(blockIdx.x);
   if (first >= num_work) return;
@@ -583,20 +577,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
     const AttentionWork w = next;
     next = work_after(p, num_work, item);
     const ItemTiles tiles(w, p.tiles_per_split);
-    const int rows = w.num_positions * p.group;
-    // Q before the item's next copies are issued (a load issued behind a tile's copies returns
-    // after them). The previous item's reads of Q ended at the barrier closing its last tile; the
-    // first tile's barrier below publishes this item's Q.
-    load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
-    WarpState<kHd, kBlocks> state;
-    reset(state);
-    Folded<kBlocks> acc{};
-    if constexpr (kFold) {
-      // The fold state is written at an item's first split before any read; clearing it here too
-      // lets verify/analyzer see that no read can meet the previous item's values.
-#pragma unroll
-      for (int e = 0; e < kBlocks * (kHd / 2); ++e) acc_o[e * 32] = 0.0f;
-    }
+    begin_item(w);
     for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
       if (loader.item < num_work) {
         const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);
@@ -605,18 +586,53 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
       cp_async_commit();
       cp_async_wait<S::kStages - 1>();
       __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
-      const int stage = static_cast<int>(n % S::kStages);
-      const int s = t / p.tiles_per_split;
-      if (warp * kBlocks * 16 < rows) {
-        if (t == s * p.tiles_per_split) reset(state);
-        tile_step<kHd, kBlocks>(state, q_rows, k_stage(stage), v_stage(stage), t, t == tiles.last_pos / kTile,
-                                RowSpan{w.first_position, rows, p.group}, p.c);
-        if (t + 1 == tiles.t_end || t + 1 == (s + 1) * p.tiles_per_split)
-          end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, s, state, acc, acc_o);
-      }
-      __syncthreads();  // this stage and Q are read before a later load overwrites them
+      tile(w, tiles, t, static_cast<int>(n % S::kStages));
+      __syncthreads();  // this stage and Q (and the decode kernel's exchange) are read before they are written again
     }
   }
+}
+
+// Folded and one-split items: each warp computes its own rows of the item over each tile of the
+// stream (stream_items). (The minimum of one CTA an SM lets ptxas use the registers it needs: without it, it held the
+// one-split kernel to 168 and prefill ran 5-10% slower.)
+template <int kHd, typename OutT, bool kFold, int kBlocks>
+__global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaParams p) {
+  using S = Shape<kHd, kBlocks, kFold>;
+  extern __shared__ __align__(128) char smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const uint32_t base = smem_addr(smem);
+  const uint32_t q_rows = base + S::kQ + warp * kBlocks * 16 * kHd * 2;
+  float* acc_o = reinterpret_cast<float*>(smem + S::kAcc) + warp * kBlocks * (kHd / 2) * 32 + lane;
+  WarpState<kHd, kBlocks> state;
+  Folded<kBlocks> acc{};
+  int rows = 0;
+  const auto begin_item = [&](const AttentionWork& w) {
+    rows = w.num_positions * p.group;
+    // Q before the item's next copies are issued (a load issued behind a tile's copies returns
+    // after them). The previous item's reads of Q ended at the barrier closing its last tile; the
+    // first tile's barrier publishes this item's Q.
+    load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
+    reset(state);
+    acc = Folded<kBlocks>{};
+    if constexpr (kFold) {
+      // The fold state is written at an item's first split before any read; clearing it here too
+      // lets verify/analyzer see that no read can meet the previous item's values.
+#pragma unroll
+      for (int e = 0; e < kBlocks * (kHd / 2); ++e) acc_o[e * 32] = 0.0f;
+    }
+  };
+  const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
+    const int s = t / p.tiles_per_split;
+    if (warp * kBlocks * 16 < rows) {
+      if (t == s * p.tiles_per_split) reset(state);
+      tile_step<kHd, kBlocks>(state, q_rows, base + S::kK + stage * S::kTileBytes, base + S::kV + stage * S::kTileBytes,
+                              t, t == tiles.last_pos / kTile, RowSpan{w.first_position, rows, p.group}, p.c);
+      if (t + 1 == tiles.t_end || t + 1 == (s + 1) * p.tiles_per_split)
+        end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, s, state, acc, acc_o);
+    }
+  };
+  stream_items<S>(p, base, begin_item, tile);
 }
 
 // ---- Decode items: the four warps share one m16 block ----
@@ -809,58 +825,32 @@ __device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWo
   }
 }
 
-// The per-split items when a KV head's rows fit one m16 block (group <= 16) and head_dim >= 64:
-// the streaming structure of attention_mma_kernel (items strided over the CTAs, the loader
-// kStages - 1 tiles ahead across item boundaries), the tile computed by decode_tile_step.
+// The per-split items where decode_fits (a KV head's rows in one m16 block, head_dim >= 64, a
+// loader thread's rows in one page): the stream of attention_mma_kernel (stream_items), each tile
+// computed by the four warps together (decode_tile_step).
 template <int kHd, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const MmaParams p) {
   using S = DecodeShape<kHd>;
   extern __shared__ __align__(128) char smem[];
   const int kv_head = static_cast<int>(blockIdx.y);
   const uint32_t base = smem_addr(smem);
-  const auto k_stage = [&](int st) { return base + S::kK + st * S::kTileBytes; };
-  const auto v_stage = [&](int st) { return base + S::kV + st * S::kTileBytes; };
-  const int num_work = p.num_work_dev != nullptr ? *p.num_work_dev : p.num_work_host;
-  const int first = static_cast<int>(blockIdx.x);
-  if (first >= num_work) return;
-
-  Loader<S> loader;
-  loader.start(p, num_work, first);
-#pragma unroll
-  for (int st = 0; st < S::kStages - 1; ++st) {
-    if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
-    cp_async_commit();
-  }
-  unsigned n = 0;  // tile n of the stream is in stage n mod kStages
-  AttentionWork next = p.work[first];
-  for (int item = first; item < num_work; item += static_cast<int>(gridDim.x)) {
-    const AttentionWork w = next;
-    next = work_after(p, num_work, item);
-    const ItemTiles tiles(w, p.tiles_per_split);
-    const int rows = w.num_positions * p.group;
+  DecodeState<kHd> state;  // an item is one split (the plan's per-split items)
+  const auto begin_item = [&](const AttentionWork& w) {
     load_q<kHd, 16>(p, w, kv_head, smem + S::kQ);
-    DecodeState<kHd> state;  // an item is one split (the plan's per-split items)
 #pragma unroll
     for (int dt = 0; dt < 2 * S::kDp; ++dt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) state.o[dt][e] = 0.f;
     state.m[0] = state.m[1] = -INFINITY;
     state.l[0] = state.l[1] = 0.f;
-    for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
-      if (loader.item < num_work) {
-        const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);
-        loader.issue(p, num_work, kv_head, k_stage(ahead), v_stage(ahead));
-      }
-      cp_async_commit();
-      cp_async_wait<S::kStages - 1>();
-      __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
-      const int stage = static_cast<int>(n % S::kStages);
-      decode_tile_step<kHd>(state, base + S::kQ, k_stage(stage), v_stage(stage), t, t == tiles.last_pos / kTile,
-                            RowSpan{w.first_position, rows, p.group}, p.c, smem);
-      if (t + 1 == tiles.t_end && w.split_end - w.split_begin == 1) decode_end<kHd, OutT>(p, w, kv_head, state);
-      __syncthreads();  // this stage, Q and the exchange are read before they are written again
-    }
-  }
+  };
+  const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
+    decode_tile_step<kHd>(state, base + S::kQ, base + S::kK + stage * S::kTileBytes,
+                          base + S::kV + stage * S::kTileBytes, t, t == tiles.last_pos / kTile,
+                          RowSpan{w.first_position, w.num_positions * p.group, p.group}, p.c, smem);
+    if (t + 1 == tiles.t_end && w.split_end - w.split_begin == 1) decode_end<kHd, OutT>(p, w, kv_head, state);
+  };
+  stream_items<S>(p, base, begin_item, tile);
 }
 
 // Folds the saved split states of decode rows: CTA (x, y) folds head y of merge x, thread e its
