@@ -10,9 +10,10 @@
 // of its copies; one-split CTAs run three stages, folding ones two (their O copy needs the room).
 // Every warp computes its rows with the same instructions (tile_step, end_split); which rows a
 // warp holds, how many other rows share the CTA and which CTA runs a split never enter them.
-// Decode items (one position: group <= 16 rows, one m16 block) run attention_decode_kernel,
-// whose four warps split each tile's scores and head-dim columns between them and compute
-// every value with tile_step's operations (see there); the merge kernel folds their splits.
+// Decode items (one position: group <= 16 rows, one m16 block; where decode_fits) run
+// attention_decode_kernel, whose four warps split each tile's scores and head-dim columns
+// between them and compute every value with tile_step's operations (see there); the merge
+// kernel folds their splits.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -587,14 +588,14 @@ __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, 
       cp_async_wait<S::kStages - 1>();
       __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
       tile(w, tiles, t, static_cast<int>(n % S::kStages));
-      __syncthreads();  // this stage and Q (and the decode kernel's exchange) are read before they are written again
+      __syncthreads();  // this stage, Q (and the decode exchange) are read before they are rewritten
     }
   }
 }
 
 // Folded and one-split items: each warp computes its own rows of the item over each tile of the
-// stream (stream_items). (The minimum of one CTA an SM lets ptxas use the registers it needs: without it, it held the
-// one-split kernel to 168 and prefill ran 5-10% slower.)
+// stream (stream_items). (The minimum of one CTA an SM lets ptxas use the registers it needs:
+// without it, it held the one-split kernel to 168 and prefill ran 5-10% slower.)
 template <int kHd, typename OutT, bool kFold, int kBlocks>
 __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaParams p) {
   using S = Shape<kHd, kBlocks, kFold>;
@@ -642,8 +643,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
 // tile between them and exchange through shared memory, each value computed by the same
 // operations as in tile_step: warp w computes the scores of positions [16 w, 16 w + 16) of the
 // tile (the same mma chain over d per score), the row maxima of the four slices meet in shared
-// memory (max is exact in any order), each warp exponentiates its own scores and writes them
-// (f32 for the sums, bf16 mma fragments for P.V); every warp then sums each column class in
+// memory (max is exact in any order; a +0 / -0 difference in M would cancel in every ex2 it
+// enters), each warp exponentiates its own scores and writes them (f32 for the sums, bf16 mma
+// fragments for P.V); every warp then sums each column class in
 // increasing j from the f32 copy (tile_step's order), and computes O for head-dim columns
 // [kHd / 4 w, kHd / 4 (w + 1)) with the same mma chain over the tile's positions. So an output
 // row holds the bits tile_step gives it (the device tests compare the two paths).
