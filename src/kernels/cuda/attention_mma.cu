@@ -955,19 +955,23 @@ bool decode_fits(const MmaParams& p) {
 
 template <typename OutT>
 Status launch_per_split(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
-  if ((hd == 64 && decode_fits<64>(p)) || (hd == 128 && decode_fits<128>(p)) || (hd == 256 && decode_fits<256>(p))) {
-    switch (hd) {
-      case 64:
+  switch (hd) {
+    case 64:
+      if (decode_fits<64>(p))
         return launch_streaming<attention_decode_kernel<64, OutT>, DecodeShape<64>::kBytes>(p, grid_x, grid_y, stream);
-      case 128:
+      break;
+    case 128:
+      if (decode_fits<128>(p))
         return launch_streaming<attention_decode_kernel<128, OutT>, DecodeShape<128>::kBytes>(p, grid_x, grid_y,
                                                                                               stream);
-      case 256:
+      break;
+    case 256:
+      if (decode_fits<256>(p))
         return launch_streaming<attention_decode_kernel<256, OutT>, DecodeShape<256>::kBytes>(p, grid_x, grid_y,
                                                                                               stream);
-      default:
-        break;
-    }
+      break;
+    default:
+      break;
   }
   return launch_for_head_dim<OutT, false, 1>(hd, p, grid_x, grid_y, stream);
 }
