@@ -4,8 +4,9 @@
 // positions), the KV in a shuffled paged pool (block 16). Each case: the tensor-core family
 // through its plan, eager (the launcher's grid) and for decode also as a graph runs it (the
 // runner's persistent grid), at several splits; the per-query family where it finishes in reasonable
-// time; the device-to-device copy bandwidth in the same run. Timing: CUDA events around each
-// launch after an L2 flush (a 256 MiB memset, as triton's do_bench), median of --reps.
+// time; the device-to-device copy bandwidth in the same run. Two cases run under Mistral-7B-v0.1's
+// sliding window of 4,096 positions (their TB/s count the bytes the window lets them read). Timing: CUDA events around
+// each launch after an L2 flush (a 256 MiB memset, as triton's do_bench), median of --reps.
 //   attention_cuda_bench [--reps N] [--json FILE] [--quick] [--case NAME (a prefix: "decode 64 x 2048 split 512")]
 #include <cuda_runtime.h>
 
@@ -82,7 +83,8 @@ struct Timer {
 struct Case {
   std::string kind;  // prefill or decode
   int batch = 0;
-  int len = 0;  // prefill: prompt length; decode: context (positions attended)
+  int len = 0;     // prefill: prompt length; decode: context (positions attended)
+  int window = 0;  // sliding window (Mistral-7B-v0.1's 4,096); 0: none
 };
 
 struct Pool {
@@ -129,12 +131,22 @@ struct Measured {
   double copy_fraction = 0;
 };
 
-// FLOPs of causal attention as the anchors count them (4 * B * H * Lq * Lk * d, halved when causal).
+// FLOPs of causal attention as the anchors count them (4 * B * H * Lq * Lk * d, halved when causal;
+// under a window, 4 * H * d per (query, key) pair the window keeps).
 double flops(const Case& c) {
+  if (c.window > 0 && c.kind == "prefill") {
+    double pairs = 0;
+    for (int p = 0; p < c.len; ++p) pairs += std::min(p + 1, c.window);
+    return 4.0 * c.batch * kHeads * pairs * kHd;
+  }
   if (c.kind == "prefill") return 4.0 * c.batch * kHeads * static_cast<double>(c.len) * c.len * kHd / 2;
-  return 4.0 * c.batch * kHeads * static_cast<double>(c.len) * kHd;
+  return 4.0 * c.batch * kHeads * static_cast<double>(c.window > 0 ? std::min(c.len, c.window) : c.len) * kHd;
 }
-double kv_bytes(const Case& c) { return 2.0 * c.batch * static_cast<double>(c.len) * kKvHeads * kHd * 2; }
+// KV bytes the step must read: each sequence's positions, or the last window of them.
+double kv_bytes(const Case& c) {
+  const int read = c.window > 0 ? std::min(c.len, c.window) : c.len;
+  return 2.0 * c.batch * static_cast<double>(read) * kKvHeads * kHd * 2;
+}
 
 }  // namespace
 
@@ -178,13 +190,16 @@ int main(int argc, char** argv) {
   }
   std::printf("device %s, %d SMs; copy %.2f TB/s\n", prop.name, prop.multiProcessorCount, copy_tbps);
 
-  std::vector<Case> cases = {{"prefill", 1, 1024}, {"prefill", 8, 1024}, {"prefill", 1, 8192}, {"decode", 1, 2048},
-                             {"decode", 1, 8192},  {"decode", 1, 32768}, {"decode", 64, 2048}, {"decode", 256, 1536}};
+  std::vector<Case> cases = {{"prefill", 1, 1024},      {"prefill", 8, 1024},  {"prefill", 1, 8192},
+                             {"decode", 1, 2048},       {"decode", 1, 8192},   {"decode", 1, 32768},
+                             {"decode", 64, 2048},      {"decode", 256, 1536}, {"prefill", 1, 8192, 4096},
+                             {"decode", 64, 8192, 4096}};
   if (quick) cases = {{"prefill", 8, 1024}, {"decode", 64, 2048}};
   std::vector<Measured> results;
   std::printf("%-34s %10s %9s %9s %8s\n", "case", "us", "TFLOP/s", "KV TB/s", "of copy");
   for (const Case& c : cases) {
-    const std::string base = c.kind + " " + std::to_string(c.batch) + " x " + std::to_string(c.len);
+    const std::string base = c.kind + " " + std::to_string(c.batch) + " x " + std::to_string(c.len) +
+                             (c.window > 0 ? " window " + std::to_string(c.window) : "");
     // --case names a configuration by a prefix: a case can hold one only if either starts the other.
     if (base.rfind(only, 0) != 0 && only.rfind(base, 0) != 0) continue;
     const int seqs = c.batch;
@@ -220,6 +235,7 @@ int main(int argc, char** argv) {
     a.block_tables = pool.tables;
     a.block_table_stride = pool.stride;
     a.scale = 1.0f / std::sqrt(static_cast<float>(kHd));
+    a.window = c.window;
     a.out = out;
     a.out_row_stride = kHeads * kHd;
     a.out_dtype = DType::kBF16;
@@ -239,13 +255,13 @@ int main(int argc, char** argv) {
       const std::string name =
           base + " split " + std::to_string(split) + (folded_rows != kAttnRowsPerCta ? " rows 128" : "");
       if (name.rfind(only, 0) != 0) continue;  // --case: only the configurations it names (a profile's)
-      const AttentionShape shape{kHeads, kKvHeads, kHd, split, folded_rows};
+      const AttentionShape shape{kHeads, kKvHeads, kHd, split, folded_rows, c.window};
       const int32_t capacity = seqs * attention_num_splits(c.len, split) + 16;
       AttentionPlan plan;
       const auto t0 = std::chrono::steady_clock::now();
       CHECK_OK(plan_attention(positions, row_seq, shape, capacity, &plan));
       const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      auto work = AttentionWorkBuffers::allocate(m, capacity, kHeads, kHd, split);
+      auto work = AttentionWorkBuffers::allocate(m, capacity, kHeads, kHd, split, c.window);
       CHECK_OK(work.status());
       auto view = work.value().upload(plan, nullptr);
       CHECK_OK(view.status());

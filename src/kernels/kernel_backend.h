@@ -5,9 +5,10 @@
 // docs/SPEC.md): each output row is a function of that row's inputs and the
 // weights only, reduced in one fixed order that does not depend on the number of
 // rows, the row's index, the thread count or any other row. attention() for a token
-// at position p reads the KV of positions 0..p of its own sequence, through the
-// paged cache, in KV tiles at fixed logical positions [t*kKvTile, (t+1)*kKvTile),
-// merged in increasing t order.
+// at position p reads the KV of positions first..p of its own sequence (first = 0, or the
+// start of a sliding window: a function of p and the model alone), through the paged cache,
+// in KV tiles at fixed logical positions [t*kKvTile, (t+1)*kKvTile) cut at first, merged in
+// increasing t order.
 // Each implementation documents its reduction orders at the kernel: kernels/ref/ref_backend.cc
 // (the oracle), kernels/cpu/{simd_avx2,matmul_avx2,attention_avx2}.h (the CPU backend).
 // Shapes: row-major; "[m, n]" means m rows of n contiguous floats.
@@ -74,8 +75,17 @@ struct F32Matrix {
 // Per query token: where its sequence's KV lives and how far it may look.
 struct AttentionQuery {
   const int32_t* block_table = nullptr;  // [>= ceil((position+1)/block_size)] physical block ids
-  int32_t position = 0;                  // attends over logical positions 0..position
+  int32_t position = 0;                  // attends over logical positions first..position
+  int32_t first = 0;                     // 0, or max(0, position - window + 1) under a sliding window
 };
+
+// The first position a query at `position` attends to under a sliding window of `window`
+// positions (0: none): positions first..position, `window` of them once the sequence is long
+// enough (transformers' mask: position - j < window).
+inline int32_t attention_window_first(int32_t position, int64_t window) {
+  if (window <= 0 || position < window) return 0;
+  return static_cast<int32_t>(position - window + 1);
+}
 
 class KernelBackend {
  public:
@@ -105,7 +115,7 @@ class KernelBackend {
   // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset);
   // a negative slot marks a padding row, which is skipped.
   virtual void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) = 0;
-  // out[m, num_heads, head_dim] = softmax(q k^T * scale) v over each query's positions 0..position,
+  // out[m, num_heads, head_dim] = softmax(q k^T * scale) v over each query's positions first..position,
   // with grouped-query heads (head h reads kv head h / (num_heads / num_kv_heads)).
   virtual void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv,
                          float scale, float* out) = 0;

@@ -83,9 +83,12 @@ Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string
   if (model_type == "llama" || model_type == "mistral") {
     c.arch = Architecture::kLlama;
     c.qkv_bias = json_bool_or(j, "attention_bias", false);
-    auto sw = j.find("sliding_window");
-    if (model_type == "mistral" && sw != j.end() && !sw->is_null())
-      return unimplemented(source + ": Mistral with a sliding window is not supported (set sliding_window to null)");
+    // Only Mistral's config means sliding_window (Llama configs carry no such field).
+    if (auto sw = j.find("sliding_window"); model_type == "mistral" && sw != j.end() && !sw->is_null()) {
+      if (!sw->is_number_integer() || sw->get<int64_t>() <= 0)
+        return invalid_argument(source + ": sliding_window must be a positive integer or null, got " + sw->dump());
+      c.sliding_window = sw->get<int64_t>();
+    }
   } else if (model_type == "qwen2") {
     c.arch = Architecture::kQwen2;
     c.qkv_bias = true;
@@ -155,6 +158,12 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
   c.max_position_embeddings = ctx.ok() ? *ctx : 2048;
   auto eps = g.get_double(key("attention.layer_norm_rms_epsilon"));
   c.rms_norm_eps = eps.ok() ? *eps : 1e-5;
+  if (auto sw = g.get_int(key("attention.sliding_window")); sw.ok()) {
+    if (arch != "llama")  // Qwen's windows apply to some layers only: not supported
+      return unimplemented(source + ": " + key("attention.sliding_window") + " is not supported for " + arch);
+    if (*sw < 0) return invalid_argument(source + ": " + key("attention.sliding_window") + " is negative");
+    c.sliding_window = *sw;
+  }
   auto theta = g.get_double(key("rope.freq_base"));
   c.rope_theta = theta.ok() ? *theta : 10000.0;
   if (auto type = g.get_string(key("rope.scaling.type")); type.ok() && *type != "none") {
@@ -206,6 +215,8 @@ Status ModelConfig::validate() const {
                             std::to_string(num_kv_heads) + ")");
   if (head_dim % 2 != 0)
     return invalid_argument("head_dim must be even for rotary embeddings, got " + std::to_string(head_dim));
+  if (sliding_window < 0 || sliding_window >= (int64_t{1} << 31))
+    return invalid_argument("sliding_window must be in 0..2^31 - 1 (0: none), got " + std::to_string(sliding_window));
   if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) return invalid_argument("rms_norm_eps must be positive");
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return invalid_argument("rope_theta must be positive");
   if (rope_scaling.kind != RopeScaling::Kind::kNone && !(rope_scaling.factor > 0))

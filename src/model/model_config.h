@@ -2,8 +2,9 @@
 // metadata or a Hugging Face config.json.
 //
 // Invariants after validate(): all sizes positive; num_heads % num_kv_heads == 0;
-// head_dim even; vocab_size > 0. Families: Llama (Llama 2/3.x, SmolLM, TinyLlama,
-// Mistral without sliding window), Qwen2/2.5 (qkv bias), Qwen3 (per-head q/k RMSNorm).
+// head_dim even; vocab_size > 0; sliding_window >= 0. Families: Llama (Llama 2/3.x, SmolLM,
+// TinyLlama, Mistral, with or without its sliding window), Qwen2/2.5 (qkv bias), Qwen3 (per-head
+// q/k RMSNorm).
 // Thread safety: a value type.
 #pragma once
 
@@ -51,6 +52,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool qkv_bias = false;  // Qwen2
   bool qk_norm = false;   // Qwen3
+  // Every layer's query at position p attends over positions max(0, p - sliding_window + 1)..p
+  // (Mistral's sliding window, as transformers masks it); 0: over 0..p.
+  int64_t sliding_window = 0;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
 

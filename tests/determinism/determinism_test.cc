@@ -57,7 +57,8 @@ TEST_P(TinyModels, EveryVariationIsBitwiseIdentical) {
   EXPECT_TRUE(hit) << "no variation hit the prefix cache";
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TinyModels, ::testing::Values("llama-tiny", "qwen2-tiny-bf16", "qwen3-tiny"),
+INSTANTIATE_TEST_SUITE_P(Families, TinyModels,
+                         ::testing::Values("llama-tiny", "qwen2-tiny-bf16", "qwen3-tiny", "mistral-tiny-window"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)

@@ -54,7 +54,8 @@ TEST_P(CudaHarness, EveryVariationIsBitwiseIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaHarness,
-                         ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny"),
+                         ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
+                                           "mistral-tiny-window"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)

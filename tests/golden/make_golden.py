@@ -3,7 +3,8 @@
 
 Run once on a development machine (torch is large; CI never runs this):
     python3 -m venv /opt/golden && /opt/golden/bin/pip install torch transformers gguf safetensors
-    /opt/golden/bin/python tests/golden/make_golden.py [--gguf PATH]
+    /opt/golden/bin/python tests/golden/make_golden.py [--gguf PATH] [--only NAME]
+(--only NAME remakes one tiny model and its data, leaving the others' files as they are.)
 
 Writes, under tests/golden/:
   models/<name>/         small random-weight models (config.json + safetensors), one per family
@@ -32,23 +33,29 @@ TOP = 32
 
 
 def tiny_models():
-    """(name, config class, kwargs, storage dtype, max_shard_size) of each random-weight model."""
+    """(name, config class, kwargs, storage dtype, max_shard_size, prompt lengths) of each random-weight
+    model (appended in order: a model's index seeds its weights and prompts)."""
     common = dict(vocab_size=320, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                   rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
     return [
         ("llama-tiny", transformers.LlamaConfig,
-         dict(common, rope_theta=10000.0, tie_word_embeddings=False), torch.float32, None),
+         dict(common, rope_theta=10000.0, tie_word_embeddings=False), torch.float32, None, (7, 45, 70)),
         ("llama3-tiny-tied-sharded", transformers.LlamaConfig,
          dict(common, rope_theta=500000.0, tie_word_embeddings=True,
               rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                 original_max_position_embeddings=64)),
-         torch.float32, "60KB"),
+         torch.float32, "60KB", (7, 45, 70)),
         ("qwen2-tiny-bf16", transformers.Qwen2Config,
          dict(common, rope_theta=1000000.0, tie_word_embeddings=True, num_key_value_heads=1),
-         torch.bfloat16, None),
+         torch.bfloat16, None, (7, 45, 70)),
         ("qwen3-tiny", transformers.Qwen3Config,
-         dict(common, rope_theta=1000000.0, tie_word_embeddings=False, head_dim=32), torch.float32, None),
+         dict(common, rope_theta=1000000.0, tie_word_embeddings=False, head_dim=32), torch.float32, None, (7, 45, 70)),
+        # Mistral's sliding window, 24 positions: prompts past it (one past two CPU tiles of 32 and
+        # a GPU tile of 64 beyond its window).
+        ("mistral-tiny-window", transformers.MistralConfig,
+         dict(common, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=24), torch.float32, None,
+         (7, 45, 100)),
     ]
 
 
@@ -68,8 +75,10 @@ def logits_of(model, ids):
     return out.logits[0].float()
 
 
-def make_tiny(seed=1234):
-    for i, (name, cls, kwargs, dtype, shard) in enumerate(tiny_models()):
+def make_tiny(seed=1234, only=None):
+    for i, (name, cls, kwargs, dtype, shard, lengths) in enumerate(tiny_models()):
+        if only is not None and name != only:
+            continue
         config = cls(**kwargs)
         config._attn_implementation = "eager"
         model = transformers.AutoModelForCausalLM.from_config(config).float()
@@ -89,7 +98,7 @@ def make_tiny(seed=1234):
         loaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
                                                                    attn_implementation="eager")
         g = torch.Generator().manual_seed(seed + 100 + i)
-        prompts = [torch.randint(0, config.vocab_size, (n,), generator=g).tolist() for n in (7, 45, 70)]
+        prompts = [torch.randint(0, config.vocab_size, (n,), generator=g).tolist() for n in lengths]
         records = []
         for ids in prompts:
             lg = logits_of(loaded, ids)
@@ -136,9 +145,12 @@ def write_json(name, obj):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf", default=None, help="the default model GGUF (default: scripts/fetch-model)")
+    ap.add_argument("--only", default=None, help="remake this tiny model only (and not the real model's data)")
     args = ap.parse_args()
     torch.manual_seed(0)
-    make_tiny()
+    make_tiny(only=args.only)
+    if args.only:
+        return
     gguf = args.gguf or subprocess.check_output([os.path.join(HERE, "..", "..", "scripts", "fetch-model")]).decode().strip()
     make_real(gguf)
 

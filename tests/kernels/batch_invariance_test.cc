@@ -142,6 +142,7 @@ TEST(BatchInvariance, RmsNormAndSiluRowsAreIndependentOfBatchAndThreads) {
 struct AttentionScenario {
   int num_heads, kv_heads, head_dim;
   int32_t p;
+  int window;                       // sliding window of every query (0: none)
   std::vector<float> k_log, v_log;  // [p + 1, kv_heads, head_dim]
   std::vector<float> q;             // [num_heads, head_dim]
 };
@@ -170,16 +171,17 @@ std::vector<float> attend_in_batch(KernelBackend& be, const AttentionScenario& s
   for (int64_t i = 0, other = 0; i < m; ++i) {
     if (i == row) {
       std::copy(s.q.begin(), s.q.end(), q.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * qrow));
-      queries.push_back({tables[0].data(), s.p});
+      queries.push_back({tables[0].data(), s.p, attention_window_first(s.p, s.window)});
     } else if (other % 3 == 2) {  // an earlier position of the target's own sequence
-      queries.push_back({tables[0].data(), static_cast<int32_t>((s.p * (other + 1)) / (num_others + 1))});
+      const auto p = static_cast<int32_t>((s.p * (other + 1)) / (num_others + 1));
+      queries.push_back({tables[0].data(), p, attention_window_first(p, s.window)});
       ++other;
     } else {
       const size_t o = static_cast<size_t>(other++);
       const size_t sz = static_cast<size_t>((other_pos[o] + 1) * s.kv_heads * s.head_dim);
       pool.place(testing::random_floats(sz, layout_seed + o), testing::random_floats(sz, layout_seed + 50 + o),
                  other_pos[o] + 1, tables[o + 1]);
-      queries.push_back({tables[o + 1].data(), other_pos[o]});
+      queries.push_back({tables[o + 1].data(), other_pos[o], attention_window_first(other_pos[o], s.window)});
     }
   }
   std::vector<float> out(static_cast<size_t>(m) * qrow);
@@ -194,7 +196,8 @@ TEST(BatchInvariance, AttentionTokenIsIndependentOfBatchLayoutAndThreads) {
   int compared = 0;
   for (int ratio : {1, 3, 4, 10}) {
     for (int32_t p : {0, 31, 32, 70, 129}) {
-      AttentionScenario s{2 * ratio, 2, 64, p, {}, {}, {}};
+      // A sliding window of 45 for odd ratios: the first tile starts inside a tile.
+      AttentionScenario s{2 * ratio, 2, 64, p, ratio % 2 ? 45 : 0, {}, {}, {}};
       const size_t kv_size = static_cast<size_t>((p + 1) * s.kv_heads * s.head_dim);
       s.k_log = testing::random_floats(kv_size, static_cast<uint64_t>(p) * 7 + 1, -2, 2);
       s.v_log = testing::random_floats(kv_size, static_cast<uint64_t>(p) * 7 + 2);

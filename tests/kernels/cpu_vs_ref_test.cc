@@ -143,9 +143,10 @@ TEST_F(CpuVsRef, KvWriteIsBitExact) {
 }
 
 // Queries of several sequences at positions crossing tile (32) and block boundaries,
-// KV in shuffled physical blocks, GQA ratios 1, 3, 4, 10, head_dim 20, 64, 96, 128.
+// KV in shuffled physical blocks, GQA ratios 1, 3, 4, 10, head_dim 20, 64, 96, 128; every
+// other query under a sliding window of 40 positions (its first tile cut inside a tile).
 TEST_F(CpuVsRef, AttentionOverShapes) {
-  const std::vector<int32_t> positions = {0, 1, 15, 16, 31, 32, 33, 63, 64, 65, 100, 257};
+  const std::vector<int32_t> positions = {0, 1, 15, 16, 31, 32, 33, 63, 64, 65, 100, 257, 71, 72};
   for (int head_dim : {20, 64, 96, 128}) {  // 20 and 96 exercise the non-multiple-of-64 paths
     for (int ratio : {1, 3, 4, 10}) {       // 10: more heads per kv head than one CPU work item takes (8)
       for (int block_size : {16, 12}) {
@@ -161,7 +162,7 @@ TEST_F(CpuVsRef, AttentionOverShapes) {
           const int64_t len = positions[s] + 1;
           const size_t sz = static_cast<size_t>(len * kv_heads * head_dim);
           pool.place(testing::random_floats(sz, 10 + s, -2, 2), testing::random_floats(sz, 20 + s), len, tables[s]);
-          queries.push_back({tables[s].data(), positions[s]});
+          queries.push_back({tables[s].data(), positions[s], attention_window_first(positions[s], s % 2 ? 40 : 0)});
         }
         const int64_t m = static_cast<int64_t>(positions.size());
         const auto q = testing::random_floats(static_cast<size_t>(m * num_heads * head_dim), 3, -2, 2);

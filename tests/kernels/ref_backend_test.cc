@@ -109,6 +109,21 @@ TEST(RefBackend, AttentionWithEqualKeysAveragesValues) {
   EXPECT_FLOAT_EQ(out[1], 3.0f);
 }
 
+TEST(RefBackend, AttentionReadsOnlyFromTheQuerysFirstPosition) {
+  auto ref = make_ref_backend();
+  testing::PagedPool pool(8, 2, 1, 2);
+  const std::vector<float> k = {9, 9, 1, 1, 1, 1};  // [3, 1, 2]: position 0 would dominate
+  const std::vector<float> v = {100, 100, 0, 3, 6, 3};
+  const std::vector<int32_t> table = {5, 1};
+  pool.place(k, v, 3, table);
+  const std::vector<float> q = {1.0f, 1.0f};
+  const AttentionQuery query{table.data(), 2, 1};  // positions 1..2, equal keys: the mean of their values
+  std::vector<float> out(2);
+  ref->attention(q.data(), 1, 1, &query, pool.view, 1.0f, out.data());
+  EXPECT_FLOAT_EQ(out[0], 3.0f);
+  EXPECT_FLOAT_EQ(out[1], 3.0f);
+}
+
 TEST(RefBackend, KvWriteSkipsPaddingSlots) {
   auto ref = make_ref_backend();
   testing::PagedPool pool(2, 2, 1, 2);

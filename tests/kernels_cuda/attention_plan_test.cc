@@ -1,10 +1,13 @@
 // Tests of the tensor-core attention's launch plan (kernels/cuda/attention_plan.h) on the CPU:
-// every query row is covered once per split, items never mix tiles or sequences, splits are cut
-// at multiples of the deployment's split whatever the step, decodes run a CTA per split while
+// every query row is covered once per split it reads, items never mix tiles (of their last
+// positions, nor under a sliding window of their first) or sequences, splits are cut at
+// multiples of the deployment's split whatever the step, decodes run a CTA per split while
 // partial slots last and fold otherwise, and bad input is named.
 #include "kernels/cuda/attention_plan.h"
 
 #include <gtest/gtest.h>
+
+#include "kernels/kernel_backend.h"
 
 #include <algorithm>
 #include <map>
@@ -37,7 +40,13 @@ Coverage check_plan(const Rows& rows, const AttentionShape& shape, const Attenti
     EXPECT_LE(w.num_positions, max_positions);
     const int32_t last = w.first_position + w.num_positions - 1;
     EXPECT_EQ(w.first_position / kAttnKvTile, last / kAttnKvTile) << "an item spans two KV tiles";
+    const int32_t first_tile = attention_window_first(w.first_position, shape.window) / kAttnKvTile;
+    EXPECT_EQ(first_tile, attention_window_first(last, shape.window) / kAttnKvTile)
+        << "an item's rows start in two KV tiles";
     EXPECT_EQ(w.split_end, folded ? attention_num_splits(last, shape.split) : w.split_end);
+    if (folded) {
+      EXPECT_EQ(w.split_begin, first_tile * kAttnKvTile / shape.split);
+    }
     for (int32_t i = 0; i < w.num_positions; ++i) {
       const int32_t r = w.first_row + i;
       EXPECT_EQ(rows.positions[static_cast<size_t>(r)], w.first_position + i);
@@ -69,10 +78,11 @@ Coverage check_plan(const Rows& rows, const AttentionShape& shape, const Attenti
     }
     std::vector<int32_t> splits = cov.splits_of_row[static_cast<int32_t>(r)];
     std::sort(splits.begin(), splits.end());
-    const int32_t n = attention_num_splits(rows.positions[r], shape.split);
+    const int32_t s0 = attention_window_first(rows.positions[r], shape.window) / shape.split;
+    const int32_t n = attention_num_splits(rows.positions[r], shape.split) - s0;
     EXPECT_EQ(static_cast<int32_t>(splits.size()), n) << "row " << r;
     if (static_cast<int32_t>(splits.size()) != n) continue;
-    for (int32_t s = 0; s < n; ++s) EXPECT_EQ(splits[static_cast<size_t>(s)], s) << "row " << r;
+    for (int32_t s = 0; s < n; ++s) EXPECT_EQ(splits[static_cast<size_t>(s)], s0 + s) << "row " << r;
   }
   return cov;
 }
@@ -81,24 +91,28 @@ TEST(AttentionPlan, CoversEveryRowOnceInItsOwnSplits) {
   std::mt19937 rng(3);
   for (int group : {1, 3, 4, 7, 8, 16}) {
     for (int split : {64, 128, 512, 2048}) {
-      AttentionShape shape{group * 2, 2, 128, split};
-      Rows rows;
-      int32_t s = 0;
-      for (int i = 0; i < 40; ++i) {
-        const int32_t context = static_cast<int32_t>(rng() % 5000);
-        const int32_t count = rng() % 3 == 0 ? 1 : 1 + static_cast<int32_t>(rng() % 300);
-        rows.add(s++, context, count);
-        if (rng() % 5 == 0) rows.positions.push_back(-1), rows.seq.push_back(0);  // padding
-      }
-      for (int32_t capacity : {0, 7, 100000}) {
-        AttentionPlan plan;
-        ASSERT_TRUE(plan_attention(rows.positions, rows.seq, shape, capacity, &plan).ok());
-        EXPECT_EQ(plan.split, split);
-        const Coverage cov = check_plan(rows, shape, plan, capacity);
-        if (capacity == 0) {
-          EXPECT_TRUE(plan.merges.empty());
+      for (int window : {0, 100, 333, 4096}) {
+        AttentionShape shape{group * 2, 2, 128, split, kAttnRowsPerCta, window};
+        Rows rows;
+        int32_t s = 0;
+        for (int i = 0; i < 40; ++i) {
+          const int32_t context = static_cast<int32_t>(rng() % 5000);
+          const int32_t count = rng() % 3 == 0 ? 1 : 1 + static_cast<int32_t>(rng() % 300);
+          rows.add(s++, context, count);
+          if (rng() % 5 == 0) rows.positions.push_back(-1), rows.seq.push_back(0);  // padding
         }
-        for (const auto& [row, n] : cov.merged_rows) EXPECT_EQ(n, attention_num_splits(rows.positions[row], split));
+        for (int32_t capacity : {0, 7, 100000}) {
+          AttentionPlan plan;
+          ASSERT_TRUE(plan_attention(rows.positions, rows.seq, shape, capacity, &plan).ok());
+          EXPECT_EQ(plan.split, split);
+          const Coverage cov = check_plan(rows, shape, plan, capacity);
+          if (capacity == 0) {
+            EXPECT_TRUE(plan.merges.empty());
+          }
+          for (const auto& [row, n] : cov.merged_rows)
+            EXPECT_EQ(n, attention_num_splits(rows.positions[row], split) -
+                             attention_window_first(rows.positions[row], window) / split);
+        }
       }
     }
   }

@@ -51,16 +51,48 @@ TEST(ModelConfig, MissingKeysAndBadValuesNameTheProblem) {
 
   j = tiny_config();
   j["model_type"] = "mistral";
-  j["sliding_window"] = 4096;
+  j["sliding_window"] = -3;
   c = ModelConfig::from_hf_config(j, "cfg");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("sliding window"), std::string::npos);
+  EXPECT_NE(c.status().message().find("sliding_window must be a positive integer"), std::string::npos)
+      << c.status().message();
+
+  j = tiny_config();
+  j["model_type"] = "qwen2";
+  j["use_sliding_window"] = true;
+  c = ModelConfig::from_hf_config(j, "cfg");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
 
   j = tiny_config();
   j["num_hidden_layers"] = "three";
   c = ModelConfig::from_hf_config(j, "cfg");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("num_hidden_layers"), std::string::npos);
+}
+
+// Mistral's sliding window (transformers: position p attends to j with p - j < window); a
+// Llama config's stray field and a null window mean none.
+TEST(ModelConfig, MistralSlidingWindowIsRead) {
+  auto j = tiny_config();
+  j["model_type"] = "mistral";
+  j["sliding_window"] = 4096;
+  auto c = ModelConfig::from_hf_config(j, "cfg");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->sliding_window, 4096);
+  j["sliding_window"] = nullptr;
+  c = ModelConfig::from_hf_config(j, "cfg");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->sliding_window, 0);
+  j["model_type"] = "llama";
+  j["sliding_window"] = 16;
+  c = ModelConfig::from_hf_config(j, "cfg");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->sliding_window, 0);
+  EXPECT_EQ(attention_window_first(10, 0), 0);
+  EXPECT_EQ(attention_window_first(3, 4), 0);
+  EXPECT_EQ(attention_window_first(4, 4), 1);  // positions 1..4: four of them
+  EXPECT_EQ(attention_window_first(100, 4), 97);
 }
 
 TEST(ModelConfig, Llama3RopeScalingMatchesTransformersFormula) {

@@ -6,7 +6,9 @@
 //   graph's persistent grid;
 // - a planted violation (the split follows the batch) is caught by the same comparison;
 // - accuracy: against a float64 reference on the same bf16 cache, and against the per-query
-//   family (the engine's previous attention) within the bf16 policy.
+//   family (the engine's previous attention) within the bf16 policy;
+// - all of it also under sliding windows (cases with a window: a query at p reads
+//   p - window + 1..p, its first tile and split cut inside a tile).
 // GPU only (skips with "no CUDA device"); the plan's rules are tested on the CPU
 // (tests/kernels_cuda/attention_plan_test.cc).
 #include <gtest/gtest.h>
@@ -34,6 +36,7 @@ struct MmaCase {
   int num_heads;
   int num_kv_heads;
   int split;
+  int window = 0;  // sliding window (0: none)
 };
 
 constexpr int kBlockSize = 16;
@@ -153,7 +156,7 @@ class Stepper {
         out16_(static_cast<size_t>(kMaxRows) * pool.row_floats()),
         pos_(kMaxRows),
         seq_(kMaxRows) {
-    auto work = AttentionWorkBuffers::allocate(kMaxRows, partial_capacity, c.num_heads, c.head_dim, c.split);
+    auto work = AttentionWorkBuffers::allocate(kMaxRows, partial_capacity, c.num_heads, c.head_dim, c.split, c.window);
     EXPECT_TRUE(work.ok()) << work.status().to_string();
     if (work.ok()) work_ = std::move(work).value();
   }
@@ -175,8 +178,9 @@ class Stepper {
     q_.upload(q);
     pos_.upload(pos);
     seq_.upload(seq);
-    AttentionShape shape{c_.num_heads, c_.num_kv_heads, c_.head_dim,
-                         opt.split_override > 0 ? opt.split_override : c_.split, opt.folded_rows};
+    AttentionShape shape{c_.num_heads,    c_.num_kv_heads,
+                         c_.head_dim,     opt.split_override > 0 ? opt.split_override : c_.split,
+                         opt.folded_rows, c_.window};
     const int32_t capacity = opt.partial_capacity < 0 ? capacity_ : opt.partial_capacity;
     const Status planned = plan_attention(pos, seq, shape, capacity, &plan_);
     EXPECT_TRUE(planned.ok()) << planned.to_string();
@@ -197,6 +201,7 @@ class Stepper {
     a.block_tables = dev.tables->get();
     a.block_table_stride = dev.stride->get();
     a.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    a.window = c_.window;
     a.out = opt.out_dtype == DType::kF32 ? static_cast<void*>(out_.get()) : static_cast<void*>(out16_.get());
     a.out_row_stride = width;
     a.out_dtype = opt.out_dtype;
@@ -229,7 +234,8 @@ class AttentionMma : public ::testing::TestWithParam<MmaCase> {};
 std::string mma_name(const ::testing::TestParamInfo<MmaCase>& info) {
   const MmaCase& c = info.param;
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.num_heads) + "_kv" +
-         std::to_string(c.num_kv_heads) + "_split" + std::to_string(c.split);
+         std::to_string(c.num_kv_heads) + "_split" + std::to_string(c.split) +
+         (c.window > 0 ? "_window" + std::to_string(c.window) : "");
 }
 
 TEST_P(AttentionMma, EveryQueryHasTheBitsItHasAlone) {
@@ -346,9 +352,10 @@ double worst_error_vs_f64(const MmaCase& c, const Pool& pool, const std::vector<
       const std::vector<float> qr = pool.q(rows[r].seq, rows[r].pos);
       const float* qh = qr.data() + static_cast<int64_t>(h) * hd;
       const int kvh = h / group;
-      std::vector<double> s(static_cast<size_t>(rows[r].pos) + 1);
+      const int first = attention_window_first(rows[r].pos, c.window);
+      std::vector<double> s(static_cast<size_t>(rows[r].pos) + 1, -INFINITY);
       double mx = -INFINITY;
-      for (int j = 0; j <= rows[r].pos; ++j) {
+      for (int j = first; j <= rows[r].pos; ++j) {
         double dot = 0;
         for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * pool.k(rows[r].seq, j, kvh, d);
         s[static_cast<size_t>(j)] = dot * scale;
@@ -357,7 +364,7 @@ double worst_error_vs_f64(const MmaCase& c, const Pool& pool, const std::vector<
       double sum = 0;
       for (double& x : s) sum += (x = std::exp(x - mx));
       std::vector<double> ref(static_cast<size_t>(hd), 0.0), got(static_cast<size_t>(hd));
-      for (int j = 0; j <= rows[r].pos; ++j)
+      for (int j = first; j <= rows[r].pos; ++j)
         for (int d = 0; d < hd; ++d)
           ref[static_cast<size_t>(d)] += s[static_cast<size_t>(j)] / sum * pool.v(rows[r].seq, j, kvh, d);
       for (int d = 0; d < hd; ++d)
@@ -410,6 +417,7 @@ TEST_P(AttentionMma, MatchesFloat64AndThePerQueryFamily) {
   a.block_tables = dev.tables->get();
   a.block_table_stride = dev.stride->get();
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  a.window = c.window;
   a.out = per_query.get();
   a.out_row_stride = width;
   a.m = static_cast<int64_t>(rows.size());
@@ -432,7 +440,8 @@ TEST_P(AttentionMma, MatchesFloat64AndThePerQueryFamily) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionMma,
                          ::testing::Values(MmaCase{128, 32, 8, 512}, MmaCase{128, 8, 2, 128}, MmaCase{64, 9, 3, 512},
                                            MmaCase{64, 14, 2, 256}, MmaCase{16, 4, 2, 512}, MmaCase{32, 4, 2, 64},
-                                           MmaCase{256, 8, 2, 512}, MmaCase{128, 8, 8, 512}),
+                                           MmaCase{256, 8, 2, 512}, MmaCase{128, 8, 8, 512},
+                                           MmaCase{128, 32, 8, 512, 200}, MmaCase{64, 14, 2, 128, 333}),
                          mma_name);
 
 TEST(AttentionMmaErrors, BadPlansAndShapesAreNamed) {

@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(kRefWarpsPerBlock * 32)
     reference_attention_kernel(const float* __restrict__ q, int64_t q_row_stride, int num_heads,
                                const int32_t* __restrict__ positions, const int32_t* __restrict__ row_seq,
                                const int32_t* __restrict__ block_tables, const int32_t* __restrict__ block_table_stride,
-                               float scale, OutT* __restrict__ out, int64_t out_row_stride, CudaKvLayer kv) {
+                               float scale, int window, OutT* __restrict__ out, int64_t out_row_stride,
+                               CudaKvLayer kv) {
   __shared__ __align__(16) float q_smem[kRefWarpsPerBlock][kMaxCudaHeadDim];
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
@@ -49,12 +50,13 @@ __global__ void __launch_bounds__(kRefWarpsPerBlock * 32)
   float o[kRefOutPerLane];  // O[d] for d = lane + 32 * i
 #pragma unroll
   for (int i = 0; i < kRefOutPerLane; ++i) o[i] = 0.f;
-  float run_max = -INFINITY;  // M
-  float run_sum = 0.f;        // L
+  float run_max = -INFINITY;                                         // M
+  float run_sum = 0.f;                                               // L
+  const int32_t f = window > 0 && p >= window ? p - window + 1 : 0;  // the first position read
   const int num_tiles = p / kKvTile + 1;
-  for (int t = 0; t < num_tiles; ++t) {
+  for (int t = f / kKvTile; t < num_tiles; ++t) {
     const int j = t * kKvTile + lane;
-    const bool valid = j <= p;
+    const bool valid = j >= f && j <= p;
     float s = -INFINITY;
     long long at = 0;  // element offset of (slot of j, kv_head) in kv.k / kv.v
     if (valid) {
@@ -73,15 +75,15 @@ __global__ void __launch_bounds__(kRefWarpsPerBlock * 32)
       }
       s = __fmul_rn(dot, scale);
     }
-    const float new_max = fmaxf(run_max, warp_max(s));  // finite: position t * 32 <= p is valid
+    const float new_max = fmaxf(run_max, warp_max(s));  // finite: the tile holds a position in f..p
     const float pj = valid ? expf(__fsub_rn(s, new_max)) : 0.f;
     const float tile_sum = warp_sum(pj);
-    const float alpha = expf(__fsub_rn(run_max, new_max));  // expf(-inf) = 0 for tile 0
+    const float alpha = expf(__fsub_rn(run_max, new_max));  // expf(-inf) = 0 for the first tile
     run_sum = __fadd_rn(__fmul_rn(run_sum, alpha), tile_sum);
 #pragma unroll
     for (int i = 0; i < kRefOutPerLane; ++i) o[i] = __fmul_rn(o[i], alpha);
     const int tile_len = min(kKvTile, p - t * kKvTile + 1);
-    for (int jj = 0; jj < tile_len; ++jj) {
+    for (int jj = max(0, f - t * kKvTile); jj < tile_len; ++jj) {
       const float w = __shfl_sync(kFullMask, pj, jj);
       const KvT* vj = vc + __shfl_sync(kFullMask, at, jj);
 #pragma unroll
@@ -109,9 +111,9 @@ Status reference_attention(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t 
   const auto launch = [&](auto kv_tag, auto out_tag) {
     using KvT = decltype(kv_tag);
     using OutT = decltype(out_tag);
-    reference_attention_kernel<KvT, OutT>
-        <<<grid, threads, 0, stream>>>(a.q, a.q_row_stride, a.num_heads, a.positions, a.row_seq, a.block_tables,
-                                       a.block_table_stride, a.scale, static_cast<OutT*>(a.out), a.out_row_stride, kv);
+    reference_attention_kernel<KvT, OutT><<<grid, threads, 0, stream>>>(
+        a.q, a.q_row_stride, a.num_heads, a.positions, a.row_seq, a.block_tables, a.block_table_stride, a.scale,
+        a.window, static_cast<OutT*>(a.out), a.out_row_stride, kv);
   };
   const bool f32_kv = kv.dtype == DType::kF32;
   if (a.out_dtype == DType::kF32) {

@@ -65,6 +65,7 @@ uint16_t to_bf16_bits(float v) { return f32_to_bf16(v); }
 struct AttentionParam {
   int head_dim;
   DType kv_dtype;
+  int window = 0;  // sliding window (0: none)
 };
 
 class AttentionCase : public ::testing::TestWithParam<AttentionParam> {};
@@ -74,6 +75,7 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
   CacheShape s;
   s.head_dim = GetParam().head_dim;
   const DType kv_dtype = GetParam().kv_dtype;
+  const int window = GetParam().window;
   const bool bf16 = kv_dtype == DType::kBF16;
   const int64_t slot_floats = static_cast<int64_t>(s.num_kv_heads) * s.head_dim;
   const int64_t cache_floats = static_cast<int64_t>(s.num_blocks) * s.block_size * slot_floats;
@@ -113,8 +115,9 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
   PagedKvView host_kv{k_host.data(), v_host.data(), s.num_blocks, s.block_size, s.num_kv_heads, s.head_dim};
   std::vector<AttentionQuery> ref_queries(static_cast<size_t>(m));
   for (int64_t r = 0; r < m; ++r) {
-    ref_queries[static_cast<size_t>(r)] = {qs.tables.data() + qs.row_seq[static_cast<size_t>(r)] * qs.table_stride,
-                                           qs.positions[static_cast<size_t>(r)]};
+    const int32_t p = qs.positions[static_cast<size_t>(r)];
+    ref_queries[static_cast<size_t>(r)] = {qs.tables.data() + qs.row_seq[static_cast<size_t>(r)] * qs.table_stride, p,
+                                           attention_window_first(p, window)};
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   std::vector<float> expected(static_cast<size_t>(m * row));  // [m, row]
@@ -146,6 +149,7 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
     a.block_tables = tables.get();
     a.block_table_stride = stride.get();
     a.scale = scale;
+    a.window = window;
     a.out = dst;
     a.out_row_stride = row;
     a.out_dtype = dtype;
@@ -176,8 +180,9 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
       ASSERT_LT(err, 2e-5) << "query " << r << " (position " << qs.positions[static_cast<size_t>(r)] << ") head " << h;
     }
   }
-  std::printf("[ attention ] head_dim %d, %s pool: worst relative error vs the oracle %.3g over %lld queries\n",
-              s.head_dim, bf16 ? "bf16" : "f32", worst, static_cast<long long>(m));
+  std::printf(
+      "[ attention ] head_dim %d, %s pool, window %d: worst relative error vs the oracle %.3g over %lld queries\n",
+      s.head_dim, bf16 ? "bf16" : "f32", window, worst, static_cast<long long>(m));
   for (size_t i = 0; i < batch.size(); ++i) {
     ASSERT_EQ(batch_bf16[i], f32_to_bf16(batch[i])) << "bf16 output is not the f32 output rounded, element " << i;
   }
@@ -200,13 +205,15 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
 }
 
 std::string attention_name(const ::testing::TestParamInfo<AttentionParam>& info) {
-  return std::to_string(info.param.head_dim) + (info.param.kv_dtype == DType::kBF16 ? "_bf16" : "_f32");
+  return std::to_string(info.param.head_dim) + (info.param.kv_dtype == DType::kBF16 ? "_bf16" : "_f32") +
+         (info.param.window > 0 ? "_window" + std::to_string(info.param.window) : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionCase,
                          ::testing::Values(AttentionParam{16, DType::kBF16}, AttentionParam{64, DType::kBF16},
                                            AttentionParam{128, DType::kBF16}, AttentionParam{256, DType::kBF16},
-                                           AttentionParam{64, DType::kF32}, AttentionParam{128, DType::kF32}),
+                                           AttentionParam{64, DType::kF32}, AttentionParam{128, DType::kF32},
+                                           AttentionParam{64, DType::kF32, 40}, AttentionParam{128, DType::kBF16, 33}),
                          attention_name);
 
 TEST(KvWrite, WritesSlotsRoundedAndSkipsPaddingAndOutOfPool) {

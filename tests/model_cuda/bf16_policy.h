@@ -96,8 +96,9 @@ class Bf16InputBackend final : public KernelBackend {
         const int kvh = h / group;
         float mx_run = -INFINITY, l = 0.f;
         std::fill(o.begin(), o.end(), 0.f);
-        for (int64_t t0 = 0; t0 < len; t0 += 64) {
-          const int64_t t1 = std::min(len, t0 + 64);
+        // From the query's first position (its sliding window's start), then tiles at multiples of 64.
+        for (int64_t t0 = queries[r].first; t0 < len; t0 = (t0 / 64 + 1) * 64) {
+          const int64_t t1 = std::min(len, (t0 / 64 + 1) * 64);
           std::vector<float> s(static_cast<size_t>(t1 - t0));
           float mx = -INFINITY;
           for (int64_t j = t0; j < t1; ++j) {

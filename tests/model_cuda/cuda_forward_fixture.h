@@ -58,10 +58,15 @@ class CudaForwardFixture {
     table[0] = static_cast<int32_t>(num_blocks);
     std::iota(table.begin() + 1, table.end(), 0);
     EXPECT_EQ(cudaMemcpy(table_.as<void>(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    shape_ = {static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
-              kAttnDefaultSplit};
+    shape_ = {static_cast<int>(c.num_heads),
+              static_cast<int>(c.num_kv_heads),
+              static_cast<int>(c.head_dim),
+              kAttnDefaultSplit,
+              kAttnRowsPerCta,
+              static_cast<int>(c.sliding_window)};
     if (!kv_.empty() && tensor_core_attention(kv_[0], shape_.num_heads)) {
-      auto work = AttentionWorkBuffers::allocate(rows, 64, shape_.num_heads, shape_.head_dim, shape_.split);
+      auto work =
+          AttentionWorkBuffers::allocate(rows, 64, shape_.num_heads, shape_.head_dim, shape_.split, shape_.window);
       EXPECT_TRUE(work.ok()) << work.status().to_string();
       if (work.ok()) work_ = std::move(work).value();
       tensor_cores_ = true;

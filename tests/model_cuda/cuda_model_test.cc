@@ -53,8 +53,8 @@ constexpr double kRealModelBound = 1.5e-1;
 constexpr double kClearGap = 0.15;
 
 const std::string kGoldenDir = std::string(VOSTI_SOURCE_DIR) + "/tests/golden";
-const std::vector<std::string> kTinyModels = {"llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16",
-                                              "qwen3-tiny"};
+const std::vector<std::string> kTinyModels = {"llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
+                                              "mistral-tiny-window"};
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

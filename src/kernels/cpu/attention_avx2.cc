@@ -90,7 +90,7 @@ float tile_max_of(const float* s, int n) {
 }
 
 // One head, one tile of n positions: scores, softmax statistics and O, in the order of
-// attention_avx2.h. `first` is true for tile 0.
+// attention_avx2.h. `first` is true for the query's first tile.
 void head_tile(const float* q, const float* const* k_rows, const float* const* v_rows, int n, int d, float scale,
                bool first, HeadState& st) {
   float s[kKvTile];  // [n]: scores, then probabilities
@@ -133,6 +133,7 @@ void attention_group_avx2(const float* q, int num_group_heads, const AttentionQu
   VOSTI_CHECK(d > 0 && d <= kMaxCpuHeadDim, "attention: head_dim outside 1..512");
   VOSTI_CHECK(num_group_heads > 0 && num_group_heads <= kMaxCpuGroupHeads, "attention: group heads outside 1..8");
   VOSTI_CHECK(query.position >= 0, "attention: negative position");
+  VOSTI_CHECK(query.first >= 0 && query.first <= query.position, "attention: first outside 0..position");
   alignas(32) float o[kMaxCpuGroupHeads * kMaxCpuHeadDim];  // [num_group_heads, d]: running numerators
   HeadState states[kMaxCpuGroupHeads];
   for (int g = 0; g < num_group_heads; ++g) states[g].o = o + g * d;
@@ -140,8 +141,10 @@ void attention_group_avx2(const float* q, int num_group_heads, const AttentionQu
   const float* k_rows[kKvTile];  // [tile]: K row of each position in the tile
   const float* v_rows[kKvTile];  // [tile]: V row of each position in the tile
   const int64_t len = static_cast<int64_t>(query.position) + 1;
-  for (int64_t t0 = 0; t0 < len; t0 += kKvTile) {
-    const int n = static_cast<int>(std::min<int64_t>(kKvTile, len - t0));
+  // The first tile starts at the query's first position; the others at multiples of kKvTile.
+  const int64_t first = query.first;
+  for (int64_t t0 = first; t0 < len; t0 = (t0 / kKvTile + 1) * kKvTile) {
+    const int n = static_cast<int>(std::min<int64_t>((t0 / kKvTile + 1) * kKvTile, len) - t0);
     // Address only (no arithmetic): walk the block table from the tile start without a division per position.
     int64_t slot = kv_slot_of_position(kv, query.block_table, t0);
     int64_t in_block = t0 % kv.block_size;
@@ -157,7 +160,7 @@ void attention_group_avx2(const float* q, int num_group_heads, const AttentionQu
       ++in_block;
     }
     // The tile's K/V (n x d each) stay in L1 while every head of the group uses them.
-    for (int g = 0; g < num_group_heads; ++g) head_tile(q + g * d, k_rows, v_rows, n, d, scale, t0 == 0, states[g]);
+    for (int g = 0; g < num_group_heads; ++g) head_tile(q + g * d, k_rows, v_rows, n, d, scale, t0 == first, states[g]);
   }
   for (int g = 0; g < num_group_heads; ++g) {
     for (int i = 0; i < d; ++i) out[g * d + i] = states[g].o[i] / states[g].run_sum;

@@ -90,7 +90,8 @@ __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.com
 __device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // One CTA of kAttnThreads threads per (query row blockIdx.x, head blockIdx.y), walking the
-// query's positions in chunks of kAttnThreads (kTilesPerChunk KV tiles):
+// query's positions f..p in chunks of kAttnThreads (kTilesPerChunk KV tiles) from the chunk of f,
+// skipping the tiles wholly before f:
 //   0. the chunk's V rows are copied to shared memory (cp.async, every thread a piece) while
 //   A. thread i scores position chunk + i (its fma chain over d, then * scale; K read directly);
 //   B. warp 0 runs the tiles' online softmax in tile order, lane l holding position
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, int64_t q_row_stride, int num_heads,
                      const int32_t* __restrict__ positions, const int32_t* __restrict__ row_seq,
                      const int32_t* __restrict__ block_tables, const int32_t* __restrict__ block_table_stride,
-                     float scale, OutT* __restrict__ out, int64_t out_row_stride, CudaKvLayer kv) {
+                     float scale, int window, OutT* __restrict__ out, int64_t out_row_stride, CudaKvLayer kv) {
   extern __shared__ __align__(16) unsigned char v_smem[];  // [kAttnThreads, hd] KvT
   __shared__ __align__(16) float qs[kMaxCudaHeadDim];      // [hd] the query head
   __shared__ float p_s[kAttnThreads];                      // the chunk's scores, then its weights p_j
@@ -124,6 +125,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     for (int d = tid; d < hd; d += kAttnThreads) store_out(oh, d, __int_as_float(0x7fc00000));
     return;
   }
+  const int32_t f = window > 0 && p >= window ? p - window + 1 : 0;  // the first position read
   const float* qh = q + r * q_row_stride + static_cast<int64_t>(h) * hd;
   for (int d = tid; d < hd; d += kAttnThreads) qs[d] = qh[d];
   const int32_t* table = block_tables + static_cast<int64_t>(row_seq[r]) * *block_table_stride;
@@ -139,7 +141,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int i = 0; i < kDimsPerThread; ++i) o[i] = 0.f;
   float run_max = -INFINITY;  // M (warp 0)
   float run_sum = 0.f;        // L (warp 0)
-  for (int base = 0; base <= p; base += kAttnThreads) {
+  for (int base = f / kAttnThreads * kAttnThreads; base <= p; base += kAttnThreads) {
     const int j = base + tid;
     const int n_valid = min(kAttnThreads, p - base + 1);
     if (j <= p) off_s[tid] = kv_offset(kv, table[j / kv.block_size], kv_head, j % kv.block_size);
@@ -156,17 +158,19 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
     copy_async_commit();
     float s = -INFINITY;
-    if (j <= p) s = __fmul_rn(dot_row<kHd>(qs, kc + off_s[tid], hd), scale);
+    if (j >= f && j <= p) s = __fmul_rn(dot_row<kHd>(qs, kc + off_s[tid], hd), scale);
     p_s[tid] = s;
     __syncthreads();
     if (warp == 0) {
       for (int t = 0; t < kTilesPerChunk && base + t * kKvTile <= p; ++t) {
-        const bool valid = base + t * kKvTile + lane <= p;
+        if (base + (t + 1) * kKvTile <= f) continue;  // wholly before f
+        const int j_lane = base + t * kKvTile + lane;
+        const bool valid = j_lane >= f && j_lane <= p;
         const float sj = p_s[t * kKvTile + lane];
-        const float new_max = fmaxf(run_max, warp_max(sj));  // finite: the tile's first position is valid
+        const float new_max = fmaxf(run_max, warp_max(sj));  // finite: the tile holds a valid position
         const float pj = valid ? expf(__fsub_rn(sj, new_max)) : 0.f;
         const float tile_sum = warp_sum(pj);
-        const float alpha = expf(__fsub_rn(run_max, new_max));  // expf(-inf) = 0 for tile 0
+        const float alpha = expf(__fsub_rn(run_max, new_max));  // expf(-inf) = 0 for the first tile
         run_sum = __fadd_rn(__fmul_rn(run_sum, alpha), tile_sum);
         p_s[t * kKvTile + lane] = pj;
         if (lane == 0) alpha_s[t] = alpha;
@@ -176,12 +180,13 @@ __global__ void __launch_bounds__(kAttnThreads)
     copy_async_wait_all();
     __syncthreads();  // the weights, alphas and V rows are visible to every thread
     for (int t = 0; t < kTilesPerChunk && base + t * kKvTile <= p; ++t) {
+      if (base + (t + 1) * kKvTile <= f) continue;
       const float alpha = alpha_s[t];
 #pragma unroll
       for (int i = 0; i < kDimsPerThread; ++i) o[i] = __fmul_rn(o[i], alpha);
       const int tile_len = min(kKvTile, p - (base + t * kKvTile) + 1);
 #pragma unroll 8
-      for (int jj = 0; jj < tile_len; ++jj) {
+      for (int jj = max(0, f - (base + t * kKvTile)); jj < tile_len; ++jj) {
         const float w = p_s[t * kKvTile + jj];
         const KvT* vj = v_s + (t * kKvTile + jj) * hd;
 #pragma unroll
@@ -216,7 +221,7 @@ Status launch_attention(const AttentionArgs& a, const CudaKvLayer& kv, cudaStrea
     raised.store(smem, std::memory_order_release);
   }
   kernel<<<grid, kAttnThreads, smem, stream>>>(a.q, a.q_row_stride, a.num_heads, a.positions, a.row_seq, a.block_tables,
-                                               a.block_table_stride, a.scale, static_cast<OutT*>(a.out),
+                                               a.block_table_stride, a.scale, a.window, static_cast<OutT*>(a.out),
                                                a.out_row_stride, kv);
   return cuda_launch_status("attention");
 }
@@ -306,6 +311,7 @@ Status attention_per_query(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t 
   if (a.out_dtype != DType::kF32 && a.out_dtype != DType::kBF16) {
     return invalid_argument("attention: output dtype must be f32 or bf16");
   }
+  if (a.window < 0) return invalid_argument("attention: negative sliding window " + std::to_string(a.window));
   if (a.m == 0) return Status();
   const bool f32_kv = kv.dtype == DType::kF32;
   if (a.out_dtype == DType::kF32) {

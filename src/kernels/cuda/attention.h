@@ -1,7 +1,8 @@
 // Paged attention on the GPU over the device KV pool: kv_write stores a step's K/V rows into
 // their cache slots (rounded once to the pool's dtype), then attention() runs every query
-// over logical positions 0..p of its own sequence, read back through that sequence's block
-// table (DESIGN.md rule 4).
+// over logical positions f..p of its own sequence, read back through that sequence's block
+// table (DESIGN.md rule 4). f = 0, or under a sliding window of W positions (AttentionArgs::
+// window, a constant of the model) f = max(0, p - W + 1): a function of p alone.
 //
 // Pool layout of one layer (CudaKvLayer): k and v are [num_blocks, num_kv_heads, block_size,
 // head_dim] of the pool dtype (bf16 or f32): a (block, head) page is block_size * head_dim
@@ -21,13 +22,16 @@
 //    row (position p, head h, KV head h / group) the operations are, whatever rows share its
 //    CTA, warp or mma, and whichever CTA computes it:
 //   q = bf16(q_f32) elementwise (round to nearest even); c = scale * log2(e) (one f32 product,
-//   host); KV tiles t = 0 .. floor(p / 64) cover positions [64t, 64t + 64); split s covers the
-//   tiles of positions [s * split, (s + 1) * split) (split: AttentionShape, a multiple of 64).
+//   host); KV tiles t = floor(f / 64) .. floor(p / 64) cover positions [64t, 64t + 64); split s
+//   covers the tiles of positions [s * split, (s + 1) * split) (split: AttentionShape, a
+//   multiple of 64); the row's splits are floor(f / split) .. floor(p / split).
 //   Per split, from M = -inf, l = 0, O = +0 (l is held as 4 partial sums, one per column class
-//   below), for each tile t of the split in increasing t:
+//   below), for each tile t of the split that the row visits, in increasing t:
 //     x_j = mma chain over d in steps of 16 (k = 0, 16, ...: D = A*B + D from +0) of q . k_j,
 //       j in the tile (the tensor core's m16n8k16 as a function of its operands); x_j = -inf
-//       for j > p (only in tile floor(p / 64); those K rows hold whatever their page holds);
+//       for j > p (only in tile floor(p / 64); those K rows hold whatever their page holds) and
+//       for j < f (only in tile floor(f / 64); positions of the sequence, whose K/V are
+//       written): every visited tile holds at least one position f <= j <= p;
 //     mx = max_j x_j (exact); M' = max(M, mx); alpha = ex2((M - M') * c) (rounded subtract,
 //       rounded multiply, ex2.approx.ftz; 0 when M = -inf); m' = M' * c (rounded);
 //     p_j = ex2(fma(x_j, c, -m')) (one rounding, then ex2.approx.ftz; exactly +0 for x_j = -inf);
@@ -46,24 +50,26 @@
 //   out[d] = A.O[d] / A.L (one IEEE division), rounded once to the output dtype. One CTA folds
 //   the splits in registers and shared memory, or each split runs on its own CTA and saves its
 //   state (exact f32 values) for the merge kernel, which folds the same way: the same values.
-//   The tiles a row visits, its masked positions and its split cuts depend on p alone.
+//   The tiles a row visits, its masked positions and its split cuts depend on p (and W) alone.
 //
 // 2. The per-query family (attention.cu; every other deployment, f32 pools among them), one CTA
 //    per (query, head) on CUDA cores. Reduction order (fixed; depends only on the query's own
 //    q, its own position p, its block table and the cache; never on the query's row, the row
 //    count m, the chunk the query came in, its sequence's index or other queries). Head h
-//    reads kv head h / (num_heads / num_kv_heads). KV tiles t = 0, 1, ..., floor(p / kKvTile)
-//    cover logical positions [t*kKvTile, (t+1)*kKvTile), kKvTile = 32 = the warp width; in tile t:
-//   lane l owns position j = t*32 + l; if j <= p:
+//    reads kv head h / (num_heads / num_kv_heads). KV tiles t = floor(f / kKvTile), ...,
+//    floor(p / kKvTile) cover logical positions [t*kKvTile, (t+1)*kKvTile), kKvTile = 32 = the
+//    warp width; in tile t:
+//   lane l owns position j = t*32 + l; if f <= j <= p:
 //     s_j = (fma chain over d = 0, 1, ..., head_dim-1 from +0: s = fma(q[d], k_j[d], s)) * scale
-//     (one rounded multiply; k_j[d] widened exactly from the pool dtype); lanes with j > p hold
-//     no score and read nothing;
+//     (one rounded multiply; k_j[d] widened exactly from the pool dtype); other lanes hold
+//     no score (-inf) and read nothing;
 //   m_t = max of the s_j (butterfly __shfl_xor max, offsets 16, 8, 4, 2, 1; max is exact);
-//   M' = max(M, m_t) (M = -inf before tile 0); p_j = expf(s_j - M') for j <= p, +0 otherwise;
+//   M' = max(M, m_t) (M = -inf before the first tile); p_j = expf(s_j - M') for f <= j <= p, +0
+//   otherwise;
 //   S_t = butterfly sum of the p_j, __shfl_xor offsets 16, 8, 4, 2, 1 (identical in all lanes);
-//   alpha = expf(M - M') (0 for tile 0); L = L * alpha + S_t (rounded multiply, then add);
+//   alpha = expf(M - M') (0 for the first tile); L = L * alpha + S_t (rounded multiply, then add);
 //   lane l owns output elements d = l, l + 32, ... < head_dim: O[d] = O[d] * alpha, then
-//     O[d] = fma(p_j, v_j[d], O[d]) for j = t*32, t*32 + 1, ..., min(t*32 + 31, p) in order;
+//     O[d] = fma(p_j, v_j[d], O[d]) for j = max(t*32, f), ..., min(t*32 + 31, p) in order;
 //   M = M'.
 //   Finally out[d] = O[d] / L (one IEEE division), rounded once to the output dtype.
 // Every operation of both families is an explicitly rounded intrinsic or one named PTX
@@ -124,6 +130,7 @@ struct AttentionWorkView {
   float* partials = nullptr;                 // [partial_capacity, num_heads, head_dim + 2] f32 device: O, then M and L
   int32_t partial_capacity = 0;
   int split = kAttnDefaultSplit;  // the deployment's KV split (attention_plan.h)
+  int window = 0;                 // the sliding window the plan was made for (AttentionArgs::window)
 };
 
 // Floats of one partial slot: num_heads * (head_dim + 2).
@@ -140,6 +147,7 @@ struct AttentionArgs {
   const int32_t* block_tables = nullptr;        // [num_seqs, *block_table_stride] device
   const int32_t* block_table_stride = nullptr;  // device scalar
   float scale = 1.0f;                           // multiplies q.k (1 / sqrt(head_dim))
+  int window = 0;  // sliding window (the model's, a deployment constant): query at p reads p - window + 1..p; 0: 0..p
   void* out =
       nullptr;  // [m, out_row_stride] out_dtype, device: head h of row r at out + r * out_row_stride + h * head_dim
   int64_t out_row_stride = 0;
@@ -161,7 +169,8 @@ bool tensor_core_attention(const CudaKvLayer& kv, int num_heads);
 // the same split, and enough partial slots.
 // Errors: kInvalidArgument for null pointers, m < 0, head_dim not a multiple of 4 or above
 // kMaxCudaHeadDim, num_heads not a multiple of num_kv_heads, strides too small, an
-// unsupported dtype, a missing plan; kInternal for a launch failure.
+// unsupported dtype, a missing plan, a negative window or one that differs from the plan's;
+// kInternal for a launch failure.
 Status attention(const AttentionArgs& args, CudaKvLayer kv, cudaStream_t stream);
 
 // The two families by name (tests and benchmarks compare them; attention() picks one).

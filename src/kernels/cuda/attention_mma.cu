@@ -55,7 +55,8 @@ struct MmaParams {
   int block_size;
   int block_shift;  // log2(block_size) when block_size is a power of two <= 64 (it divides a tile), else -1
   int tiles_per_split;
-  float c;  // scale * log2(e)
+  int window;  // sliding window (attention.h): 0, or a row at p reads from p - window + 1
+  float c;     // scale * log2(e)
   void* out;
   int64_t out_row_stride;
   float* partial_o;   // [capacity, num_heads, hd]
@@ -226,10 +227,15 @@ __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& 
   }
 }
 
+// First position a row at `pos` reads (attention.h's f): 0, or its sliding window's start.
+__device__ __forceinline__ int window_first(int pos, int window) {
+  return window > 0 && pos >= window ? pos - window + 1 : 0;
+}
+
 // The positions of an item's rows: row r (position x head of the group) is at position
 // first + min(r, rows - 1) / group (rows past the item: the last row's).
 struct RowSpan {
-  int first, rows, group;
+  int first, rows, group, window;
   // This lane's row i (0: lane / 4, 1: lane / 4 + 8) of the warp's block b.
   template <int kBlocks>
   __device__ __forceinline__ int position(int b, int i) const {
@@ -243,9 +249,11 @@ struct RowSpan {
 // One KV tile for the warp's kBlocks x 16 rows (attention.h's per-tile steps; each block's
 // rows get exactly the operations a lone block's rows get: the K and V fragments are only
 // loaded once for all blocks). span: the item's rows; mask: the tile holds positions past some
-// row's own (the item's last tile). There, positions past the item's last hold whatever their
-// page held: their scores become -inf and their V fragments bf16 +0 (P.V then meets the same
-// zeros a zero-filled copy gave).
+// row's own (the item's last tile) or, under a sliding window, before some row's first (the
+// item's first tile). Positions past the item's last hold whatever their page held: their
+// scores become -inf and their V fragments bf16 +0 (P.V then meets the same zeros a
+// zero-filled copy gave); positions before a row's first are the sequence's (finite): their
+// scores become -inf, so their weights are exact zeros.
 template <int kHd, int kBlocks>
 __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t q_rows, uint32_t k_stage,
                                           uint32_t v_stage, int tile, bool mask, const RowSpan& span, float c) {
@@ -279,11 +287,14 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
     }
   }
   if (mask) {
-    int p[kBlocks][2];
+    int p[kBlocks][2], f[kBlocks][2];
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) p[b][i] = span.position<kBlocks>(b, i);
+      for (int i = 0; i < 2; ++i) {
+        p[b][i] = span.position<kBlocks>(b, i);
+        f[b][i] = window_first(p[b][i], span.window);
+      }
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
@@ -291,8 +302,8 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
-          if (j > p[b][0]) s[b][nt][e] = -INFINITY;
-          if (j > p[b][1]) s[b][nt][2 + e] = -INFINITY;
+          if (j > p[b][0] || j < f[b][0]) s[b][nt][e] = -INFINITY;
+          if (j > p[b][1] || j < f[b][1]) s[b][nt][2 + e] = -INFINITY;
         }
   }
   // Online softmax of each row.
@@ -495,13 +506,19 @@ __device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWor
   }
 }
 
-// The KV tiles of one work item: tiles [t_begin, t_end) of its splits, up to its last position.
+// The KV tiles of one work item: tiles [t_begin, t_end) of its splits, from its rows' first
+// tile (they share it: attention_plan.h) up to its last position.
 struct ItemTiles {
-  int t_begin, t_end, last_pos;
-  __device__ __forceinline__ ItemTiles(const AttentionWork& w, int tiles_per_split) {
+  int t_begin, t_end, last_pos, first_tile;
+  __device__ __forceinline__ ItemTiles(const AttentionWork& w, const MmaParams& p) {
     last_pos = w.first_position + w.num_positions - 1;
-    t_begin = w.split_begin * tiles_per_split;
-    t_end = min(w.split_end * tiles_per_split, last_pos / kTile + 1);
+    first_tile = window_first(w.first_position, p.window) / kTile;
+    t_begin = max(w.split_begin * p.tiles_per_split, first_tile);
+    t_end = min(w.split_end * p.tiles_per_split, last_pos / kTile + 1);
+  }
+  // Whether tile t holds positions some row of the item must not read.
+  __device__ __forceinline__ bool masked(int t, int window) const {
+    return t == last_pos / kTile || (window > 0 && t == first_tile);
   }
 };
 
@@ -531,7 +548,7 @@ struct Loader {
     if (item >= num_work) return;
     const AttentionWork w = next;
     next = work_after(p, num_work, item);
-    const ItemTiles tiles(w, p.tiles_per_split);
+    const ItemTiles tiles(w, p);
     t = tiles.t_begin;
     t_end = tiles.t_end;
     last_pos = tiles.last_pos;
@@ -577,7 +594,7 @@ __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, 
   for (int item = first; item < num_work; item += static_cast<int>(gridDim.x)) {
     const AttentionWork w = next;
     next = work_after(p, num_work, item);
-    const ItemTiles tiles(w, p.tiles_per_split);
+    const ItemTiles tiles(w, p);
     begin_item(w);
     for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
       if (loader.item < num_work) {
@@ -628,7 +645,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
     if (warp * kBlocks * 16 < rows) {
       if (t == s * p.tiles_per_split) reset(state);
       tile_step<kHd, kBlocks>(state, q_rows, base + S::kK + stage * S::kTileBytes, base + S::kV + stage * S::kTileBytes,
-                              t, t == tiles.last_pos / kTile, RowSpan{w.first_position, rows, p.group}, p.c);
+                              t, tiles.masked(t, p.window), RowSpan{w.first_position, rows, p.group, p.window}, p.c);
       if (t + 1 == tiles.t_end || t + 1 == (s + 1) * p.tiles_per_split)
         end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, s, state, acc, acc_o);
     }
@@ -713,13 +730,14 @@ __device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t 
   }
   if (mask) {
     const int p[2] = {decode_position(span, 0), decode_position(span, 1)};
+    const int f[2] = {window_first(p[0], span.window), window_first(p[1], span.window)};
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int j = tile * kTile + (2 * warp + h) * 8 + 2 * quad + e;
-        if (j > p[0]) s[h][e] = -INFINITY;
-        if (j > p[1]) s[h][2 + e] = -INFINITY;
+        if (j > p[0] || j < f[0]) s[h][e] = -INFINITY;
+        if (j > p[1] || j < f[1]) s[h][2 + e] = -INFINITY;
       }
   }
   // Each row's maximum: the slice's, then the four slices' from shared memory.
@@ -848,8 +866,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const Mma
   };
   const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
     decode_tile_step<kHd>(state, base + S::kQ, base + S::kK + stage * S::kTileBytes,
-                          base + S::kV + stage * S::kTileBytes, t, t == tiles.last_pos / kTile,
-                          RowSpan{w.first_position, w.num_positions * p.group, p.group}, p.c, smem);
+                          base + S::kV + stage * S::kTileBytes, t, tiles.masked(t, p.window),
+                          RowSpan{w.first_position, w.num_positions * p.group, p.group, p.window}, p.c, smem);
     if (t + 1 == tiles.t_end && w.split_end - w.split_begin == 1) decode_end<kHd, OutT>(p, w, kv_head, state);
   };
   stream_items<S>(p, base, begin_item, tile);
@@ -1006,6 +1024,7 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
   for (int shift = 0; shift <= 6; ++shift)
     if (kv.block_size == 1 << shift) p.block_shift = shift;
   p.tiles_per_split = w.split / kTile;
+  p.window = a.window;
   p.c = a.scale * 1.44269504088896340736f;  // one f32 rounding
   p.out = a.out;
   p.out_row_stride = a.out_row_stride;
@@ -1037,12 +1056,15 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
 
 Status attention_tensor_cores(const AttentionArgs& a, CudaKvLayer kv, cudaStream_t stream) {
   if (kv.dtype != DType::kBF16) return invalid_argument("attention (tensor cores): the KV pool must be bf16");
-  AttentionShape shape{a.num_heads, kv.num_kv_heads, kv.head_dim, a.work.split, a.work.folded_rows};
+  AttentionShape shape{a.num_heads, kv.num_kv_heads, kv.head_dim, a.work.split, a.work.folded_rows, a.window};
   if (kv.head_dim == 256 && shape.folded_rows != kAttnRowsPerCta)
     return unimplemented("attention (tensor cores): head_dim 256 folds with " + std::to_string(kAttnRowsPerCta) +
                          " rows per CTA only");
   VOSTI_RETURN_IF_ERROR(check_attention_shape(shape));
   const AttentionWorkView& w = a.work;
+  if (w.window != a.window)
+    return invalid_argument("attention (tensor cores): the plan was made for sliding window " +
+                            std::to_string(w.window) + ", the call asks for " + std::to_string(a.window));
   if (w.num_folded < 0 || w.num_folded_one_split < 0 || w.num_folded_one_split > w.num_folded || w.per_split_grid < 0 ||
       w.merge_grid < 0)
     return invalid_argument("attention (tensor cores): negative grid in the plan");

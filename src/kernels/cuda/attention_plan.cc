@@ -7,15 +7,24 @@
 namespace vosti {
 namespace {
 
+// The first position a query at p reads (attention.h's f).
+int32_t window_first(int32_t p, int window) { return window > 0 && p >= window ? p - window + 1 : 0; }
+
 // Appends the work of one run of consecutive positions [first, first + count) of `seq` starting
-// at `row`: cut at tile boundaries, each tile's positions spread evenly over as few CTAs as fit.
+// at `row`: cut at the boundaries of the tiles of the positions and of their first positions
+// (f(q) reaches the next tile start 64 (t + 1) at q = 64 (t + 1) + window - 1), each piece's
+// positions spread evenly over as few CTAs as fit.
 void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decode, const AttentionShape& shape,
               int32_t partial_capacity, AttentionPlan* plan) {
   const int max_positions = (decode ? kAttnRowsPerCta : shape.folded_rows) / shape.group();
   int32_t p = first;
   const int32_t end = first + count;
   while (p < end) {
-    const int32_t tile_end = std::min(end, (p / kAttnKvTile + 1) * kAttnKvTile);
+    int32_t tile_end = std::min(end, (p / kAttnKvTile + 1) * kAttnKvTile);
+    if (shape.window > 0) {
+      const int64_t cut = int64_t{window_first(p, shape.window) / kAttnKvTile + 1} * kAttnKvTile + shape.window - 1;
+      tile_end = static_cast<int32_t>(std::min<int64_t>(tile_end, cut));
+    }
     const int32_t n = tile_end - p;
     const int32_t pieces = (n + max_positions - 1) / max_positions;
     for (int32_t i = 0; i < pieces; ++i) {
@@ -26,17 +35,17 @@ void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decod
       w.first_row = row + (a - first);
       w.first_position = a;
       w.num_positions = b - a;
-      w.split_begin = 0;
+      w.split_begin = window_first(a, shape.window) / shape.split;
       w.split_end = attention_num_splits(b - 1, shape.split);
-      const int32_t splits = w.split_end;
+      const int32_t splits = w.split_end - w.split_begin;
       if (decode && splits == 1) {
         plan->per_split.push_back(w);
       } else if (decode && plan->num_partials + splits <= partial_capacity) {
         plan->merges.push_back({w.first_row, plan->num_partials, splits});
         for (int32_t s = 0; s < splits; ++s) {
           AttentionWork one = w;
-          one.split_begin = s;
-          one.split_end = s + 1;
+          one.split_begin = w.split_begin + s;
+          one.split_end = w.split_begin + s + 1;
           one.partial = plan->num_partials + s;
           plan->per_split.push_back(one);
         }
@@ -72,6 +81,7 @@ Status check_attention_shape(const AttentionShape& s) {
     return invalid_argument("attention: the KV split " + std::to_string(s.split) + " must be a positive multiple of " +
                             std::to_string(kAttnKvTile));
   }
+  if (s.window < 0) return invalid_argument("attention: negative sliding window " + std::to_string(s.window));
   return Status();
 }
 
@@ -81,6 +91,7 @@ Status plan_attention(std::span<const int32_t> positions, std::span<const int32_
   VOSTI_RETURN_IF_ERROR(check_attention_shape(shape));
   plan->split = shape.split;
   plan->folded_rows = shape.folded_rows;
+  plan->window = shape.window;
   if (positions.size() != row_seq.size())
     return invalid_argument("attention plan: positions and row_seq differ in length");
   const int32_t m = static_cast<int32_t>(positions.size());

@@ -4,10 +4,12 @@
 //
 // Invariants (what keeps the bits independent of the batch; attention.h states the arithmetic):
 // - A work item holds consecutive positions of one sequence that share the KV tile of their
-//   last position (floor(p / kAttnKvTile) is the same for every row of an item), all heads of
-//   one KV head group, at most kAttnRowsPerCta rows (AttentionShape::folded_rows for items
-//   that fold their splits). So every row of an item walks the same
-//   tiles 0..floor(p / kAttnKvTile), and no row ever sees a tile wholly past its own position.
+//   last position (floor(p / kAttnKvTile) is the same for every row of an item) and, under a
+//   sliding window, the KV tile of their first (floor(f / kAttnKvTile), f the row's first
+//   position: attention.h), all heads of one KV head group, at most kAttnRowsPerCta rows
+//   (AttentionShape::folded_rows for items that fold their splits). So every row of an item
+//   walks the same tiles floor(f / kAttnKvTile)..floor(p / kAttnKvTile), and no row ever sees a
+//   tile wholly outside its own positions.
 // - Split boundaries are multiples of the deployment's split size (AttentionShape::split),
 //   a multiple of kAttnKvTile: logical positions, never a function of the step.
 // - Where an item's splits run (one CTA folding them in order, or one CTA per split with the
@@ -38,6 +40,7 @@ struct AttentionShape {
   // Rows of a CTA that folds its splits: kAttnRowsPerCta or twice it (two m16 blocks per warp,
   // the K/V fragments loaded once for both). Where a row is computed, never how.
   int folded_rows = kAttnRowsPerCta;
+  int window = 0;  // the model's sliding window (attention.h): 0 = none
   int group() const { return num_heads / num_kv_heads; }
 };
 
@@ -47,7 +50,8 @@ struct AttentionWork {
   int32_t first_row = 0;       // query row of first_position; position first_position + i is row first_row + i
   int32_t first_position = 0;  // logical position of the first query
   int32_t num_positions = 0;   // 1 .. (kAttnRowsPerCta or folded_rows) / group
-  int32_t split_begin = 0;     // the splits [split_begin, split_end) this CTA computes, in order
+  int32_t split_begin = 0;     // the splits [split_begin, split_end) this CTA computes, in order (a row's
+                               // first split is floor(f / split): 0 without a sliding window)
   int32_t split_end = 0;
   int32_t partial = -1;  // -1: fold the splits and write the output; >= 0: (one position, one split) save the
                          // split's state in partial slot `partial`
@@ -72,6 +76,7 @@ struct AttentionPlan {
   int32_t num_partials = 0;       // partial slots used
   int split = kAttnDefaultSplit;  // the split the plan was made for
   int folded_rows = kAttnRowsPerCta;
+  int window = 0;  // the sliding window the plan was made for
   void clear() {
     folded.clear();
     num_folded_one_split = 0;
@@ -92,7 +97,8 @@ inline int32_t attention_num_splits(int32_t position, int split) { return positi
 Status plan_attention(std::span<const int32_t> positions, std::span<const int32_t> row_seq, const AttentionShape& shape,
                       int32_t partial_capacity, AttentionPlan* plan);
 
-// Checks a shape for the tensor-core family: heads, group, head_dim in kAttnHeadDims, split.
+// Checks a shape for the tensor-core family: heads, group, head_dim in kAttnHeadDims, split,
+// window >= 0.
 Status check_attention_shape(const AttentionShape& shape);
 
 // The head dimensions the tensor-core family is instantiated for.

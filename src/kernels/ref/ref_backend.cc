@@ -5,7 +5,7 @@
 //   rounded, then added), then + bias; w's values are core/quant_blocks.h's decoding of
 //   its stored rows.
 // - rms_norm: sum of squares sequentially over n, then scalar_math.h's scale.
-// - attention: plain two-pass softmax over positions 0..p (no tiling): scores by a
+// - attention: plain two-pass softmax over positions first..p (no tiling): scores by a
 //   sequential dot over head_dim, max, exp, sequential sum, then out[d] =
 //   (sum_j p_j * v_j[d], sequential over j) / sum.
 // - rope, silu_mul, kv_write: element-wise, the formulas of scalar_math.h.
@@ -107,14 +107,15 @@ class RefBackend final : public KernelBackend {
     std::vector<float> scores;  // [position + 1]
     for (int64_t r = 0; r < m; ++r) {
       const AttentionQuery& query = queries[r];
-      const int64_t len = static_cast<int64_t>(query.position) + 1;
+      VOSTI_CHECK(query.first >= 0 && query.first <= query.position, "attention: first outside 0..position");
+      const int64_t lo = query.first, len = static_cast<int64_t>(query.position) + 1;
       scores.resize(static_cast<size_t>(len));
       for (int h = 0; h < num_heads; ++h) {
         const float* qh = q + (r * num_heads + h) * d;  // [d]
         float* oh = out + (r * num_heads + h) * d;      // [d]
         const int kvh = h / group;
         float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < len; ++j) {
+        for (int64_t j = lo; j < len; ++j) {
           const float* kj = kv.k + kv_slot_offset(kv, kv_slot_of_position(kv, query.block_table, j), kvh);
           float s = 0.0f;
           for (int i = 0; i < d; ++i) s += qh[i] * kj[i];
@@ -122,12 +123,12 @@ class RefBackend final : public KernelBackend {
           mx = std::max(mx, scores[static_cast<size_t>(j)]);
         }
         float sum = 0.0f;
-        for (int64_t j = 0; j < len; ++j) {
+        for (int64_t j = lo; j < len; ++j) {
           scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - mx);
           sum += scores[static_cast<size_t>(j)];
         }
         for (int i = 0; i < d; ++i) oh[i] = 0.0f;
-        for (int64_t j = 0; j < len; ++j) {
+        for (int64_t j = lo; j < len; ++j) {
           const float* vj = kv.v + kv_slot_offset(kv, kv_slot_of_position(kv, query.block_table, j), kvh);
           for (int i = 0; i < d; ++i) oh[i] += scores[static_cast<size_t>(j)] * vj[i];
         }

@@ -17,13 +17,14 @@ size_t AttentionWorkBuffers::per_split_offset() const {
 }
 
 Result<AttentionWorkBuffers> AttentionWorkBuffers::allocate(int64_t row_capacity, int32_t partial_capacity,
-                                                            int num_heads, int head_dim, int split) {
+                                                            int num_heads, int head_dim, int split, int window) {
   if (row_capacity <= 0 || partial_capacity < 0)
     return invalid_argument("attention work buffers: row capacity must be positive, partial capacity >= 0");
   AttentionWorkBuffers b;
   b.row_capacity_ = row_capacity;
   b.partial_capacity_ = partial_capacity;
   b.split_ = split;
+  b.window_ = window;
   const size_t bytes =
       b.per_split_offset() + static_cast<size_t>(row_capacity + partial_capacity) * sizeof(AttentionWork);
   VOSTI_ASSIGN_OR_RETURN(b.host_, PinnedMemory::allocate(bytes, "the attention plan"));
@@ -49,6 +50,7 @@ AttentionWorkView AttentionWorkBuffers::base_view() const {
   v.partials = partials_.empty() ? nullptr : partials_.as<float>();
   v.partial_capacity = partial_capacity_;
   v.split = split_;
+  v.window = window_;
   return v;
 }
 
@@ -75,6 +77,7 @@ Result<AttentionWorkView> AttentionWorkBuffers::upload(const AttentionPlan& plan
   VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_.as<void>(), h, used, cudaMemcpyHostToDevice, stream));
   AttentionWorkView v = base_view();
   v.split = plan.split;
+  v.window = plan.window;
   v.folded_rows = plan.folded_rows;
   v.num_folded = static_cast<int32_t>(n_folded);
   v.num_folded_one_split = plan.num_folded_one_split;

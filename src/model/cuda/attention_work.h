@@ -25,9 +25,10 @@ namespace vosti {
 class AttentionWorkBuffers {
  public:
   // Room for steps of up to row_capacity query rows and partial_capacity partial slots of a
-  // model with num_heads heads of head_dim. Errors: kResourceExhausted naming the buffer.
+  // model with num_heads heads of head_dim, its KV split and sliding window (0: none).
+  // Errors: kResourceExhausted naming the buffer.
   static Result<AttentionWorkBuffers> allocate(int64_t row_capacity, int32_t partial_capacity, int num_heads,
-                                               int head_dim, int split);
+                                               int head_dim, int split, int window = 0);
 
   // Copies `plan` to the device on `stream`; returns the view the attention reads, with the
   // grids of an eager launch (one CTA row per item, which the launcher caps at the CTAs that
@@ -55,6 +56,7 @@ class AttentionWorkBuffers {
   int64_t row_capacity_ = 0;
   int32_t partial_capacity_ = 0;
   int split_ = kAttnDefaultSplit;
+  int window_ = 0;
 };
 
 }  // namespace vosti

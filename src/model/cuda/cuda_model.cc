@@ -378,6 +378,7 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
   at.block_tables = b.block_tables;
   at.block_table_stride = b.block_table_stride;
   at.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  at.window = static_cast<int>(c.sliding_window);
   at.out = a.attn;
   at.out_row_stride = d.attn_width;
   at.out_dtype = DType::kBF16;

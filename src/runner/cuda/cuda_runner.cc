@@ -236,8 +236,12 @@ Status CudaRunner::allocate() {
   const int64_t cache_tokens = num_blocks * bs;
   tensor_core_attn_ = tensor_core_attention(kv_[0], static_cast<int>(c.num_heads));
   if (tensor_core_attn_) {
-    attn_shape_ = {static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
-                   config_.attention_split > 0 ? config_.attention_split : kAttnDefaultSplit};
+    attn_shape_ = {static_cast<int>(c.num_heads),
+                   static_cast<int>(c.num_kv_heads),
+                   static_cast<int>(c.head_dim),
+                   config_.attention_split > 0 ? config_.attention_split : kAttnDefaultSplit,
+                   kAttnRowsPerCta,
+                   static_cast<int>(c.sliding_window)};
     VOSTI_RETURN_IF_ERROR(check_attention_shape(attn_shape_));
     // Split states: room for every sequence at kPartialSlotsPerSeq splits and for a few at the
     // full context; a step that needs more folds the rest in one CTA each (the same bits).
@@ -245,7 +249,7 @@ Status CudaRunner::allocate() {
     const int64_t slots = std::max(seq_cap_ * kPartialSlotsPerSeq, 4 * cdiv(longest, attn_shape_.split));
     VOSTI_ASSIGN_OR_RETURN(
         attn_work_, AttentionWorkBuffers::allocate(token_cap_, static_cast<int32_t>(slots), attn_shape_.num_heads,
-                                                   attn_shape_.head_dim, attn_shape_.split));
+                                                   attn_shape_.head_dim, attn_shape_.split, attn_shape_.window));
     // A decode graph's per-split launch: about two CTAs per SM, each striding over the items.
     graph_ctas_ = static_cast<int32_t>(std::max<int64_t>(1, cdiv(2 * dev.gemm.num_sms, c.num_kv_heads)));
     attn_pos_.reserve(static_cast<size_t>(token_cap_));
