@@ -55,8 +55,7 @@ struct MmaParams {
   int block_size;
   int block_shift;  // log2(block_size) when block_size is a power of two <= 64 (it divides a tile), else -1
   int tiles_per_split;
-  int window;  // sliding window (attention.h): 0, or a row at p reads from p - window + 1
-  float c;     // scale * log2(e)
+  float c;  // scale * log2(e)
   void* out;
   int64_t out_row_stride;
   float* partial_o;   // [capacity, num_heads, hd]
@@ -64,6 +63,7 @@ struct MmaParams {
   const AttentionWork* work;
   const int32_t* num_work_dev;  // device count (nullptr: num_work_host)
   int32_t num_work_host;
+  int window;  // sliding window (attention.h): 0, or a row at p reads from p - window + 1
 };
 
 __device__ __forceinline__ float ex2(float x) {
@@ -873,43 +873,68 @@ __global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const Mma
   stream_items<S>(p, base, begin_item, tile);
 }
 
-// Folds the saved split states of decode rows: CTA (x, y) folds head y of merge x, thread e its
-// head-dim pair 2e, 2e + 1. The states of kAhead splits are loaded before they are folded, in
-// split order (the loads of a long row's 64 splits would otherwise wait one after another).
+// Folds the saved split states of decode rows: CTA (x, y) folds head y of merge x. The states
+// are staged in shared memory kMergeStageFloats of O at a time, every thread's loads issued
+// together (loaded 8 splits ahead by the folding threads themselves, one 32k row's 64 splits took
+// 29 us); then thread e folds its head-dim pair 2e, 2e + 1 over the staged splits in split order:
+// the operations of attention.h's fold, in its order.
+constexpr int kMergeThreads = 128;
+constexpr int kMergeStageFloats = 4096;  // 16 KB: 32 splits of head_dim 128 (12 CTAs an SM by shared memory)
+
 template <typename OutT>
-__global__ void attention_merge_kernel(const AttentionMerge* __restrict__ merges,
-                                       const int32_t* __restrict__ num_merges, const float* __restrict__ partial_o,
-                                       const float* __restrict__ partial_ml, int num_heads, int hd, float c,
-                                       OutT* __restrict__ out, int64_t out_row_stride) {
-  constexpr int kAhead = 8;
+__global__ void __launch_bounds__(kMergeThreads)
+    attention_merge_kernel(const AttentionMerge* __restrict__ merges, const int32_t* __restrict__ num_merges,
+                           const float* __restrict__ partial_o, const float* __restrict__ partial_ml, int num_heads,
+                           int hd, float c, OutT* __restrict__ out, int64_t out_row_stride) {
+  __shared__ __align__(16) float stage_o[kMergeStageFloats];         // [splits][hd]
+  __shared__ float2 stage_ml[kMergeStageFloats / kAttnHeadDims[0]];  // [splits] (M, L)
   if (static_cast<int>(blockIdx.x) >= *num_merges) return;
   const AttentionMerge mg = merges[blockIdx.x];
-  const int head = static_cast<int>(blockIdx.y), d = 2 * static_cast<int>(threadIdx.x);
-  if (d >= hd) return;
+  const int head = static_cast<int>(blockIdx.y), tid = static_cast<int>(threadIdx.x), d = 2 * tid;
   const int64_t slot_head = static_cast<int64_t>(mg.first_partial) * num_heads + head;
-  const float* ml = partial_ml + slot_head * 2;
-  const float* po = partial_o + slot_head * hd + d;
   const int64_t ml_step = static_cast<int64_t>(num_heads) * 2, o_step = static_cast<int64_t>(num_heads) * hd;
-  float m = ml[0], l = ml[1], o0 = po[0], o1 = po[1];
-  for (int s0 = 1; s0 < mg.num_splits; s0 += kAhead) {
-    float2 next_ml[kAhead], next_o[kAhead];
+  const int per_stage = kMergeStageFloats / hd, quads = hd / 4;
+  float m = 0.f, l = 0.f, o0 = 0.f, o1 = 0.f;
+  for (int s0 = 0; s0 < mg.num_splits; s0 += per_stage) {
+    const int n = min(per_stage, mg.num_splits - s0);
+    __syncthreads();  // the previous stage's folds are done with the buffers
+    // Every load of the stage in flight before the first store waits for one.
+    constexpr int kLoads = kMergeStageFloats / 4 / kMergeThreads;
+    float4 v[kLoads];
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const int s = min(s0 + u, mg.num_splits - 1);
-      next_ml[u] = *reinterpret_cast<const float2*>(ml + s * ml_step);
-      next_o[u] = *reinterpret_cast<const float2*>(po + s * o_step);
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = tid + u * kMergeThreads, s = i / quads, q = i % quads;
+      if (i < n * quads)
+        v[u] = *reinterpret_cast<const float4*>(partial_o + slot_head * hd + (s0 + s) * o_step + 4 * q);
     }
+    for (int s = tid; s < n; s += kMergeThreads)
+      stage_ml[s] = *reinterpret_cast<const float2*>(partial_ml + slot_head * 2 + (s0 + s) * ml_step);
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      if (s0 + u >= mg.num_splits) break;
-      const FoldCoef f = fold_coef(m, next_ml[u].x, c);
-      l = fold(l, next_ml[u].y, f);
-      o0 = fold(o0, next_o[u].x, f);
-      o1 = fold(o1, next_o[u].y, f);
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = tid + u * kMergeThreads;
+      if (i < n * quads) *reinterpret_cast<float4*>(stage_o + i / quads * hd + 4 * (i % quads)) = v[u];
+    }
+    __syncthreads();
+    if (d >= hd) continue;
+    for (int s = 0; s < n; ++s) {
+      const float2 ml = stage_ml[s];
+      const float2 o = *reinterpret_cast<const float2*>(stage_o + s * hd + d);
+      if (s0 + s == 0) {  // split 0 starts the fold
+        m = ml.x;
+        l = ml.y;
+        o0 = o.x;
+        o1 = o.y;
+        continue;
+      }
+      const FoldCoef f = fold_coef(m, ml.x, c);
+      l = fold(l, ml.y, f);
+      o0 = fold(o0, o.x, f);
+      o1 = fold(o1, o.y, f);
       m = f.m;
     }
   }
-  store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, __fdiv_rn(o0, l), __fdiv_rn(o1, l));
+  if (d < hd)
+    store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, __fdiv_rn(o0, l), __fdiv_rn(o1, l));
 }
 
 // Launches a streaming kernel (attention_mma_kernel, attention_decode_kernel) with kSmem bytes
@@ -1044,9 +1069,9 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
   }
   if (w.merge_grid > 0) {
     const dim3 grid(static_cast<unsigned>(w.merge_grid), static_cast<unsigned>(a.num_heads));
-    attention_merge_kernel<OutT><<<grid, static_cast<unsigned>(std::max(32, hd / 2)), 0, stream>>>(
-        w.merges, w.num_merges, p.partial_o, p.partial_ml, a.num_heads, hd, p.c, static_cast<OutT*>(a.out),
-        a.out_row_stride);
+    attention_merge_kernel<OutT><<<grid, kMergeThreads, 0, stream>>>(w.merges, w.num_merges, p.partial_o, p.partial_ml,
+                                                                     a.num_heads, hd, p.c, static_cast<OutT*>(a.out),
+                                                                     a.out_row_stride);
     VOSTI_RETURN_IF_ERROR(cuda_launch_status("attention merge"));
   }
   return Status();
