@@ -14,13 +14,16 @@
 # to the whole type range where the result can overflow; loops are widened (to the function's own
 # constants, then to the type range) so the fixpoint is reached.
 # Branch conditions refine the registers they compare on the edge they guard (the setp in the
-# same block, its operands not redefined before the branch).
+# same block, its operands not redefined before the branch). An address register that is a
+# function of the thread index alone (a swizzled layout's x + (bit ? -c : c), which intervals
+# widen past the buffer) gets the hull of its exact per-thread values (thread_values.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from intervals import Interval, join, widen
 from kir import Function, Inst
+from thread_values import ThreadValues
 from transfer import PtxEval
 
 _WIDEN_AFTER = 4  # visits of a block before its entry state is widened to the function's constants
@@ -123,7 +126,7 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
     def run_block(lab: str, record: ValueInfo | None) -> tuple[dict, dict]:
         st = dict(entry_state[lab])
         setp_of: dict[str, Inst] = {}
-        for inst in blocks[lab].insts:
+        for k, inst in enumerate(blocks[lab].insts):
             if inst.pred is not None:
                 p = st.get(inst.pred)
                 if p is not None and p[0] == p[1] and bool(p[0]) == inst.pred_neg:
@@ -133,6 +136,7 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
             if record is not None:
                 if inst.kind in ("load", "store", "atomic", "copy"):
                     here = _refined(ev, st, inst.addr[:1] + inst.dst_addr[:1], single_defs)
+                    here = _per_thread(threads, here, inst.addr[:1] + inst.dst_addr[:1], lab, k)
                     record.addr[id(inst)] = _address(here, inst.addr, inst.offset)
                     if inst.kind == "copy":
                         record.dst_addr[id(inst)] = _address(here, inst.dst_addr, inst.dst_offset)
@@ -181,6 +185,7 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
                 work.add(succ)
     reachable = {lab for lab in order if entry_state[lab] is not None}
     info = ValueInfo({lab: [s for s, _, _ in edges[lab] if s in feasible[lab]] for lab in order}, reachable)
+    threads = ThreadValues(func, info.feasible, consts or {}, sp)
     # One pass more to record, per instruction, its guard's constancy and its address intervals.
     for lab in order:
         if lab in reachable:
@@ -242,6 +247,24 @@ def _reeval(ev: PtxEval, st: dict, r: str, single_defs: dict, depth: int, memo: 
         got = (max(got[0], cur[0]), min(got[1], cur[1])) if max(got[0], cur[0]) <= min(got[1], cur[1]) else cur
     memo[r] = got if got is not None else cur
     return memo[r]
+
+
+def _per_thread(threads: ThreadValues, st: dict, regs: list[str], lab: str, k: int) -> dict:
+    """st with each address register that is a function of the thread index alone narrowed to the
+    hull of its values over every thread (thread_values.py); both intervals are sound, so their
+    intersection is."""
+    out = st
+    for r in regs:
+        iv = threads.interval(r, lab, k)
+        cur = st.get(r)
+        if iv is None or cur == iv:
+            continue
+        new = iv if cur is None else (max(iv[0], cur[0]), min(iv[1], cur[1]))
+        if new[0] <= new[1]:
+            if out is st:
+                out = dict(st)
+            out[r] = new
+    return out
 
 
 def _address(st: dict, regs: list[str], offset: int) -> Interval | None:

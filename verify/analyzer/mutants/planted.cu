@@ -156,3 +156,30 @@ __global__ void clean_rows_masked_by_m(const float* x, const float* w, float* y,
   }
   if (r < m) y[r * n + c] = acc;
 }
+
+// A swizzled staging buffer beside the operand tile (CUTLASS's epilogue writes i ^ 8 as
+// i + (bit ? -8 : 8), the bit being one of i's own): written under a batch branch 8 elements too
+// far, into the operand tile, whose read then depends on the batch.
+__global__ void __launch_bounds__(64) planted_swizzle_past_staging(const float* x, float* y, int num_rows) {
+  __shared__ float smem[128];  // [0, 64): the staging buffer; [64, 128): the operand tile
+  const int t = threadIdx.x, r = blockIdx.x;
+  const int swizzled = ((t & 1) << 3) | ((t >> 1) & 7) | (t & 48);  // bit 3 is t's bit 0
+  const int flip = (t & 1) ? -8 : 8;                                 // swizzled + flip == swizzled ^ 8
+  smem[64 + t] = x[r * 64 + t];
+  if (num_rows < 32) smem[8 + swizzled + flip] = 0.f;
+  __syncthreads();
+  y[r * 64 + t] = __fadd_rn(smem[64 + t], 1.f);
+}
+
+// The same done right: the swizzled writes stay inside the staging buffer (the intervals of
+// swizzled + flip reach past it; the exact per-thread values do not): must be proven.
+__global__ void __launch_bounds__(64) clean_swizzle_in_staging(const float* x, float* y, int num_rows) {
+  __shared__ float smem[128];  // [0, 64): the staging buffer; [64, 128): the operand tile
+  const int t = threadIdx.x, r = blockIdx.x;
+  const int swizzled = ((t & 1) << 3) | ((t >> 1) & 7) | (t & 48);
+  const int flip = (t & 1) ? -8 : 8;
+  smem[64 + t] = x[r * 64 + t];
+  if (num_rows < 32) smem[swizzled + flip] = 0.f;
+  __syncthreads();
+  y[r * 64 + t] = __fadd_rn(smem[64 + t], 1.f);
+}
