@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/weight_type.h"
+#include "kernels/cuda/host_device.h"
 
 namespace vosti {
 
@@ -81,10 +82,10 @@ struct AttentionQuery {
 
 // The first position a query at `position` attends to under a sliding window of `window`
 // positions (0: none): positions first..position, `window` of them once the sequence is long
-// enough (transformers' mask: position - j < window).
-inline int32_t attention_window_first(int32_t position, int64_t window) {
-  if (window <= 0 || position < window) return 0;
-  return static_cast<int32_t>(position - window + 1);
+// enough (transformers' mask: position - j < window). One definition for the host and the
+// CUDA kernels (VOSTI_HD).
+VOSTI_HD int32_t attention_window_first(int32_t position, int32_t window) {
+  return window > 0 && position >= window ? position - window + 1 : 0;
 }
 
 class KernelBackend {

@@ -172,7 +172,7 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
   for (int64_t t = 0; t < T; ++t) {
     const auto ts = static_cast<size_t>(t);
     queries[ts] = {batch.block_tables[ts], batch.positions[ts],
-                   attention_window_first(batch.positions[ts], c.sliding_window)};
+                   attention_window_first(batch.positions[ts], static_cast<int32_t>(c.sliding_window))};
     // The rotary angles of each token, once per step (every layer rotates by the same ones).
     rope_cos_sin(batch.positions[ts], inv_freq_.data(), half, rope_cos.data() + t * half, rope_sin.data() + t * half);
   }

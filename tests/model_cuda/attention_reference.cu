@@ -50,9 +50,9 @@ __global__ void __launch_bounds__(kRefWarpsPerBlock * 32)
   float o[kRefOutPerLane];  // O[d] for d = lane + 32 * i
 #pragma unroll
   for (int i = 0; i < kRefOutPerLane; ++i) o[i] = 0.f;
-  float run_max = -INFINITY;                                         // M
-  float run_sum = 0.f;                                               // L
-  const int32_t f = window > 0 && p >= window ? p - window + 1 : 0;  // the first position read
+  float run_max = -INFINITY;                            // M
+  float run_sum = 0.f;                                  // L
+  const int32_t f = attention_window_first(p, window);  // the first position read
   const int num_tiles = p / kKvTile + 1;
   for (int t = f / kKvTile; t < num_tiles; ++t) {
     const int j = t * kKvTile + lane;

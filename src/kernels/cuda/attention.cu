@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     for (int d = tid; d < hd; d += kAttnThreads) store_out(oh, d, __int_as_float(0x7fc00000));
     return;
   }
-  const int32_t f = window > 0 && p >= window ? p - window + 1 : 0;  // the first position read
+  const int32_t f = attention_window_first(p, window);  // the first position read
   const float* qh = q + r * q_row_stride + static_cast<int64_t>(h) * hd;
   for (int d = tid; d < hd; d += kAttnThreads) qs[d] = qh[d];
   const int32_t* table = block_tables + static_cast<int64_t>(row_seq[r]) * *block_table_stride;

@@ -227,11 +227,6 @@ __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& 
   }
 }
 
-// First position a row at `pos` reads (attention.h's f): 0, or its sliding window's start.
-__device__ __forceinline__ int window_first(int pos, int window) {
-  return window > 0 && pos >= window ? pos - window + 1 : 0;
-}
-
 // The positions of an item's rows: row r (position x head of the group) is at position
 // first + min(r, rows - 1) / group (rows past the item: the last row's).
 struct RowSpan {
@@ -293,7 +288,7 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         p[b][i] = span.position<kBlocks>(b, i);
-        f[b][i] = window_first(p[b][i], span.window);
+        f[b][i] = attention_window_first(p[b][i], span.window);
       }
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
@@ -512,7 +507,7 @@ struct ItemTiles {
   int t_begin, t_end, last_pos, first_tile;
   __device__ __forceinline__ ItemTiles(const AttentionWork& w, const MmaParams& p) {
     last_pos = w.first_position + w.num_positions - 1;
-    first_tile = window_first(w.first_position, p.window) / kTile;
+    first_tile = attention_window_first(w.first_position, p.window) / kTile;
     t_begin = max(w.split_begin * p.tiles_per_split, first_tile);
     t_end = min(w.split_end * p.tiles_per_split, last_pos / kTile + 1);
   }
@@ -730,7 +725,7 @@ __device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t 
   }
   if (mask) {
     const int p[2] = {decode_position(span, 0), decode_position(span, 1)};
-    const int f[2] = {window_first(p[0], span.window), window_first(p[1], span.window)};
+    const int f[2] = {attention_window_first(p[0], span.window), attention_window_first(p[1], span.window)};
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll

@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/kernel_backend.h"
+
 namespace vosti {
 namespace {
-
-// The first position a query at p reads (attention.h's f).
-int32_t window_first(int32_t p, int window) { return window > 0 && p >= window ? p - window + 1 : 0; }
 
 // Appends the work of one run of consecutive positions [first, first + count) of `seq` starting
 // at `row`: cut at the boundaries of the tiles of the positions and of their first positions
@@ -22,7 +21,8 @@ void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decod
   while (p < end) {
     int32_t tile_end = std::min(end, (p / kAttnKvTile + 1) * kAttnKvTile);
     if (shape.window > 0) {
-      const int64_t cut = int64_t{window_first(p, shape.window) / kAttnKvTile + 1} * kAttnKvTile + shape.window - 1;
+      const int64_t cut =
+          int64_t{attention_window_first(p, shape.window) / kAttnKvTile + 1} * kAttnKvTile + shape.window - 1;
       tile_end = static_cast<int32_t>(std::min<int64_t>(tile_end, cut));
     }
     const int32_t n = tile_end - p;
@@ -35,7 +35,7 @@ void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decod
       w.first_row = row + (a - first);
       w.first_position = a;
       w.num_positions = b - a;
-      w.split_begin = window_first(a, shape.window) / shape.split;
+      w.split_begin = attention_window_first(a, shape.window) / shape.split;
       w.split_end = attention_num_splits(b - 1, shape.split);
       const int32_t splits = w.split_end - w.split_begin;
       if (decode && splits == 1) {

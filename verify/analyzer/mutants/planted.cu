@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(64) planted_swizzle_past_staging(const float* 
   __shared__ float smem[128];  // [0, 64): the staging buffer; [64, 128): the operand tile
   const int t = threadIdx.x, r = blockIdx.x;
   const int swizzled = ((t & 1) << 3) | ((t >> 1) & 7) | (t & 48);  // bit 3 is t's bit 0
-  const int flip = (t & 1) ? -8 : 8;                                 // swizzled + flip == swizzled ^ 8
+  const int flip = (t & 1) ? -8 : 8;                                // swizzled + flip == swizzled ^ 8
   smem[64 + t] = x[r * 64 + t];
   if (num_rows < 32) smem[8 + swizzled + flip] = 0.f;
   __syncthreads();
