@@ -437,11 +437,14 @@ TEST_P(AttentionMma, MatchesFloat64AndThePerQueryFamily) {
               mma_name(::testing::TestParamInfo<MmaCase>(c, 0)).c_str(), worst, worst_old, rows.size());
 }
 
+// {256, 8, 2, 64}: up to 25 splits a row, more than the merge kernel stages at once for head_dim
+// 256 (16): its second stage, loaded while the first is folded.
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionMma,
                          ::testing::Values(MmaCase{128, 32, 8, 512}, MmaCase{128, 8, 2, 128}, MmaCase{64, 9, 3, 512},
                                            MmaCase{64, 14, 2, 256}, MmaCase{16, 4, 2, 512}, MmaCase{32, 4, 2, 64},
                                            MmaCase{256, 8, 2, 512}, MmaCase{128, 8, 8, 512},
-                                           MmaCase{128, 32, 8, 512, 200}, MmaCase{64, 14, 2, 128, 333}),
+                                           MmaCase{128, 32, 8, 512, 200}, MmaCase{64, 14, 2, 128, 333},
+                                           MmaCase{256, 8, 2, 64}),
                          mma_name);
 
 TEST(AttentionMmaErrors, BadPlansAndShapesAreNamed) {
@@ -477,6 +480,11 @@ TEST(AttentionMmaErrors, BadPlansAndShapesAreNamed) {
   CudaKvLayer odd = kv;
   odd.head_dim = 80;
   EXPECT_EQ(attention_tensor_cores(a, odd, nullptr).code(), StatusCode::kUnimplemented);
+  CudaKvLayer huge = kv;
+  huge.block_size = 1 << 24;  // 2 heads x 2^24 positions x 64: 2^31 elements a block
+  s = attention_tensor_cores(a, huge, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("2^31"), std::string::npos) << s.to_string();
   EXPECT_FALSE(tensor_core_attention(odd, 4));
   EXPECT_FALSE(tensor_core_attention(f32, 4));
   EXPECT_TRUE(tensor_core_attention(kv, 4));

@@ -194,13 +194,16 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
       cp_async_16(v_stage + dst, p.v + off + i * kHd, true);
     }
   } else {
+    // Element offset of a row: block * (a block's elements) + the 32-bit offset inside the block
+    // ([head][position][hd]; the launch checks that a block's elements fit 31 bits).
+    const int block_elems = p.num_kv_heads * p.block_size * kHd;
+    const int head_elems = kv_head * p.block_size * kHd + chunk * 8;
 #pragma unroll
     for (int i = 0; i < S::kRowsPerThread; ++i) {
       const int row = r0 + i * S::kRowsPerPass;
       const int j = tile * kTile + row;
       const int in_block = p.block_shift >= 0 ? j & ((1 << p.block_shift) - 1) : j % p.block_size;
-      const int64_t page = static_cast<int64_t>(blk[i]) * p.num_kv_heads + kv_head;  // [block, head] page
-      const int64_t off = (page * p.block_size + in_block) * kHd + chunk * 8;
+      const int64_t off = static_cast<int64_t>(blk[i]) * block_elems + (head_elems + in_block * kHd);
       const uint32_t dst = swizzled<kHd>(row, chunk);
       cp_async_16(k_stage + dst, p.k + off, true);
       cp_async_16(v_stage + dst, p.v + off, true);
@@ -565,11 +568,13 @@ struct Loader {
 // The CTA's stream shared by both kernels: grid.x CTAs stride over the items (item i on CTA i
 // mod grid.x), grid.y = KV head; the loader stays kStages - 1 tiles ahead of the computation
 // across item boundaries, so the pipeline does not drain between items. begin_item(w) runs at an
-// item's start, tile(w, tiles, t, stage) once tile t is in shared memory (between the two
-// barriers of its step). Which CTA computes an item, and which items share its stream, never
-// enter the arithmetic.
+// item's start (after a barrier: every warp is done with the previous item's Q), tile(w, tiles,
+// t, stage) once tile t is in shared memory. One barrier a tile: at tile n every warp has
+// finished tile n - 1, whose stage the loader then refills with tile n + kStages - 1. Which CTA
+// computes an item, and which items share its stream, never enter the arithmetic.
 template <class S, class BeginItem, class Tile>
 __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, BeginItem&& begin_item, Tile&& tile) {
+  static_assert(S::kStages >= 2, "tile n - 1's stage is refilled while tile n is computed");
   const int kv_head = static_cast<int>(blockIdx.y);
   const auto k_stage = [&](int st) { return base + S::kK + st * S::kTileBytes; };
   const auto v_stage = [&](int st) { return base + S::kV + st * S::kTileBytes; };
@@ -590,17 +595,17 @@ __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, 
     const AttentionWork w = next;
     next = work_after(p, num_work, item);
     const ItemTiles tiles(w, p);
+    __syncthreads();  // the previous item's reads of Q are done
     begin_item(w);
     for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
+      cp_async_wait<S::kStages - 2>();  // tile n has landed (only the tiles after it are in flight)
+      __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory; tile n - 1 is done
       if (loader.item < num_work) {
-        const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);
+        const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);  // tile n - 1's stage
         loader.issue(p, num_work, kv_head, k_stage(ahead), v_stage(ahead));
       }
       cp_async_commit();
-      cp_async_wait<S::kStages - 1>();
-      __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory
       tile(w, tiles, t, static_cast<int>(n % S::kStages));
-      __syncthreads();  // this stage, Q (and the decode exchange) are read before they are rewritten
     }
   }
 }
@@ -620,10 +625,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
   WarpState<kHd, kBlocks> state;
   Folded<kBlocks> acc{};
   int rows = 0;
+  // The split of the tile being computed and the tile after it: an item's first tile is in its
+  // first split (attention_plan.h), and its tiles come in order, so no tile divides by the split.
+  int split = 0, split_end = 0;
   const auto begin_item = [&](const AttentionWork& w) {
     rows = w.num_positions * p.group;
+    split = w.split_begin;
+    split_end = (w.split_begin + 1) * p.tiles_per_split;
     // Q before the item's next copies are issued (a load issued behind a tile's copies returns
-    // after them). The previous item's reads of Q ended at the barrier closing its last tile; the
+    // after them). The previous item's reads of Q ended at the barrier before begin_item; the
     // first tile's barrier publishes this item's Q.
     load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
     reset(state);
@@ -636,13 +646,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
     }
   };
   const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
-    const int s = t / p.tiles_per_split;
     if (warp * kBlocks * 16 < rows) {
-      if (t == s * p.tiles_per_split) reset(state);
+      if (t + p.tiles_per_split == split_end) reset(state);  // a split's first tile
       tile_step<kHd, kBlocks>(state, q_rows, base + S::kK + stage * S::kTileBytes, base + S::kV + stage * S::kTileBytes,
                               t, tiles.masked(t, p.window), RowSpan{w.first_position, rows, p.group, p.window}, p.c);
-      if (t + 1 == tiles.t_end || t + 1 == (s + 1) * p.tiles_per_split)
-        end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, s, state, acc, acc_o);
+      if (t + 1 == tiles.t_end || t + 1 == split_end)
+        end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, split, state, acc, acc_o);
+    }
+    if (t + 1 == split_end) {
+      ++split;
+      split_end += p.tiles_per_split;
     }
   };
   stream_items<S>(p, base, begin_item, tile);
@@ -871,10 +884,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const Mma
 // Folds the saved split states of decode rows: CTA (x, y) folds head y of merge x. The states
 // are staged in shared memory kMergeStageFloats of O at a time, every thread's loads issued
 // together (loaded 8 splits ahead by the folding threads themselves, one 32k row's 64 splits took
-// 29 us); then thread e folds its head-dim pair 2e, 2e + 1 over the staged splits in split order:
-// the operations of attention.h's fold, in its order.
+// 29 us), the next stage's loads in flight while this one is folded; then thread e folds its
+// head-dim pair 2e, 2e + 1 over the staged splits in split order: the operations of attention.h's
+// fold, in its order. Split 0, which starts the fold, is taken before the loop, so that the loop
+// body has no branch and its shared-memory loads and exponentials run ahead of the chain.
 constexpr int kMergeThreads = 128;
 constexpr int kMergeStageFloats = 4096;  // 16 KB: 32 splits of head_dim 128 (12 CTAs an SM by shared memory)
+constexpr int kMergeO = kMergeStageFloats / 4 / kMergeThreads;  // float4 loads of O per thread and stage
+constexpr int kMergeMl = (kMergeStageFloats / kAttnHeadDims[0] + kMergeThreads - 1) / kMergeThreads;  // (M, L) loads
 
 template <typename OutT>
 __global__ void __launch_bounds__(kMergeThreads)
@@ -889,38 +906,54 @@ __global__ void __launch_bounds__(kMergeThreads)
   const int64_t slot_head = static_cast<int64_t>(mg.first_partial) * num_heads + head;
   const int64_t ml_step = static_cast<int64_t>(num_heads) * 2, o_step = static_cast<int64_t>(num_heads) * hd;
   const int per_stage = kMergeStageFloats / hd, quads = hd / 4;
-  float m = 0.f, l = 0.f, o0 = 0.f, o1 = 0.f;
-  for (int s0 = 0; s0 < mg.num_splits; s0 += per_stage) {
+  // This thread's loads of the stage at s0: O quads tid + u kMergeThreads, (M, L) of splits tid + u kMergeThreads.
+  float4 v[kMergeO];
+  float2 mlv[kMergeMl];
+  const auto load_stage = [&](int s0) {
     const int n = min(per_stage, mg.num_splits - s0);
-    __syncthreads();  // the previous stage's folds are done with the buffers
-    // Every load of the stage in flight before the first store waits for one.
-    constexpr int kLoads = kMergeStageFloats / 4 / kMergeThreads;
-    float4 v[kLoads];
 #pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
+    for (int u = 0; u < kMergeO; ++u) {
       const int i = tid + u * kMergeThreads, s = i / quads, q = i % quads;
       if (i < n * quads)
         v[u] = *reinterpret_cast<const float4*>(partial_o + slot_head * hd + (s0 + s) * o_step + 4 * q);
     }
-    for (int s = tid; s < n; s += kMergeThreads)
-      stage_ml[s] = *reinterpret_cast<const float2*>(partial_ml + slot_head * 2 + (s0 + s) * ml_step);
 #pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
+    for (int u = 0; u < kMergeMl; ++u) {
+      const int s = tid + u * kMergeThreads;
+      if (s < n) mlv[u] = *reinterpret_cast<const float2*>(partial_ml + slot_head * 2 + (s0 + s) * ml_step);
+    }
+  };
+  load_stage(0);
+  float m = 0.f, l = 0.f, o0 = 0.f, o1 = 0.f;
+  for (int s0 = 0; s0 < mg.num_splits; s0 += per_stage) {
+    const int n = min(per_stage, mg.num_splits - s0);
+    __syncthreads();  // the previous stage's folds are done with the buffers
+#pragma unroll
+    for (int u = 0; u < kMergeO; ++u) {
       const int i = tid + u * kMergeThreads;
       if (i < n * quads) *reinterpret_cast<float4*>(stage_o + i / quads * hd + 4 * (i % quads)) = v[u];
     }
+#pragma unroll
+    for (int u = 0; u < kMergeMl; ++u) {
+      const int s = tid + u * kMergeThreads;
+      if (s < n) stage_ml[s] = mlv[u];
+    }
     __syncthreads();
+    if (s0 + per_stage < mg.num_splits) load_stage(s0 + per_stage);
     if (d >= hd) continue;
-    for (int s = 0; s < n; ++s) {
+    int s = 0;
+    if (s0 == 0) {  // split 0 starts the fold
+      const float2 o = *reinterpret_cast<const float2*>(stage_o + d);
+      m = stage_ml[0].x;
+      l = stage_ml[0].y;
+      o0 = o.x;
+      o1 = o.y;
+      s = 1;
+    }
+#pragma unroll 4
+    for (; s < n; ++s) {
       const float2 ml = stage_ml[s];
       const float2 o = *reinterpret_cast<const float2*>(stage_o + s * hd + d);
-      if (s0 + s == 0) {  // split 0 starts the fold
-        m = ml.x;
-        l = ml.y;
-        o0 = o.x;
-        o1 = o.y;
-        continue;
-      }
       const FoldCoef f = fold_coef(m, ml.x, c);
       l = fold(l, ml.y, f);
       o0 = fold(o0, o.x, f);
@@ -1094,6 +1127,10 @@ Status attention_tensor_cores(const AttentionArgs& a, CudaKvLayer kv, cudaStream
     return invalid_argument("attention (tensor cores): the plan's device arrays are missing");
   if ((w.per_split_grid > 0 || w.merge_grid > 0) && (w.partials == nullptr || w.partial_capacity <= 0))
     return invalid_argument("attention (tensor cores): split states need a partial workspace");
+  if (static_cast<int64_t>(kv.num_kv_heads) * kv.block_size * kv.head_dim > INT32_MAX)
+    return invalid_argument("attention (tensor cores): a KV block of " + std::to_string(kv.block_size) +
+                            " positions x " + std::to_string(kv.num_kv_heads) + " heads x " +
+                            std::to_string(kv.head_dim) + " must hold fewer than 2^31 elements");
   const int64_t width = static_cast<int64_t>(a.num_heads) * kv.head_dim;
   if (a.q_row_stride < width || a.out_row_stride < width) {
     return invalid_argument("attention: q and out row strides must be >= num_heads * head_dim (" +
