@@ -303,13 +303,13 @@ def _field_offsets(f: Function, types: dict[str, str]) -> None:
                             continue
                         tt = types.get(cur, cur)
                         am = re.match(r"^\[(\d+) x (.+)\]$", tt)
-                        sm = re.match(r"^\{(.*)\}$", tt)
+                        sm = re.match(r"^<?\{(.*)\}>?$", tt)
                         if am:
                             cur = am.group(2)
                             off += i * dag.type_size(cur, types)
                         elif sm:
                             fields = split_top(sm.group(1))
-                            off += sum(dag.type_size(x, types) for x in fields[:i])
+                            off += dag.field_offsets(tt, types)[i]  # fields at their alignment
                             cur = fields[i]
                         else:
                             const = False

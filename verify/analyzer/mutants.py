@@ -1,7 +1,9 @@
 # The analyzer's kill table: compiles the planted violations (mutants/planted.cu, with nvcc, into
 # build/ptx/mutants/) and requires vosti-analyze to reject each one along its expected axis, and to
 # prove the clean control kernel. The CPU mutant is the backend's own planted split-K
-# (matmul_part_columns_split_k_by_row_count in build/llvm/matmul_avx2.ll).
+# (matmul_part_columns_split_k_by_row_count in build/llvm/matmul_avx2.ll); the one-row matmul's
+# comparisons (rowkernels.py) get mutants/planted_rows.cc, compiled with clang into
+# build/llvm/mutants/ as a clean control and two planted differences.
 #   python3 verify/analyzer/mutants.py [--build build]
 # Ends with "analyzer mutants: N killed, M not"; exits 1 if any survives or the clean one fails.
 from __future__ import annotations
@@ -65,8 +67,66 @@ def main() -> int:
                   f"[{want}] {where}")
             killed += 1 if ok else 0
             survived += 0 if ok else 1
+    k, s = row_mutants(args.build)
+    killed += k
+    survived += s
     print(f"analyzer mutants: {killed} killed, {survived} not")
     return 0 if survived == 0 else 1
+
+
+# (name, -D defines, AVX-512 build?, the comparison that must differ: "groups", "paths", or "" for a
+# control). An AVX-512 variant is compared, as another build of the one-row path, with the first.
+ROW_MUTANTS = [("CPU one-row matmul, clean copy", ["PLANTED_ROWS=0"], False, ""),
+               ("a one-row column group accumulating its blocks in two halves", ["PLANTED_ROWS=1"], False, "groups"),
+               ("a one-row path summing its lanes in order, not by hsum8's tree", ["PLANTED_ROWS=2"], False, "paths"),
+               ("CPU one-row matmul, AVX-512 build with a Q4_0 table decoder", ["PLANTED_AVX512=1"], True, ""),
+               ("an AVX-512 Q4_0 table of d * q - 8d, not d * (q - 8)", ["PLANTED_AVX512=2"], True, "paths")]
+
+
+def row_mutants(build: str) -> tuple[int, int]:
+    """(killed, survived) of the one-row matmul mutants."""
+    import rowkernels
+    clang = shutil.which("clang++-14") or shutil.which("clang++")
+    quant = os.path.join(build, "llvm", "quant_blocks.ll")
+    if not clang or not os.path.exists(quant):
+        print("  skip  CPU one-row matmul mutants (no clang or no quant_blocks.ll)")
+        return 0, 0
+    out_dir = os.path.join(build, "llvm", "mutants")
+    os.makedirs(out_dir, exist_ok=True)
+    repo = os.path.join(HERE, "..", "..")
+    killed = survived = 0
+    reference = ""
+    avx512 = vosti_analyze.source_options(repo, "src/kernels/cpu/matmul_rows_avx512.cc")
+    for variant, (name, defines, is_avx512, want) in enumerate(ROW_MUTANTS):
+        ll = os.path.join(out_dir, f"planted_rows_{variant}.ll")
+        r = subprocess.run([clang, "-O3", "-DNDEBUG", "-march=x86-64-v3", *(avx512 if is_avx512 else []),
+                            "-ffp-contract=off", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
+                            *[f"-D{d}" for d in defines], "-S", "-emit-llvm", "-o", ll,
+                            os.path.join(HERE, "mutants", "planted_rows.cc")], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"  FAIL  {name}: clang: {r.stderr[:300]}")
+            survived += 1
+            continue
+        reference = reference or ll  # the clean copy: the AVX2 build the AVX-512 variants are compared with
+        others = ((ll, "planted_row_columns_avx512"),) if is_avx512 else ()
+        out = rowkernels.compare(reference if is_avx512 else ll, quant, [8, 13, 64],
+                                 "decode_plain|f16_to_f32|block_layout", others)
+        done, paths = out["done"], out["paths"]
+        groups = [g for f, gs in out["groups"].items() for g in gs]
+        if not want:
+            ok = bool(done) and not groups and not paths
+            print(f"  {'ok   ' if ok else 'FAIL '} clean control '{name}' {'proven' if ok else 'NOT proven'}"
+                  f"{'' if ok else ': ' + '; '.join((groups + paths)[:2])}")
+            survived += 0 if ok else 1
+            continue
+        found = {"groups": groups, "paths": paths}
+        ok = bool(found[want]) and not any(v for key, v in found.items() if key != want)
+        axis = "threads" if want == "groups" else "rows"
+        print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [{axis}] "
+              f"{(found[want] or ['nothing found'])[0][:90]}")
+        killed += 1 if ok else 0
+        survived += 0 if ok else 1
+    return killed, survived
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ class KernelSpec:
     allowed_calls: str = ""  # regex of callees analysed as entries of their own (a leaf kernel's spec)
     pure_calls: str = ""  # regex of callees that only read memory (checked on their definition)
     dispatch: str = ""  # a constant table of functions an indirect call picks from (compared by dag.py)
+    compared_calls: str = ""  # direct callees the entry picks among by batch-variant branches (rowkernels.py)
     indirect_calls: str = ""  # what the entry's indirect calls are (treated as opaque, printed as assumed)
     plans: list[PlanSpec] = field(default_factory=list)  # none: one analysis with nothing fixed
     struct_of: dict[str, str] = field(default_factory=dict)  # parameter name -> struct name
@@ -159,6 +160,7 @@ def load_spec(path: str) -> Spec:
             shipped=k.get("shipped", True), opaque=k.get("opaque", ""), group=k.get("group", k["name"]),
             allowed_calls=k.get("allowed_calls", ""), pure_calls=k.get("pure_calls", ""),
             dispatch=k.get("dispatch", ""), indirect_calls=k.get("indirect_calls", ""),
+            compared_calls=k.get("compared_calls", ""),
             plans=[PlanSpec(pl["name"], dict(pl.get("consts", {})),
                             {("%" + g if not g.startswith("%") else g): tuple(r) for g, r in pl.get("grid", {}).items()})
                    for pl in k.get("plan", [])]))

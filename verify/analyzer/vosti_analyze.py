@@ -55,13 +55,38 @@ def fp_reg_predicate(func: Function):
     return is_fp
 
 
-CPU_SOURCES = ("src/kernels/cpu/matmul_avx2.cc", "src/kernels/cpu/attention_avx2.cc", "src/kernels/cpu/cpu_backend.cc",
+CPU_SOURCES = ("src/kernels/cpu/matmul_avx2.cc", "src/kernels/cpu/matmul_rows_avx512.cc",
+               "src/kernels/cpu/attention_avx2.cc", "src/kernels/cpu/cpu_backend.cc",
                "src/core/quant_blocks.cc", "src/core/dtype.cc")  # the weight decoders the kernels call (pure_calls)
+
+
+def source_options(repo: str, srcf: str) -> list[str]:
+    """The per-file COMPILE_OPTIONS src/CMakeLists.txt gives srcf (the AVX-512 build of the one-row
+    matmul: -mavx512f ...), so that its IR is compiled as the build compiles it."""
+    try:
+        text = open(os.path.join(repo, "src", "CMakeLists.txt"), encoding="utf-8").read()
+    except OSError:
+        return []
+    rel = srcf.removeprefix("src/")
+    m = re.search(r"set_source_files_properties\(\S*" + re.escape(rel) +
+                  r"\s+PROPERTIES\s+COMPILE_OPTIONS\s+\"([^\"]*)\"", text)
+    return m.group(1).split(";") if m else []
+
+
+def _up_to_date(out: str, source: str) -> bool:
+    """Whether out is newer than source and every file clang's depfile (out.d) lists for it."""
+    if not os.path.exists(out) or not os.path.exists(out + ".d"):
+        return False
+    deps = open(out + ".d", encoding="utf-8", errors="replace").read().replace("\\\n", " ").split(":", 1)[-1].split()
+    newest = max([os.path.getmtime(source)] + [os.path.getmtime(d) if os.path.exists(d) else float("inf")
+                                               for d in deps])
+    return os.path.getmtime(out) >= newest
 
 
 def emit_llvm(build: str, repo: str) -> list[str]:
     """LLVM IR of the CPU kernels with the build's flags (clang: the IR is not a by-product of the
-    g++ build); rewritten only when a source is newer. Errors: a message per failure."""
+    g++ build); rewritten only when the source or a header it includes is newer. Errors: a message
+    per failure."""
     import shutil
     import subprocess
     clang = shutil.which("clang++-14") or shutil.which("clang++")
@@ -73,10 +98,11 @@ def emit_llvm(build: str, repo: str) -> list[str]:
     for srcf in CPU_SOURCES:
         full = os.path.join(repo, srcf)
         out = os.path.join(out_dir, os.path.basename(srcf).replace(".cc", ".ll"))
-        if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(full):
+        if _up_to_date(out, full):
             continue
-        cmd = [clang, "-O3", "-DNDEBUG", "-march=x86-64-v3", "-ffp-contract=off", "-std=c++20", f"-I{repo}/src",
-               f"-I{repo}", "-S", "-emit-llvm", "-o", out, full]
+        cmd = [clang, "-O3", "-DNDEBUG", "-march=x86-64-v3", *source_options(repo, srcf), "-ffp-contract=off",
+               "-std=c++20", f"-I{repo}/src", f"-I{repo}", "-MD", "-MF", out + ".d", "-S", "-emit-llvm", "-o", out,
+               full]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             errors.append(f"clang failed on {srcf}: {r.stderr[:400]}")
@@ -142,6 +168,8 @@ def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: 
                     continue
                 if ks.dispatch and c.startswith("indirect:"):
                     continue  # resolve_dispatch()
+                if ks.compared_calls and re.search(ks.compared_calls, c):
+                    continue  # apply_row_comparison()
                 if ks.indirect_calls and c.startswith("indirect:"):
                     continue  # declared in the spec, printed among the assumptions
                 if ks.pure_calls and re.search(ks.pure_calls, c):
@@ -157,6 +185,64 @@ def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: 
     if ks.dispatch and res.functions:
         resolve_dispatch(res, files[0], cpu_ks)
     return res
+
+
+def start_row_comparison(sp: specmod.Spec, build: str, ks: list[int]):
+    """The one-row matmul comparisons (rowkernels.py: the longest part of the CPU analysis), started
+    in a second process so that they run beside the rest; None if no entry asks for them."""
+    entries = [k for k in sp.kernels if k.compared_calls]
+    if not entries:
+        return None
+    from concurrent.futures import ProcessPoolExecutor
+    import rowkernels
+    irs = [[f for pat in e.artifacts for f in artifact_files(build, pat)] for e in entries]
+    quant = os.path.join(build, "llvm", "quant_blocks.ll")
+    if not all(irs) or not os.path.exists(quant):
+        return None
+    # The first entry's IR is the reference build (with the tiled path); the others are other
+    # builds of the one-row path, entered through their dispatch function.
+    others = tuple((ir[0], e.entry) for ir, e in zip(irs[1:], entries[1:]))
+    # Two processes taking one codec at a time, the longest first: with the analysis in this one,
+    # the 2-core CI machine's cores are busy until this one ends, then both on the comparison.
+    pool = ProcessPoolExecutor(max_workers=2)
+    futures = [pool.submit(rowkernels.compare, irs[0][0], quant, ks, entries[0].pure_calls, others, codec)
+               for codec in rowkernels.codecs_by_cost(irs[0][0])]
+    pool.shutdown(wait=False)
+    return futures
+
+
+def apply_row_comparison(results: list[KernelResult], future) -> tuple[list[str], list[str]] | None:
+    """Clears or confirms the findings of the entries with compared_calls: the column groups'
+    comparison decides their threads axis. Returns (what was compared, the one-row against tiled
+    differences) for the plan row, None if not run."""
+    if future is None:
+        for res in results:
+            if res.spec.compared_calls and res.functions:
+                res.extra_failures["threads"] = "the calls it picks among were not compared (rowkernels.py: no IR)"
+        return None
+    import rowkernels
+    try:
+        done, paths, groups = [], [], {}
+        for out in [f.result() for f in future]:
+            done += out["done"]
+            paths += out["paths"]
+            for f, g in out["groups"].items():
+                groups.setdefault(os.path.basename(f), []).extend(g)
+    except Exception as e:  # the comparison is then not proven; say why
+        done, paths, groups = [], [f"not compared ({type(e).__name__}: {e})"], {}
+    for res in results:
+        if not res.spec.compared_calls or not res.functions:
+            continue
+        mine = groups.get(res.functions[0].split(":")[0], ["not compared"])
+        if mine:
+            res.extra_failures["threads"] = "; ".join(mine[:3])
+        else:
+            res.notes.append(f"the columns of a group of four (dot_row<Codec, 4>, prefetching or not) and a lone "
+                             f"column (dot_row<Codec, 1>) get the same operation DAG, and row_columns gives each "
+                             f"column of a thread's range that DAG on {len(rowkernels.WINDOWS)} column ranges "
+                             f"(symbolic execution of the IR, weight decoders included; each codec at every k above "
+                             f"that is a whole number of its blocks: {', '.join(done)})")
+    return done, paths
 
 
 def cpu_k_values(shapes_path: str) -> list[int]:
@@ -300,6 +386,10 @@ def main(argv: list[str]) -> int:
     cache = ArtifactCache()
     claimed: set[tuple[str, str]] = set()
     results = []
+    rows_future = None
+    if any(k.compared_calls for k in sp.kernels if not args.only or re.search(args.only, k.name)) or \
+            (args.only and re.search(args.only, "cpu matmul: one-row and tiled paths")):
+        rows_future = start_row_comparison(sp, args.build, cpu_k_values(args.shapes))
     have_cuda = bool(glob.glob(os.path.join(args.build, "ptx", "vosti_kernels_cuda", "*.ptx")))
     skipped = []
     for ks in sp.kernels:
@@ -331,7 +421,11 @@ def main(argv: list[str]) -> int:
         if have_cuda:
             plan_rows = plans.check_plans(args.build, results, args.shapes, sigs)
         plan_rows += plans.check_attention_plans(args.build)
-        plan_rows += plans.cpu_matmul_paths()
+    row_outcome = apply_row_comparison(results, rows_future)
+    if not args.only or re.search(args.only, "gemm plans") or \
+            re.search(args.only, "cpu matmul: one-row and tiled paths"):
+        import plans
+        plan_rows += plans.cpu_matmul_paths(row_outcome)
     print_report(results, opaque, time.time() - t0, plan_rows=plan_rows)
     if skipped:
         print(f"\nNot analysed here: this build has no CUDA (no PTX under {args.build}/ptx): "

@@ -21,9 +21,11 @@ namespace {
 
 // y[0..C) of one row: C columns of the part (rows[0..C)) decoded group by group in
 // registers; each element's accumulator sees exactly the lane-8 dot's sequence of FMAs.
+// Not inlined: verify/analyzer compares dot_row<Codec, kMatmulRowCols> and dot_row<Codec, 1>
+// column by column (rowkernels.py), which row_columns picks between by the thread's columns.
 template <typename Codec, int C>
-void dot_row(const float* x, const uint8_t* const* rows, int64_t k, const float* bias, float* y,
-             const uint8_t* const* ahead) {
+[[gnu::noinline]] void dot_row(const float* x, const uint8_t* const* rows, int64_t k, const float* bias, float* y,
+                               const uint8_t* const* ahead) {
   __m256 acc[C];
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();

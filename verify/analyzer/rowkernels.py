@@ -1,0 +1,348 @@
+# The CPU matmul's one-row comparisons (vosti-analyze), by symbolic execution of the compiled IR
+# (dag.py), the weight decoders' integer operations included, for every weight codec:
+#   - within the one-row path (m = 1): row_columns runs a column in a group of kMatmulRowCols
+#     (dot_row<Codec, 4>, with or without the prefetch rows `ahead`) or alone (dot_row<Codec, 1>),
+#     as the thread's first and last columns fall; every column of the group must get the DAG
+#     dot_row<Codec, 1> gives its column;
+#   - the one-row path against the tiled one (m >= 2): tiled_columns decodes the columns into its
+#     tile and runs a micro-kernel over it; every element it stores must get the DAG
+#     dot_row<Codec, 1> gives the same column of the same row (the micro-kernels among themselves:
+#     microkernels.py).
+# Each element's DAG is compared with the one dot_row<Codec, 1> computes from that element's own
+# operands (its x row, its column's weight row, its bias): the same node iff the same operations
+# on the same inputs.
+# Checked for every k of the deployment's weight shapes (shapes.toml) that is a whole number of
+# the codec's blocks, and every such k in 1..K_SMALL, with and without bias. dot_row<Codec, 4> is
+# run with its prefetch rows `ahead` given and null (clang compiles its k loop twice, one per case).
+from __future__ import annotations
+
+import os
+import re
+
+import dag
+import microkernels
+
+_CODEC = r"INS_(?:4avx2)?12_GLOBAL__N_1\d+(\w+?Codec)E"
+
+
+def functions(module: dag.Module) -> dict[str, dict[str, str]]:
+    """codec -> {"row1", "row4", "rows", "tiled"}: the compiled dot_row<Codec, 1>,
+    dot_row<Codec, 4>, row_columns<Codec> and tiled_columns<Codec>."""
+    out: dict[str, dict[str, str]] = {}
+    for name in module.funcs:
+        m = re.search(r"dot_row" + _CODEC + r"Li(\d+)E", name)
+        if m:
+            out.setdefault(m.group(1), {})[f"row{m.group(2)}"] = name
+            continue
+        m = re.search(r"cpu_rows.*row_columns" + _CODEC, name)
+        if m:
+            out.setdefault(m.group(1), {})["rows"] = name
+            continue
+        m = re.search(r"tiled_columns" + _CODEC, name)
+        if m:
+            out.setdefault(m.group(1), {})["tiled"] = name
+    return out
+
+
+def weight_type(module: dag.Module, rows_fn: str) -> int:
+    """The weight type row_columns<Codec> passes block_layout (the codec's)."""
+    body = "\n".join(module.funcs[rows_fn][1])
+    m = re.search(r"call \{ i64, i64 \} @(\w*block_layout\w*)\(i32 noundef (\d+)\)", body)
+    if not m:
+        raise dag.Unsupported(f"{rows_fn[:60]}: no call of block_layout")
+    return int(m.group(2))
+
+
+def block_layout(module: dag.Module, quant: dag.Module, rows_fn: str) -> tuple[int, int]:
+    """(elements, bytes) of one block of the codec: block_layout(type) of the compiled
+    quant_blocks.cc, for the weight type row_columns<Codec> passes it."""
+    name = next(f for f in quant.funcs if "block_layout" in f)
+    out = dag._call(dag._Ctx([quant], "", 10_000), quant, name, [weight_type(module, rows_fn)])
+    return out[0], out[1]
+
+
+def _rows_memory(cols: list[int]) -> dict:
+    """The pointer arrays a run reads: rows[j] -> weight row W<cols[j]>, ahead[j] -> A<cols[j]>."""
+    mem = {("ROWS", 8 * j): (("ptr", f"W{c}", 0), 8) for j, c in enumerate(cols)}
+    mem.update({("AHEAD", 8 * j): (("ptr", f"A{c}", 0), 8) for j, c in enumerate(cols)})
+    return mem
+
+
+def _outputs(stores: dict, fn: str) -> dict[int, object]:
+    """Y's elements (by float index) from a run's writes; raises if an input was written."""
+    out = {}
+    for (base, off), v in stores.items():
+        if base == "Y":
+            if off % 4:
+                raise dag.Unsupported(f"{fn[:60]} writes y at byte {off}")
+            out[off // 4] = v
+        elif base in ("X", "B", "ROWS", "AHEAD") or re.match(r"^[WA]\d+$", base):
+            raise dag.Unsupported(f"{fn[:60]} writes its input {base}")
+    return out
+
+
+class Reference:
+    """y[r, c] as dot_row<Codec, 1> computes it: run with x at row r of X (row stride k), its
+    weight row W<c>, bias at B[c], so that its leaves are exactly the element's own operands in
+    the variant's run (equal DAGs are then the same computation on the same inputs)."""
+
+    def __init__(self, module, modules, fn: str, k: int, pure: str) -> None:
+        self.module, self.modules, self.fn, self.k, self.pure = module, modules, fn, k, pure
+        self.memo: dict[tuple, dag.N] = {}
+
+    def __call__(self, r: int, c: int, bias: bool) -> dag.N:
+        key = (r, c, bias)
+        if key not in self.memo:
+            args = [("ptr", "X", 4 * self.k * r), ("ptr", "ROWS", 0), self.k, ("ptr", "B", 4 * c) if bias else None,
+                    ("ptr", "Y", 0)]
+            if len(self.module.funcs[self.fn][0]) != 5:
+                raise dag.Unsupported(f"{self.fn[:60]}: {len(self.module.funcs[self.fn][0])} parameters")
+            out = _outputs(dag.run(self.module, self.fn, args, memory=_rows_memory([c]), modules=self.modules,
+                                   pure=self.pure), self.fn)
+            if list(out) != [0]:
+                raise dag.Unsupported(f"{self.fn[:60]} stores y{sorted(out)}, not its one column")
+            self.memo[key] = out[0]
+        return self.memo[key]
+
+
+def row_group(module, modules, fn: str, cols: int, k: int, bias: bool, ahead: bool, pure: str) -> dict[int, dag.N]:
+    """Column j -> the DAG dot_row<Codec, cols> stores at y[j] (weight rows W0.., bias B)."""
+    nparams = len(module.funcs[fn][0])
+    args = [("ptr", "X", 0), ("ptr", "ROWS", 0), k, ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0)]
+    if nparams == 6:
+        args.append(("ptr", "AHEAD", 0) if ahead else None)
+    elif nparams != 5 or ahead:
+        raise dag.Unsupported(f"{fn[:60]}: {nparams} parameters")
+    out = _outputs(dag.run(module, fn, args, memory=_rows_memory(list(range(cols))), modules=modules, pure=pure), fn)
+    if sorted(out) != list(range(cols)):
+        raise dag.Unsupported(f"{fn[:60]} stores y{sorted(out)}, not its {cols} columns")
+    return out
+
+
+def tiled(module, modules, fn: str, m: int, c0: int, c1: int, k: int, bias: bool,
+          pure: str) -> dict[tuple[int, int], dag.N]:
+    """(r, c) -> the DAG tiled_columns<Codec> stores at y[r, c], for rows 0..m and columns [c0, c1)
+    (x rows of stride k, weight rows W0.., bias B)."""
+    ldy = c1 + 1
+    params = module.funcs[fn][0]
+    if len(params) != 10:
+        raise dag.Unsupported(f"{fn[:60]}: {len(params)} parameters")
+    args = [("ptr", "X", 0), m, k, ("ptr", "ROWS", 0), ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0), ldy,
+            c0, c1, ("ptr", "TILE", 0)]
+    out = _outputs(dag.run(module, fn, args, memory=_rows_memory(list(range(c1))), modules=modules, pure=pure), fn)
+    want = {r * ldy + c for r in range(m) for c in range(c0, c1)}
+    if set(out) != want:
+        raise dag.Unsupported(f"{fn[:60]} stores {len(out)} elements, not its {len(want)}")
+    return {divmod(e, ldy): v for e, v in out.items()}
+
+
+def windows(module, modules, fn: str, c0: int, c1: int, k: int, bias: bool, pure: str) -> dict[int, dag.N]:
+    """Column c -> the DAG row_columns<Codec> stores at y[c] for the thread columns [c0, c1)."""
+    params = module.funcs[fn][0]
+    if len(params) != 7:
+        raise dag.Unsupported(f"{fn[:60]}: {len(params)} parameters")
+    args = [("ptr", "X", 0), k, ("ptr", "ROWS", 0), ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0), c0, c1]
+    out = _outputs(dag.run(module, fn, args, memory=_rows_memory(list(range(c1))), modules=modules, pure=pure), fn)
+    if sorted(out) != list(range(c0, c1)):
+        raise dag.Unsupported(f"{fn[:60]} stores y{sorted(out)[:8]}, not columns [{c0}, {c1})")
+    return out
+
+
+# The thread column ranges row_columns is run on (first column, number of columns): single
+# columns, one group, a group and singles, and a range long enough that its first groups
+# prefetch and its last ones do not, in both prefetch modes.
+WINDOWS = ((0, 1), (0, 4), (0, 7), (5, 27))
+LINE_BYTES = 640  # row_columns prefetches rows of up to this many bytes in one burst, longer ones a line per block
+
+
+def compare_codec(module, quant, f: dict, codec: str, ks: list[int], pure: str) -> tuple[list[str], list[str], str]:
+    """(group differences, path differences, summary) of one codec (see the file comment)."""
+    modules = [quant]
+    groups: list[str] = []
+    paths: list[str] = []
+    missing = [r for r in ("row1", "row4", "rows", "tiled") if r not in f]
+    if missing:
+        return [f"{codec}: no compiled {', '.join(missing)}"], [], ""
+    try:
+        elems, block_bytes = block_layout(module, quant, f["rows"])
+    except dag.Unsupported as e:
+        return [f"{codec}: {e}"], [], ""
+    valid = [k for k in ks if k % elems == 0]
+    if not valid:
+        return [], [], f"{codec}: no k"
+    line_k = next((k for k in valid if k // elems * block_bytes > LINE_BYTES), None)
+    for k in valid:
+        small = k <= microkernels.K_SMALL
+        dag.reset()
+        ref = Reference(module, modules, f["row1"], k, pure)
+        for bias in (True, False) if small or k == valid[0] else (True,):
+            where = f"{codec} at k={k}{' with bias' if bias else ''}"
+            try:
+                for ahead in (False, True):
+                    for j, got in row_group(module, modules, f["row4"], 4, k, bias, ahead, pure).items():
+                        if got is not ref(0, j, bias):
+                            groups.append(f"{where}: dot_row<{codec}, 4> column {j}"
+                                          f"{' (prefetching)' if ahead else ''} differs from dot_row<{codec}, 1> "
+                                          f"({dag.first_difference(got, ref(0, j, bias))})")
+                            break
+                for c0, n in WINDOWS if k in (valid[0], line_k) else ():
+                    if k == line_k and k != valid[0] and c0 == 0:
+                        continue
+                    for c, got in windows(module, modules, f["rows"], c0, c0 + n, k, bias, pure).items():
+                        if got is not ref(0, c, bias):
+                            groups.append(f"{where}: row_columns<{codec}> on columns [{c0}, {c0 + n}): column {c} "
+                                          f"differs from dot_row<{codec}, 1>")
+                            break
+            except dag.Unsupported as e:
+                groups.append(f"{where}: symbolic execution stopped: {e}")
+            try:
+                for m, c0, c1 in [(2, 0, 1)] + ([(5, 1, 6)] if small else []):
+                    for (r, c), got in tiled(module, modules, f["tiled"], m, c0, c1, k, bias, pure).items():
+                        if got is not ref(r, c, bias):
+                            why = dag.first_difference(got, ref(r, c, bias))
+                            paths.append(f"{where}: tiled_columns<{codec}> element ({r}, {c}) of m={m} "
+                                         f"differs from dot_row<{codec}, 1>'s ({why})")
+                            break
+            except dag.Unsupported as e:
+                paths.append(f"{where}: symbolic execution stopped: {e}")
+            if len(groups) > 3 or len(paths) > 3:
+                return groups, paths, ""
+    dag.reset()
+    return groups, paths, f"{codec} ({len(valid)} k)"
+
+
+def other_build(module, quant, f: dict, codec: str, other, of: dict, entry: str, ks: list[int],
+                pure: str) -> tuple[list[str], list[str]]:
+    """Another build of the one-row path (the AVX-512 one, `other`, whose dispatch `entry` inlines
+    row_columns) against this codec's: its dot_row<Codec', 1> must compute what this build's
+    dot_row<Codec, 1> computes (same(): the table decoders by their case split; shown for one
+    column's leaves, it holds for every column's, the execution being blind to leaf names), and
+    every column of its dot_row<Codec', 4> and every column its dispatch stores, run on the thread
+    column ranges for the codec's weight type, must be the same node as one of the two's for that
+    column. (groups differences, path differences)."""
+    modules = [quant]
+    groups: list[str] = []
+    paths: list[str] = []
+    elems, block_bytes = block_layout(module, quant, f["rows"])
+    wtype = weight_type(module, f["rows"])
+    valid = [k for k in ks if k % elems == 0]
+    line_k = next((k for k in valid if k // elems * block_bytes > LINE_BYTES), None)
+    for k in valid:
+        small = k <= microkernels.K_SMALL
+        dag.reset()
+        ref = Reference(module, modules, f["row1"], k, pure)
+        own = Reference(other, modules, of["row1"], k, pure)
+        for bias in (True, False) if small or k == valid[0] else (True,):
+            where = f"{codec} (AVX-512 build: {of['name']}) at k={k}{' with bias' if bias else ''}"
+            try:
+                if not dag.same(own(0, 0, bias), ref(0, 0, bias)):
+                    paths.append(f"{where}: dot_row<{of['name']}, 1> differs from the AVX2 build's dot_row<{codec}, 1>")
+                for ahead in (False, True):
+                    for j, got in row_group(other, modules, of["row4"], 4, k, bias, ahead, pure).items():
+                        if got is not ref(0, j, bias) and got is not own(0, j, bias):
+                            groups.append(f"{where}: dot_row<{of['name']}, 4> column {j}"
+                                          f"{' (prefetching)' if ahead else ''} differs from dot_row<{of['name']}, 1>")
+                            break
+                for c0, n in WINDOWS if k in (valid[0], line_k) else ():
+                    if k == line_k and k != valid[0] and c0 == 0:
+                        continue
+                    for c, got in dispatch_windows(other, modules, entry, wtype, c0, c0 + n, k, bias, pure).items():
+                        if got is not ref(0, c, bias) and got is not own(0, c, bias):
+                            groups.append(f"{where}: {entry[:40]} on columns [{c0}, {c0 + n}): column {c} "
+                                          f"differs from dot_row<{of['name']}, 1>")
+                            break
+            except dag.Unsupported as e:
+                groups.append(f"{where}: symbolic execution stopped: {e}")
+            if len(groups) > 3 or len(paths) > 3:
+                return groups, paths
+    dag.reset()
+    return groups, paths
+
+
+def dispatch_windows(module, modules, fn: str, wtype: int, c0: int, c1: int, k: int, bias: bool,
+                     pure: str) -> dict[int, dag.N]:
+    """Column c -> the DAG fn(x, k, part, bias, y, c0, c1) (a matmul_row_columns_* entry: the
+    codec from part.type) stores at y[c]; part = WeightRows{wtype, c1, rows}."""
+    params = module.funcs[fn][0]
+    if len(params) != 7:
+        raise dag.Unsupported(f"{fn[:60]}: {len(params)} parameters")
+    mem = _rows_memory(list(range(c1)))
+    mem[("PART", 0)] = (wtype, 4)
+    mem[("PART", 8)] = (c1, 8)
+    mem[("PART", 16)] = (("ptr", "ROWS", 0), 8)
+    args = [("ptr", "X", 0), k, ("ptr", "PART", 0), ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0), c0, c1]
+    out = _outputs(dag.run(module, fn, args, memory=mem, modules=modules, pure=pure), fn)
+    if sorted(out) != list(range(c0, c1)):
+        raise dag.Unsupported(f"{fn[:60]} stores y{sorted(out)[:8]}, not columns [{c0}, {c1})")
+    return out
+
+
+_MODULES: dict[str, dag.Module] = {}
+
+
+def _module(path: str) -> dag.Module:
+    """The parsed IR (once per process: the pool's tasks share it)."""
+    if path not in _MODULES:
+        _MODULES[path] = dag.Module(path)
+    return _MODULES[path]
+
+
+def codecs_by_cost(path: str) -> list[str]:
+    """The codecs of the IR, the longest dot_row<Codec, 4> first (the order to hand them to a pool)."""
+    module = _module(path)
+    fns = functions(module)
+    return sorted(fns, key=lambda c: -len(module.funcs[fns[c]["row4"]][1]) if "row4" in fns[c] else 0)
+
+
+def compare(path: str, quant_path: str, ks: list[int], pure: str,
+            others: tuple[tuple[str, str], ...] = (), only: str = "") -> dict:
+    """For every codec compiled in the IR at path: {"done": what was compared, one codec a line;
+    "groups": {IR file: reasons its column groups differ}; "paths": reasons the one-row and tiled
+    paths (or another build's one-row path, others: (IR file, its dispatch entry regex)) differ}.
+    only: that codec alone (one task of a pool)."""
+    module = _module(path)
+    quant = _module(quant_path)
+    fns = functions(module)
+    out = {"done": [], "groups": {path: []}, "paths": []}
+    if not fns:
+        out["groups"][path].append("no dot_row instantiation in the IR")
+        return out
+    builds = []
+    for other_path, entry_rx in others:
+        other = _module(other_path)
+        entry = next((f for f in other.funcs if re.search(entry_rx, f)), None)
+        out["groups"][other_path] = [] if entry else [f"no function /{entry_rx}/ in {os.path.basename(other_path)}"]
+        if entry:
+            builds.append((other_path, other, entry, functions(other)))
+    for codec, f in sorted(fns.items()):
+        if only and codec != only:
+            continue
+        g, p, summary = compare_codec(module, quant, f, codec, ks, pure)
+        out["groups"][path] += g
+        out["paths"] += p
+        if summary:
+            out["done"].append(summary)
+        for other_path, other, entry, ofns in builds:
+            name = next((n for n in (codec.replace("Codec", "TableCodec"), codec) if n in ofns
+                         and n.replace("Table", "") == codec and "row1" in ofns[n] and "row4" in ofns[n]), None)
+            if name is None:
+                out["groups"][other_path].append(f"{codec}: no dot_row<{codec}, 1 and 4> in "
+                                                 f"{os.path.basename(other_path)}")
+                continue
+            try:
+                g, p = other_build(module, quant, f, codec, other, dict(ofns[name], name=name), entry, ks, pure)
+            except dag.Unsupported as e:
+                g, p = [f"{codec}: {e}"], []
+            out["groups"][other_path] += g
+            out["paths"] += p
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+    import time
+    t = time.time()
+    ks = [int(x) for x in sys.argv[3].split(",")] if len(sys.argv) > 3 else [8, 32, 256]
+    others = ((sys.argv[4], "matmul_row_columns_avx512"),) if len(sys.argv) > 4 else ()
+    print(compare(sys.argv[1], sys.argv[2], ks, "decode_plain|f16_to_f32|block_layout", others),
+          f"{time.time() - t:.1f} s")
