@@ -114,7 +114,8 @@ struct Shape {
   static constexpr int kK = kRows * kHd * 2;              // [kStages][64][kHd] bf16
   static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16
   static constexpr int kAcc = kV + kStages * kTileBytes;  // [kWarps][kBlocks][kHd / 2][32] f32
-  static constexpr int kBytes = kAcc + (kFold ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);
+  static constexpr int kZero = kAcc + (kFold ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);  // 16 zero bytes
+  static constexpr int kBytes = kZero + 16;
   // The tile loader (load_tile): thread t copies chunk t % kChunks of kRowsPerThread rows.
   static constexpr int kChunks = kHd / 8;
   static constexpr int kRowsPerPass = kThreads / kChunks;
@@ -249,12 +250,13 @@ struct RowSpan {
 // loaded once for all blocks). span: the item's rows; mask: the tile holds positions past some
 // row's own (the item's last tile) or, under a sliding window, before some row's first (the
 // item's first tile). Positions past the item's last hold whatever their page held: their
-// scores become -inf and their V fragments bf16 +0 (P.V then meets the same zeros a
-// zero-filled copy gave); positions before a row's first are the sequence's (finite): their
-// scores become -inf, so their weights are exact zeros.
+// scores become -inf and their V rows are read from zero_row (16 zero bytes: P.V then meets the
+// same bf16 +0 a zero-filled copy gave); positions before a row's first are the sequence's
+// (finite): their scores become -inf, so their weights are exact zeros.
 template <int kHd, int kBlocks>
 __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t q_rows, uint32_t k_stage,
-                                          uint32_t v_stage, int tile, bool mask, const RowSpan& span, float c) {
+                                          uint32_t v_stage, uint32_t zero_row, int tile, bool mask, const RowSpan& span,
+                                          float c) {
   const int lane = threadIdx.x & 31;
   // Each operand's lane offset at k step 0 (swizzle_steps_are_xors).
   const uint32_t q_lane = swizzled<kHd>(lane & 15, lane >> 4);
@@ -334,17 +336,14 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
       }
       st.m[b][i] = m_new;
     }
-    // O += bf16(P) V: the mma chain over the tile's positions in steps of 16.
+  // O += bf16(P) V: the mma chain over the tile's positions in steps of 16. This lane gives the
+  // transposing loads the address of V row v_row of the step (position tile * 64 + 16 kk + v_row);
+  // a row past the item's last position gives the 16 zero bytes instead, so that its values
+  // enter the chain as the bf16 +0 a zero-filled copy held.
+  const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3);
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
-    // This lane's V fragment halves hold positions j, j + 1 (f[0], f[2]) and j + 8, j + 9 (f[1], f[3]).
-    uint32_t keep[2] = {0xffffffffu, 0xffffffffu};
-    if (mask) {
-      const int j = tile * kTile + kk * 16 + 2 * (lane & 3), last = span.last();
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        keep[h] = (j + 8 * h <= last ? 0x0000ffffu : 0u) | (j + 8 * h + 1 <= last ? 0xffff0000u : 0u);
-    }
+    const bool zero = mask && tile * kTile + kk * 16 + v_row > span.last();
     uint32_t a[kBlocks][4];
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) {
@@ -356,13 +355,7 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
 #pragma unroll
     for (int dp = 0; dp < kHd / 16; ++dp) {
       uint32_t f[4];
-      ldsm_x4_trans(f, v_stage + kk * 16 * kHd * 2 + (v_lane ^ (dp * 32)));
-      if (mask) {
-        f[0] &= keep[0];
-        f[1] &= keep[1];
-        f[2] &= keep[0];
-        f[3] &= keep[1];
-      }
+      ldsm_x4_trans(f, zero ? zero_row : v_stage + kk * 16 * kHd * 2 + (v_lane ^ (dp * 32)));
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
         mma_bf16(st.o[b][2 * dp], a[b], f[0], f[1]);
@@ -622,6 +615,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
   const uint32_t base = smem_addr(smem);
   const uint32_t q_rows = base + S::kQ + warp * kBlocks * 16 * kHd * 2;
   float* acc_o = reinterpret_cast<float*>(smem + S::kAcc) + warp * kBlocks * (kHd / 2) * 32 + lane;
+  if (threadIdx.x == 0) *reinterpret_cast<uint4*>(smem + S::kZero) = make_uint4(0, 0, 0, 0);  // read after a barrier
   WarpState<kHd, kBlocks> state;
   Folded<kBlocks> acc{};
   int rows = 0;
@@ -649,7 +643,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
     if (warp * kBlocks * 16 < rows) {
       if (t + p.tiles_per_split == split_end) reset(state);  // a split's first tile
       tile_step<kHd, kBlocks>(state, q_rows, base + S::kK + stage * S::kTileBytes, base + S::kV + stage * S::kTileBytes,
-                              t, tiles.masked(t, p.window), RowSpan{w.first_position, rows, p.group, p.window}, p.c);
+                              base + S::kZero, t, tiles.masked(t, p.window),
+                              RowSpan{w.first_position, rows, p.group, p.window}, p.c);
       if (t + 1 == tiles.t_end || t + 1 == split_end)
         end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, split, state, acc, acc_o);
     }
