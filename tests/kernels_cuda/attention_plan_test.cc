@@ -170,7 +170,8 @@ TEST(AttentionPlan, ChunksAreCutAtTilesAndPackedByGroup) {
   ASSERT_TRUE(plan_attention(rows.positions, rows.seq, shape, 100, &plan).ok());
   std::vector<std::pair<int32_t, int32_t>> items;
   for (const AttentionWork& w : plan.folded) items.push_back({w.first_position, w.num_positions});
-  const std::vector<std::pair<int32_t, int32_t>> expect = {{60, 4}, {64, 16}, {80, 16}, {96, 16}, {112, 16}, {128, 2}};
+  // The longest first (the item at 128 reads tiles 0-2, those at 64-127 tiles 0-1, 60's tile 0).
+  const std::vector<std::pair<int32_t, int32_t>> expect = {{128, 2}, {64, 16}, {80, 16}, {96, 16}, {112, 16}, {60, 4}};
   EXPECT_EQ(items, expect);
 }
 

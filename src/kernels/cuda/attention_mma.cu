@@ -108,19 +108,23 @@ static_assert(swizzle_steps_are_xors<16>() && swizzle_steps_are_xors<32>() && sw
 template <int kHd, int kBlocks, bool kFold>
 struct Shape {
   static constexpr int kRows = kAttnRowsPerCta * kBlocks;  // query rows per CTA
-  static constexpr int kStages = kFold ? 2 : 3;
+  // The fold's O copy: in shared memory with one block a warp; with two, in each thread's local
+  // memory (in shared memory it would hold a CTA an SM).
+  static constexpr bool kAccShared = kFold && kBlocks == 1;
+  static constexpr int kStages = kFold || kBlocks > 1 ? 2 : 3;
   static constexpr int kTileBytes = kTile * kHd * 2;
   static constexpr int kQ = 0;                            // [kRows][kHd] bf16
   static constexpr int kK = kRows * kHd * 2;              // [kStages][64][kHd] bf16
   static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16
   static constexpr int kAcc = kV + kStages * kTileBytes;  // [kWarps][kBlocks][kHd / 2][32] f32
-  static constexpr int kZero = kAcc + (kFold ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);  // 16 zero bytes
+  static constexpr int kZero = kAcc + (kAccShared ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);  // 16 zero bytes
   static constexpr int kBytes = kZero + 16;
   // The tile loader (load_tile): thread t copies chunk t % kChunks of kRowsPerThread rows.
   static constexpr int kChunks = kHd / 8;
   static constexpr int kRowsPerPass = kThreads / kChunks;
   static constexpr int kRowsPerThread = kTile / kRowsPerPass;
-  static constexpr bool kOnePage = false;
+  // Two blocks a warp: the one-page loader (load_tile; the launch checks the block size).
+  static constexpr bool kOnePage = kBlocks > 1;
   static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
 };
 
@@ -437,18 +441,46 @@ __device__ __forceinline__ void write_partial(const MmaParams& p, const Attentio
   }
 }
 
-// The fold so far of a CTA that folds its splits: M and L in registers, O in shared memory
-// (acc_o: this lane's [kBlocks][kHd / 2] values, stride 32 floats).
-template <int kBlocks>
-struct Folded {
+// The fold so far of a CTA that folds its splits, this thread's rows: M and L, and O in
+// WarpState::o's layout, four values at a time. kShared: M and L in registers, O in shared memory
+// (this lane's [kBlocks][kHd / 2] values at a stride of 32 floats); otherwise all of it in the
+// thread's local memory (kept there, not in registers, as its address escapes: it is read and
+// written only at a split's end, and registers are what two blocks a warp lack).
+template <int kHd, int kBlocks, bool kShared>
+struct FoldO;
+
+template <int kHd, int kBlocks>
+struct FoldO<kHd, kBlocks, true> {
   float m[kBlocks][2];
   float l[kBlocks][2];
+  float* at;  // the lane's first O value
+  __device__ __forceinline__ float4 load(int b, int dt) const {
+    const float* x = at + (b * (kHd / 2) + dt * 4) * 32;
+    return make_float4(x[0], x[32], x[64], x[96]);
+  }
+  __device__ __forceinline__ void store(int b, int dt, float4 v) {
+    float* x = at + (b * (kHd / 2) + dt * 4) * 32;
+    x[0] = v.x;
+    x[32] = v.y;
+    x[64] = v.z;
+    x[96] = v.w;
+  }
+};
+
+template <int kHd, int kBlocks>
+struct FoldO<kHd, kBlocks, false> {
+  float m[kBlocks][2];
+  float l[kBlocks][2];
+  float4 v[kBlocks][kHd / 8];
+  __device__ __forceinline__ void pin() { asm volatile("" : : "l"(this) : "memory"); }
+  __device__ __forceinline__ float4 load(int b, int dt) const { return v[b][dt]; }
+  __device__ __forceinline__ void store(int b, int dt, float4 x) { v[b][dt] = x; }
 };
 
 // The end of split s for the warp's rows: finish L, then output, save, or fold.
-template <int kHd, int kBlocks, typename OutT, bool kFold>
+template <int kHd, int kBlocks, typename OutT, bool kFold, class Fold>
 __device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWork& w, int kv_head, int s,
-                                          WarpState<kHd, kBlocks>& st, Folded<kBlocks>& acc, float* acc_o) {
+                                          WarpState<kHd, kBlocks>& st, Fold& acc) {
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
     const float L[2] = {quad_sum(st.l[b][0]), quad_sum(st.l[b][1])};
@@ -461,7 +493,6 @@ __device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWor
       continue;
     }
     if constexpr (kFold) {
-      float* ao = acc_o + b * (kHd / 2) * 32;
       if (s == w.split_begin) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
@@ -470,8 +501,7 @@ __device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWor
         }
 #pragma unroll
         for (int dt = 0; dt < kHd / 8; ++dt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) ao[(dt * 4 + e) * 32] = st.o[b][dt][e];
+          acc.store(b, dt, make_float4(st.o[b][dt][0], st.o[b][dt][1], st.o[b][dt][2], st.o[b][dt][3]));
         continue;
       }
       FoldCoef f[2];
@@ -482,16 +512,19 @@ __device__ __forceinline__ void end_split(const MmaParams& p, const AttentionWor
         acc.m[b][i] = f[i].m;
       }
 #pragma unroll
-      for (int dt = 0; dt < kHd / 8; ++dt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st.o[b][dt][e] = fold(ao[(dt * 4 + e) * 32], st.o[b][dt][e], f[e >> 1]);
+      for (int dt = 0; dt < kHd / 8; ++dt) {
+        const float4 x = acc.load(b, dt);
+        st.o[b][dt][0] = fold(x.x, st.o[b][dt][0], f[0]);
+        st.o[b][dt][1] = fold(x.y, st.o[b][dt][1], f[0]);
+        st.o[b][dt][2] = fold(x.z, st.o[b][dt][2], f[1]);
+        st.o[b][dt][3] = fold(x.w, st.o[b][dt][3], f[1]);
+      }
       if (s == w.split_end - 1) {
         write_output<kHd, kBlocks, OutT>(p, w, kv_head, b, st.o[b], acc.l[b]);
       } else {
 #pragma unroll
         for (int dt = 0; dt < kHd / 8; ++dt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) ao[(dt * 4 + e) * 32] = st.o[b][dt][e];
+          acc.store(b, dt, make_float4(st.o[b][dt][0], st.o[b][dt][1], st.o[b][dt][2], st.o[b][dt][3]));
       }
     }
   }
@@ -513,32 +546,20 @@ struct ItemTiles {
   }
 };
 
-// The item after `item` in a CTA's stride, read one item ahead (the last item's own at the end;
-// an unconditional load, so that the next item's fields are plain data).
-__device__ __forceinline__ AttentionWork work_after(const MmaParams& p, int num_work, int item) {
-  return p.work[min(item + static_cast<int>(gridDim.x), num_work - 1)];
-}
-
-// The loader's place in a CTA's tile stream: the tiles of its items blockIdx.x, blockIdx.x +
-// gridDim.x, ... in order. `blk` holds the block-table entries of tile t (read one tile ahead of
-// its copies, across item boundaries too); `next`, the next item's work (read one item ahead).
+// The loader's place in a CTA's tile stream: the tiles of its items blockIdx.y, blockIdx.y +
+// gridDim.y, ... in order. `blk` holds the block-table entries of tile t (read one tile ahead of
+// its copies, across item boundaries too).
 template <class S>
 struct Loader {
   int item, t, t_end, last_pos;
   const int32_t* table;
   int32_t blk[S::kRowsPerThread];
-  AttentionWork next;
 
-  __device__ __forceinline__ void start(const MmaParams& p, int num_work, int first) {
-    next = p.work[first];
-    enter(p, num_work, first);
-  }
   // Enters item `at` (or, past num_work, the stream's end) and reads its first tile's entries.
   __device__ __forceinline__ void enter(const MmaParams& p, int num_work, int at) {
     item = at;
     if (item >= num_work) return;
-    const AttentionWork w = next;
-    next = work_after(p, num_work, item);
+    const AttentionWork w = p.work[item];
     const ItemTiles tiles(w, p);
     t = tiles.t_begin;
     t_end = tiles.t_end;
@@ -553,13 +574,13 @@ struct Loader {
     if (++t < t_end) {
       load_blocks<S>(p, table, t, last_pos, blk);
     } else {
-      enter(p, num_work, item + static_cast<int>(gridDim.x));
+      enter(p, num_work, item + static_cast<int>(gridDim.y));
     }
   }
 };
 
-// The CTA's stream shared by both kernels: grid.x CTAs stride over the items (item i on CTA i
-// mod grid.x), grid.y = KV head; the loader stays kStages - 1 tiles ahead of the computation
+// The CTA's stream shared by both kernels: grid.x = KV head, grid.y CTAs stride over the items
+// (item i on CTA i mod grid.y); the loader stays kStages - 1 tiles ahead of the computation
 // across item boundaries, so the pipeline does not drain between items. begin_item(w) runs at an
 // item's start (after a barrier: every warp is done with the previous item's Q), tile(w, tiles,
 // t, stage) once tile t is in shared memory. One barrier a tile: at tile n every warp has
@@ -568,25 +589,23 @@ struct Loader {
 template <class S, class BeginItem, class Tile>
 __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, BeginItem&& begin_item, Tile&& tile) {
   static_assert(S::kStages >= 2, "tile n - 1's stage is refilled while tile n is computed");
-  const int kv_head = static_cast<int>(blockIdx.y);
+  const int kv_head = static_cast<int>(blockIdx.x);
   const auto k_stage = [&](int st) { return base + S::kK + st * S::kTileBytes; };
   const auto v_stage = [&](int st) { return base + S::kV + st * S::kTileBytes; };
   const int num_work = p.num_work_dev != nullptr ? *p.num_work_dev : p.num_work_host;
-  const int first = static_cast<int>(blockIdx.x);
+  const int first = static_cast<int>(blockIdx.y);
   if (first >= num_work) return;
 
   Loader<S> loader;
-  loader.start(p, num_work, first);
+  loader.enter(p, num_work, first);
 #pragma unroll
   for (int st = 0; st < S::kStages - 1; ++st) {
     if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
     cp_async_commit();
   }
   unsigned n = 0;  // tile n of the stream is in stage n mod kStages
-  AttentionWork next = p.work[first];
-  for (int item = first; item < num_work; item += static_cast<int>(gridDim.x)) {
-    const AttentionWork w = next;
-    next = work_after(p, num_work, item);
+  for (int item = first; item < num_work; item += static_cast<int>(gridDim.y)) {
+    const AttentionWork w = p.work[item];
     const ItemTiles tiles(w, p);
     __syncthreads();  // the previous item's reads of Q are done
     begin_item(w);
@@ -611,13 +630,17 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
   using S = Shape<kHd, kBlocks, kFold>;
   extern __shared__ __align__(128) char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int kv_head = static_cast<int>(blockIdx.y);
+  const int kv_head = static_cast<int>(blockIdx.x);
   const uint32_t base = smem_addr(smem);
   const uint32_t q_rows = base + S::kQ + warp * kBlocks * 16 * kHd * 2;
-  float* acc_o = reinterpret_cast<float*>(smem + S::kAcc) + warp * kBlocks * (kHd / 2) * 32 + lane;
+  FoldO<kHd, kBlocks, S::kAccShared> fold_o;
+  if constexpr (S::kAccShared) {
+    fold_o.at = reinterpret_cast<float*>(smem + S::kAcc) + warp * kBlocks * (kHd / 2) * 32 + lane;
+  } else if constexpr (kFold) {
+    fold_o.pin();
+  }
   if (threadIdx.x == 0) *reinterpret_cast<uint4*>(smem + S::kZero) = make_uint4(0, 0, 0, 0);  // read after a barrier
   WarpState<kHd, kBlocks> state;
-  Folded<kBlocks> acc{};
   int rows = 0;
   // The split of the tile being computed and the tile after it: an item's first tile is in its
   // first split (attention_plan.h), and its tiles come in order, so no tile divides by the split.
@@ -631,22 +654,29 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
     // first tile's barrier publishes this item's Q.
     load_q<kHd, S::kRows>(p, w, kv_head, smem + S::kQ);
     reset(state);
-    acc = Folded<kBlocks>{};
     if constexpr (kFold) {
       // The fold state is written at an item's first split before any read; clearing it here too
       // lets verify/analyzer see that no read can meet the previous item's values.
 #pragma unroll
-      for (int e = 0; e < kBlocks * (kHd / 2); ++e) acc_o[e * 32] = 0.0f;
+      for (int b = 0; b < kBlocks; ++b) {
+        fold_o.m[b][0] = fold_o.m[b][1] = fold_o.l[b][0] = fold_o.l[b][1] = 0.f;
+#pragma unroll
+        for (int dt = 0; dt < kHd / 8; ++dt) fold_o.store(b, dt, make_float4(0.f, 0.f, 0.f, 0.f));
+      }
     }
   };
   const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
     if (warp * kBlocks * 16 < rows) {
-      if (t + p.tiles_per_split == split_end) reset(state);  // a split's first tile
+      if (t + p.tiles_per_split == split_end) {  // a split's first tile
+        asm volatile("");                        // a branch, not a select of every state register on every tile
+        reset(state);
+      }
       tile_step<kHd, kBlocks>(state, q_rows, base + S::kK + stage * S::kTileBytes, base + S::kV + stage * S::kTileBytes,
                               base + S::kZero, t, tiles.masked(t, p.window),
                               RowSpan{w.first_position, rows, p.group, p.window}, p.c);
-      if (t + 1 == tiles.t_end || t + 1 == split_end)
-        end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, split, state, acc, acc_o);
+      if (t + 1 == tiles.t_end || t + 1 == split_end) {
+        end_split<kHd, kBlocks, OutT, kFold>(p, w, kv_head, split, state, fold_o);
+      }
     }
     if (t + 1 == split_end) {
       ++split;
@@ -855,7 +885,7 @@ template <int kHd, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const MmaParams p) {
   using S = DecodeShape<kHd>;
   extern __shared__ __align__(128) char smem[];
-  const int kv_head = static_cast<int>(blockIdx.y);
+  const int kv_head = static_cast<int>(blockIdx.x);
   const uint32_t base = smem_addr(smem);
   DecodeState<kHd> state;  // an item is one split (the plan's per-split items)
   const auto begin_item = [&](const AttentionWork& w) {
@@ -961,12 +991,16 @@ __global__ void __launch_bounds__(kMergeThreads)
 }
 
 // Launches a streaming kernel (attention_mma_kernel, attention_decode_kernel) with kSmem bytes
-// of shared memory. The limit is the context's; the first (eager) launch raises it, before any
-// graph capture. It also counts the CTAs that fit the device at once (the first device's count:
-// a deployment's GPUs are one kind): a launch runs at most that many (per KV head), each
-// streaming its items' tiles.
+// of shared memory over `items` work items of `heads` KV heads: grid (heads, CTAs), the heads of
+// an item next to each other in the launch order. resident_only: at most as many CTAs as fit the
+// device at once (the first device's count: a deployment's GPUs are one kind), each streaming
+// its items' tiles (the per-split launch, whose graph form reads its count on the device);
+// otherwise one CTA an item (up to the grid's limit), so that the hardware hands the next item
+// to whichever SM is free: the folded items, whose lengths differ (the plan puts the longest
+// first). The shared-memory limit is the context's; the first (eager) launch raises it, before
+// any graph capture.
 template <auto kKernel, int kSmem>
-Status launch_streaming(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+Status launch_streaming(const MmaParams& p, int items, int heads, bool resident_only, cudaStream_t stream) {
   static std::atomic<int> resident{0};
   int ctas = resident.load(std::memory_order_acquire);
   if (ctas == 0) {
@@ -979,32 +1013,33 @@ Status launch_streaming(const MmaParams& p, int grid_x, int grid_y, cudaStream_t
     ctas = std::max(1, sms * per_sm);
     resident.store(ctas, std::memory_order_release);
   }
-  grid_x = std::min(grid_x, std::max(1, (ctas + grid_y - 1) / grid_y));
-  kKernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads, kSmem, stream>>>(p);
+  const int cap = resident_only ? std::max(1, (ctas + heads - 1) / heads) : 65535;  // 65535: grid.y's limit
+  items = std::min(items, cap);
+  kKernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(items)), kThreads, kSmem, stream>>>(p);
   return cuda_launch_status("attention (tensor cores)");
 }
 
 template <int kHd, typename OutT, bool kFold, int kBlocks>
-Status launch_mma(const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+Status launch_mma(const MmaParams& p, int items, int heads, bool resident_only, cudaStream_t stream) {
   return launch_streaming<attention_mma_kernel<kHd, OutT, kFold, kBlocks>, Shape<kHd, kBlocks, kFold>::kBytes>(
-      p, grid_x, grid_y, stream);
+      p, items, heads, resident_only, stream);
 }
 
 // The instantiations: head_dim x (one split, folding) x m16 blocks per warp. A head_dim of 256
 // folds with one block per warp only (two would not fit the registers).
 template <typename OutT, bool kFold, int kBlocks>
-Status launch_for_head_dim(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+Status launch_for_head_dim(int hd, const MmaParams& p, int items, int heads, bool resident_only, cudaStream_t stream) {
   switch (hd) {
     case 16:
-      return launch_mma<16, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
+      return launch_mma<16, OutT, kFold, kBlocks>(p, items, heads, resident_only, stream);
     case 32:
-      return launch_mma<32, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
+      return launch_mma<32, OutT, kFold, kBlocks>(p, items, heads, resident_only, stream);
     case 64:
-      return launch_mma<64, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
+      return launch_mma<64, OutT, kFold, kBlocks>(p, items, heads, resident_only, stream);
     case 128:
-      return launch_mma<128, OutT, kFold, kBlocks>(p, grid_x, grid_y, stream);
+      return launch_mma<128, OutT, kFold, kBlocks>(p, items, heads, resident_only, stream);
     case 256:
-      if constexpr (kBlocks == 1) return launch_mma<256, OutT, kFold, 1>(p, grid_x, grid_y, stream);
+      if constexpr (kBlocks == 1) return launch_mma<256, OutT, kFold, 1>(p, items, heads, resident_only, stream);
       return unimplemented("attention: head_dim 256 folds with 64 rows per CTA only");
     default:
       return unimplemented("attention: head_dim " + std::to_string(hd) + " has no tensor-core instantiation");
@@ -1020,38 +1055,46 @@ bool decode_fits(const MmaParams& p) {
 }
 
 template <typename OutT>
-Status launch_per_split(int hd, const MmaParams& p, int grid_x, int grid_y, cudaStream_t stream) {
+Status launch_per_split(int hd, const MmaParams& p, int items, int heads, cudaStream_t stream) {
   switch (hd) {
     case 64:
       if (decode_fits<64>(p))
-        return launch_streaming<attention_decode_kernel<64, OutT>, DecodeShape<64>::kBytes>(p, grid_x, grid_y, stream);
+        return launch_streaming<attention_decode_kernel<64, OutT>, DecodeShape<64>::kBytes>(p, items, heads, true,
+                                                                                            stream);
       break;
     case 128:
       if (decode_fits<128>(p))
-        return launch_streaming<attention_decode_kernel<128, OutT>, DecodeShape<128>::kBytes>(p, grid_x, grid_y,
+        return launch_streaming<attention_decode_kernel<128, OutT>, DecodeShape<128>::kBytes>(p, items, heads, true,
                                                                                               stream);
       break;
     case 256:
       if (decode_fits<256>(p))
-        return launch_streaming<attention_decode_kernel<256, OutT>, DecodeShape<256>::kBytes>(p, grid_x, grid_y,
+        return launch_streaming<attention_decode_kernel<256, OutT>, DecodeShape<256>::kBytes>(p, items, heads, true,
                                                                                               stream);
       break;
     default:
       break;
   }
-  return launch_for_head_dim<OutT, false, 1>(hd, p, grid_x, grid_y, stream);
+  return launch_for_head_dim<OutT, false, 1>(hd, p, items, heads, true, stream);
 }
 
 // The folded items [first, first + count) with or without the fold, at the plan's rows per CTA.
 template <typename OutT, bool kFold>
-Status launch_folded(const AttentionWorkView& w, int hd, MmaParams p, int first, int count, int grid_y,
+Status launch_folded(const AttentionWorkView& w, int hd, MmaParams p, int first, int count, int heads,
                      cudaStream_t stream) {
   if (count <= 0) return Status();
   p.work = w.folded + first;
   p.num_work_dev = nullptr;
   p.num_work_host = count;
-  if (w.folded_rows == 2 * kAttnRowsPerCta) return launch_for_head_dim<OutT, kFold, 2>(hd, p, count, grid_y, stream);
-  return launch_for_head_dim<OutT, kFold, 1>(hd, p, count, grid_y, stream);
+  if (w.folded_rows == 2 * kAttnRowsPerCta) {
+    // The one-page loader's rows: hd / 16 consecutive positions a thread (Shape::kRowsPerThread).
+    if (p.block_shift < 0 || (1 << p.block_shift) < hd / 16)
+      return unimplemented("attention (tensor cores): " + std::to_string(2 * kAttnRowsPerCta) +
+                           "-row CTAs need a power-of-two block size of " + std::to_string(std::max(1, hd / 16)) +
+                           " to 64 positions, not " + std::to_string(p.block_size));
+    return launch_for_head_dim<OutT, kFold, 2>(hd, p, count, heads, false, stream);
+  }
+  return launch_for_head_dim<OutT, kFold, 1>(hd, p, count, heads, false, stream);
 }
 
 template <typename OutT>

@@ -113,6 +113,14 @@ Status plan_attention(std::span<const int32_t> positions, std::span<const int32_
   const auto multi = std::partition(plan->folded.begin(), plan->folded.end(),
                                     [](const AttentionWork& w) { return w.split_end - w.split_begin == 1; });
   plan->num_folded_one_split = static_cast<int32_t>(multi - plan->folded.begin());
+  // The longest first in each part (ties keep the plan's order).
+  const auto tiles = [&](const AttentionWork& w) {
+    return (w.first_position + w.num_positions - 1) / kAttnKvTile -
+           attention_window_first(w.first_position, shape.window) / kAttnKvTile;
+  };
+  const auto longer = [&](const AttentionWork& a, const AttentionWork& b) { return tiles(a) > tiles(b); };
+  std::stable_sort(plan->folded.begin(), multi, longer);
+  std::stable_sort(multi, plan->folded.end(), longer);
   return Status();
 }
 

@@ -68,7 +68,9 @@ struct AttentionMerge {
 static_assert(sizeof(AttentionMerge) == 12, "AttentionMerge is copied to the device as 3 int32");
 
 struct AttentionPlan {
-  // Items whose CTA folds all their splits: the num_folded_one_split items of one split first.
+  // Items whose CTA folds all their splits: the num_folded_one_split items of one split first;
+  // in each part the items with the most KV tiles first (each item is a CTA of its own, and
+  // the hardware hands the next one to whichever SM is free: the longest start first).
   std::vector<AttentionWork> folded;
   int32_t num_folded_one_split = 0;
   std::vector<AttentionWork> per_split;  // one split each (partial >= 0), or a one-split decode (partial -1)
