@@ -190,10 +190,10 @@ int main(int argc, char** argv) {
   }
   std::printf("device %s, %d SMs; copy %.2f TB/s\n", prop.name, prop.multiProcessorCount, copy_tbps);
 
-  std::vector<Case> cases = {{"prefill", 1, 1024},      {"prefill", 8, 1024},  {"prefill", 1, 8192},
-                             {"decode", 1, 2048},       {"decode", 1, 8192},   {"decode", 1, 32768},
-                             {"decode", 64, 2048},      {"decode", 256, 1536}, {"prefill", 1, 8192, 4096},
-                             {"decode", 64, 8192, 4096}};
+  std::vector<Case> cases = {{"prefill", 1, 1024},  {"prefill", 8, 1024},       {"prefill", 1, 8192},
+                             {"prefill", 1, 2048},  {"prefill", 1, 4096},       {"decode", 1, 2048},
+                             {"decode", 1, 8192},   {"decode", 1, 32768},       {"decode", 64, 2048},
+                             {"decode", 256, 1536}, {"prefill", 1, 8192, 4096}, {"decode", 64, 8192, 4096}};
   if (quick) cases = {{"prefill", 8, 1024}, {"decode", 64, 2048}};
   std::vector<Measured> results;
   std::printf("%-34s %10s %9s %9s %8s\n", "case", "us", "TFLOP/s", "KV TB/s", "of copy");

@@ -249,6 +249,20 @@ struct RowSpan {
   __device__ __forceinline__ int last() const { return first + (rows - 1) / group; }
 };
 
+// O *= alpha for this lane's two rows (row lane / 4: values 0, 1 of each n8 tile; lane / 4 + 8:
+// values 2, 3). Where neither row's maximum moved (alpha = 1, o * 1 = o) the products are skipped:
+// a branch on the lane's own rows, taken by the warp only when no lane needs them.
+template <int kN>
+__device__ __forceinline__ void rescale(float (&o)[kN][4], const float (&alpha)[2]) {
+  if (alpha[0] != 1.f || alpha[1] != 1.f) {
+    asm volatile("");  // a branch: not 4 kN predicated products
+#pragma unroll
+    for (int dt = 0; dt < kN; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dt][e] = __fmul_rn(o[dt][e], alpha[e >> 1]);
+  }
+}
+
 // One KV tile for the warp's kBlocks x 16 rows (attention.h's per-tile steps; each block's
 // rows get exactly the operations a lone block's rows get: the K and V fragments are only
 // loaded once for all blocks). span: the item's rows; mask: the tile holds positions past some
@@ -310,9 +324,12 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
           if (j > p[b][1] || j < f[b][1]) s[b][nt][2 + e] = -INFINITY;
         }
   }
-  // Online softmax of each row.
+  // Online softmax of each row; a block's P is packed to P.V's bf16 fragments as soon as its rows
+  // are done (its f32 copy then dies).
+  uint32_t pa[kBlocks][kTile / 16][4];
 #pragma unroll
-  for (int b = 0; b < kBlocks; ++b)
+  for (int b = 0; b < kBlocks; ++b) {
+    float alpha[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       float mx = -INFINITY;
@@ -321,7 +338,7 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(st.m[b][i], mx);
-      const float alpha = ex2(__fmul_rn(__fsub_rn(st.m[b][i], m_new), c));
+      alpha[i] = ex2(__fmul_rn(__fsub_rn(st.m[b][i], m_new), c));
       const float m_scaled = __fmul_rn(m_new, c);
       float sum = 0.f;
 #pragma unroll
@@ -332,14 +349,18 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
           s[b][nt][2 * i + e] = pj;
           sum = __fadd_rn(sum, pj);
         }
-      st.l[b][i] = __fadd_rn(__fmul_rn(st.l[b][i], alpha), sum);
-#pragma unroll
-      for (int dt = 0; dt < kHd / 8; ++dt) {
-        st.o[b][dt][2 * i] = __fmul_rn(st.o[b][dt][2 * i], alpha);
-        st.o[b][dt][2 * i + 1] = __fmul_rn(st.o[b][dt][2 * i + 1], alpha);
-      }
+      st.l[b][i] = __fadd_rn(__fmul_rn(st.l[b][i], alpha[i]), sum);
       st.m[b][i] = m_new;
     }
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      pa[b][kk][0] = pack_bf16(s[b][2 * kk][0], s[b][2 * kk][1]);
+      pa[b][kk][1] = pack_bf16(s[b][2 * kk][2], s[b][2 * kk][3]);
+      pa[b][kk][2] = pack_bf16(s[b][2 * kk + 1][0], s[b][2 * kk + 1][1]);
+      pa[b][kk][3] = pack_bf16(s[b][2 * kk + 1][2], s[b][2 * kk + 1][3]);
+    }
+    rescale(st.o[b], alpha);
+  }
   // O += bf16(P) V: the mma chain over the tile's positions in steps of 16. This lane gives the
   // transposing loads the address of V row v_row of the step (position tile * 64 + 16 kk + v_row);
   // a row past the item's last position gives the 16 zero bytes instead, so that its values
@@ -348,22 +369,14 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
     const bool zero = mask && tile * kTile + kk * 16 + v_row > span.last();
-    uint32_t a[kBlocks][4];
-#pragma unroll
-    for (int b = 0; b < kBlocks; ++b) {
-      a[b][0] = pack_bf16(s[b][2 * kk][0], s[b][2 * kk][1]);
-      a[b][1] = pack_bf16(s[b][2 * kk][2], s[b][2 * kk][3]);
-      a[b][2] = pack_bf16(s[b][2 * kk + 1][0], s[b][2 * kk + 1][1]);
-      a[b][3] = pack_bf16(s[b][2 * kk + 1][2], s[b][2 * kk + 1][3]);
-    }
 #pragma unroll
     for (int dp = 0; dp < kHd / 16; ++dp) {
       uint32_t f[4];
       ldsm_x4_trans(f, zero ? zero_row : v_stage + kk * 16 * kHd * 2 + (v_lane ^ (dp * 32)));
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
-        mma_bf16(st.o[b][2 * dp], a[b], f[0], f[1]);
-        mma_bf16(st.o[b][2 * dp + 1], a[b], f[2], f[3]);
+        mma_bf16(st.o[b][2 * dp], pa[b][kk], f[0], f[1]);
+        mma_bf16(st.o[b][2 * dp + 1], pa[b][kk], f[2], f[3]);
       }
     }
   }
@@ -815,11 +828,8 @@ __device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t 
     }
     st.l[i] = __fadd_rn(__fmul_rn(st.l[i], alpha[i]), sum);
   }
-#pragma unroll
-  for (int dt = 0; dt < 2 * S::kDp; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) st.o[dt][e] = __fmul_rn(st.o[dt][e], alpha[e >> 1]);
-      // O of this warp's columns += bf16(P) V, the chain over the tile's positions.
+  rescale(st.o, alpha);
+  // O of this warp's columns += bf16(P) V, the chain over the tile's positions.
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
     uint32_t keep[2] = {0xffffffffu, 0xffffffffu};
