@@ -5,11 +5,14 @@
 // CTA: kWarps = 4 warps; warp w owns kBlocks m16 row blocks, CTA rows [16 kBlocks w, 16 kBlocks
 // (w + 1)) (row i of an item is position i / group, head i % group). Shared memory: Q [rows][hd]
 // bf16, K and V [kStages][64][hd] bf16, rows of 16-byte chunks XOR-swizzled by (row & 7) so that
-// ldmatrix is conflict-free; with kFold also the folded O [kWarps][kBlocks][hd / 2][32 lanes]
-// f32 (each thread its own fragment). The block-table entries of a tile are read one tile ahead
-// of its copies; one-split CTAs run three stages, folding ones two (their O copy needs the room).
+// ldmatrix is conflict-free; with kFold and one block a warp also the folded O [kWarps][hd / 2]
+// [32 lanes] f32 (each thread its own fragment; with two blocks the fold lives in each thread's
+// local memory: FoldO). The block-table entries of a tile are read one tile ahead of its copies;
+// one-block one-split CTAs run three stages, the others two (so that two CTAs fit an SM).
 // Every warp computes its rows with the same instructions (tile_step, end_split); which rows a
 // warp holds, how many other rows share the CTA and which CTA runs a split never enter them.
+// Folded items run one CTA each, longest first (the plan's order); per-split items stream on the
+// CTAs that fit the device at once (launch_streaming).
 // Decode items (one position: group <= 16 rows, one m16 block; where decode_fits) run
 // attention_decode_kernel, whose four warps split each tile's scores and head-dim columns
 // between them and compute every value with tile_step's operations (see there); the merge
@@ -104,7 +107,7 @@ static_assert(swizzle_steps_are_xors<16>() && swizzle_steps_are_xors<32>() && sw
               swizzle_steps_are_xors<128>() && swizzle_steps_are_xors<256>());
 
 // The compile-time shape of one instantiation: head_dim, m16 blocks per warp, the fold's
-// shared-memory copy of O, pipeline stages.
+// copy of O, pipeline stages, the loader's row mapping.
 template <int kHd, int kBlocks, bool kFold>
 struct Shape {
   static constexpr int kRows = kAttnRowsPerCta * kBlocks;  // query rows per CTA
