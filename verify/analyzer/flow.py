@@ -162,6 +162,10 @@ class _Analysis:
         self.origin: dict[str, frozenset[str]] = {}
         self.why: dict[str, str] = {}
         self.cover_cache: dict = {}
+        self.pred: dict[str, list[str]] = {}  # the blocks of self.labels that branch to a block
+        for b in self.labels:
+            for c2 in self.succ.get(b, ()):
+                self.pred.setdefault(c2, []).append(b)
         self.branch_label: dict[str, frozenset[str]] = {}
         self.changed = False
 
@@ -305,14 +309,15 @@ class _Analysis:
         # Blocks from which a write is reachable without passing the read: at a branch that only
         # the thread index decides, a writing thread takes a side that leads to its write, the same
         # in every pass.
+        # (The blocks other than the read's that reach a writing block through such blocks: a
+        # backward search from the writes, never through the read's block.)
         to_cover = set(cover_blocks)
-        grow = True
-        while grow:
-            grow = False
-            for b in labels:
-                if b not in to_cover and b != rb and any(c2 in to_cover for c2 in succ.get(b, ())):
+        back = list(cover_blocks)
+        while back:
+            for b in self.pred.get(back.pop(), ()):
+                if b not in to_cover and b != rb:
                     to_cover.add(b)
-                    grow = True
+                    back.append(b)
         seen = {labels[0]} if labels[0] not in cover_blocks else set()
         work = list(seen)
         while work:
