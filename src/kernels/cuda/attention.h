@@ -38,7 +38,8 @@
 //     column class k = (j mod 8) / 2 of the row (the mma lane holding j); for each class
 //       l_k = l_k * alpha + sum_k, sum_k = ((0 + p_j0) + p_j1) + ... over the class's j in
 //       increasing j (rounded adds, rounded multiply);
-//     O[d] = O[d] * alpha (rounded), then O[d] = mma chain over j in steps of 16 (j = 64t,
+//     O[d] = O[d] * alpha (rounded; a lane skips it where both of its rows have alpha = 1:
+//       O * 1 = O for every O but a NaN, which stays a NaN), then O[d] = mma chain over j in steps of 16 (j = 64t,
 //       64t + 16, ...) of bf16(p_j) * v_j[d] accumulated into O[d] (v_j = +0 past the last
 //       position of the rows the CTA computes with it: each masked term is an exact zero);
 //     M = M'.
