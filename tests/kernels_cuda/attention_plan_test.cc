@@ -219,6 +219,9 @@ TEST(AttentionPlan, FoldedRowsFollowTheStepAndTheDeployment) {
   EXPECT_EQ(attention_folded_rows(llama, 128, 8192, 132), kAttnRowsPerCta);  // past a tile
   EXPECT_EQ(attention_folded_rows(AttentionShape{8, 2, 256, 512}, 16, 1 << 20, 132), kAttnRowsPerCta);
   EXPECT_EQ(attention_folded_rows(AttentionShape{9, 3, 64, 512}, 4, 1 << 20, 132), 2 * kAttnRowsPerCta);
+  EXPECT_TRUE(attention_two_blocks_fit(64, 4));
+  EXPECT_FALSE(attention_two_blocks_fit(64, 2));
+  EXPECT_FALSE(attention_two_blocks_fit(256, 64));
   const AttentionShape wide{32, 8, 128, 512, attention_folded_rows(llama, 16, 8192, 132)};
   EXPECT_TRUE(check_attention_shape(wide).ok());
 }

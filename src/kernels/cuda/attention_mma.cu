@@ -1100,8 +1100,8 @@ Status launch_folded(const AttentionWorkView& w, int hd, MmaParams p, int first,
   p.num_work_dev = nullptr;
   p.num_work_host = count;
   if (w.folded_rows == 2 * kAttnRowsPerCta) {
-    // The one-page loader's rows: hd / 16 consecutive positions a thread (Shape::kRowsPerThread).
-    if (p.block_shift < 0 || (1 << p.block_shift) < hd / 16)
+    static_assert(Shape<128, 2, true>::kRowsPerThread == 128 / 16, "attention_two_blocks_fit's loader rows");
+    if (!attention_two_blocks_fit(hd, p.block_size))
       return unimplemented("attention (tensor cores): " + std::to_string(2 * kAttnRowsPerCta) +
                            "-row CTAs need a power-of-two block size of " + std::to_string(std::max(1, hd / 16)) +
                            " to 64 positions, not " + std::to_string(p.block_size));

@@ -60,12 +60,15 @@ void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decod
 
 }  // namespace
 
+bool attention_two_blocks_fit(int head_dim, int block_size) {
+  return head_dim <= 128 && block_size <= kAttnKvTile && (block_size & (block_size - 1)) == 0 &&
+         block_size >= std::max(1, head_dim / 16);
+}
+
 int attention_folded_rows(const AttentionShape& shape, int block_size, int64_t positions, int sms) {
   constexpr int kWide = 2 * kAttnRowsPerCta;
-  const bool loader_fits = block_size <= kAttnKvTile && (block_size & (block_size - 1)) == 0 &&
-                           block_size >= std::max(1, shape.head_dim / 16);
   const int64_t ctas = positions * shape.num_heads / kWide;  // a CTA: kWide rows (position x head) of a KV head
-  return shape.head_dim <= 128 && loader_fits && ctas >= 4 * int64_t{sms} ? kWide : kAttnRowsPerCta;
+  return attention_two_blocks_fit(shape.head_dim, block_size) && ctas >= 4 * int64_t{sms} ? kWide : kAttnRowsPerCta;
 }
 
 Status check_attention_shape(const AttentionShape& s) {

@@ -99,11 +99,15 @@ inline int32_t attention_num_splits(int32_t position, int split) { return positi
 Status plan_attention(std::span<const int32_t> positions, std::span<const int32_t> row_seq, const AttentionShape& shape,
                       int32_t partial_capacity, AttentionPlan* plan);
 
+// Whether the two-block kernel (folded_rows 2 kAttnRowsPerCta) runs for a deployment: head_dim
+// <= 128 and a power-of-two block size of head_dim / 16 to 64 positions (its loader copies
+// head_dim / 16 consecutive positions a thread from one page).
+bool attention_two_blocks_fit(int head_dim, int block_size);
+
 // The rows of a folding CTA (AttentionShape::folded_rows) for a step of `positions` query
-// positions (tokens) on a device of `sms` SMs with KV blocks of block_size positions: 2 kAttnRowsPerCta where the
-// two-block kernel runs (head_dim <= 128; a power-of-two block size of head_dim / 16 to 64
-// positions, its loader's) and the step fills at least 4 of its CTAs an SM; kAttnRowsPerCta
-// otherwise. A choice of place only: rows per CTA never enter a row's arithmetic. (H200, 32
+// positions (tokens) on a device of `sms` SMs with KV blocks of block_size positions: 2
+// kAttnRowsPerCta where attention_two_blocks_fit and the step fills at least 4 of its CTAs an
+// SM; kAttnRowsPerCta otherwise. A choice of place only: rows per CTA never enter a row's arithmetic. (H200, 32
 // heads of 128: a 1,024-token prompt took 84 us at 64 rows, 112 at 128; 2,048 tokens 226 and
 // 223; 4,096 738 and 654; 8 x 1,024 510 and 454: docs/BENCHMARKS.md.)
 int attention_folded_rows(const AttentionShape& shape, int block_size, int64_t positions, int sms);
