@@ -250,7 +250,8 @@ int main(int argc, char** argv) {
         c.kind == "prefill" ? std::vector<int>{512} : std::vector<int>{256, 512, 1024, 2048};
     std::vector<std::pair<int, int>> configs;  // (split, folded rows)
     for (int split : splits) configs.push_back({split, kAttnRowsPerCta});
-    if (c.kind == "prefill") configs.push_back({512, 2 * kAttnRowsPerCta});
+    if (c.kind == "prefill")  // 128-row CTAs; the split's cost to prefill (each split's state is folded)
+      for (int split : {512, 1024, 2048}) configs.push_back({split, 2 * kAttnRowsPerCta});
     for (const auto& [split, folded_rows] : configs) {
       const std::string name =
           base + " split " + std::to_string(split) + (folded_rows != kAttnRowsPerCta ? " rows 128" : "");

@@ -265,13 +265,28 @@ TEST_P(AttentionMma, EveryQueryHasTheBitsItHasAlone) {
   }
   const auto expect_alone = [&](const std::vector<float>& out, const std::vector<Query>& rows,
                                 const std::string& what) {
+    // Every row is compared; a failure names the first differing row, its first differing value
+    // (head, d) both ways, and how many rows and values of the step differ.
+    size_t bad_rows = 0, bad_values = 0;
+    std::string first_bad;
     for (size_t r = 0; r < rows.size(); ++r) {
       const int s = rows[r].seq, p = rows[r].pos;
       const int first = s < 5 ? 0 : pool.length(s) - 1;
       const float* ref = alone[static_cast<size_t>(s)].data() + static_cast<int64_t>(p - first) * width;
-      ASSERT_TRUE(cuda_test::same_bits(ref, out.data() + r * width, static_cast<size_t>(width) * 4))
-          << what << ": sequence " << s << " position " << p << " (row " << r << ") differs from the query alone";
+      const float* got = out.data() + r * width;
+      if (cuda_test::same_bits(ref, got, static_cast<size_t>(width) * 4)) continue;
+      ++bad_rows;
+      for (int i = 0; i < width; ++i) {
+        if (cuda_test::same_bits(ref + i, got + i, 4)) continue;
+        if (bad_values++ == 0)
+          first_bad = "sequence " + std::to_string(s) + " position " + std::to_string(p) + " (row " +
+                      std::to_string(r) + "), head " + std::to_string(i / c.head_dim) + " d " +
+                      std::to_string(i % c.head_dim) + ": alone " + std::to_string(ref[i]) + ", in the step " +
+                      std::to_string(got[i]);
+      }
     }
+    ASSERT_EQ(bad_rows, 0u) << what << ": " << bad_rows << " of " << rows.size() << " rows (" << bad_values
+                            << " values) differ from the query alone; the first: " << first_bad;
   };
 
   // Whole prompts and chunked prompts; the long sequences share each step.

@@ -217,14 +217,20 @@ def _wgmma_reads(inst: Inst, vi: ValueInfo | None) -> list[tuple[int, int]] | No
     n = int(m.group(1)) if m else 256
     a_in_regs = inst.args[1].strip().startswith("{") if len(inst.args) > 1 else False
     rows = [n] if a_in_regs else [64, n]
+    # imm-trans-b, the last operand: B is N-major (128-byte swizzle: n / 64 column blocks at the
+    # leading byte offset, each 16 k rows = two 8-row groups at the stride byte offset).
+    trans_b = [False, inst.args[-1].strip() == "1"] if len(inst.args) >= 7 else [False, False]
     out = []
-    for iv, r in zip(descs, rows):
+    for i, (iv, r) in enumerate(zip(descs, rows)):
         if iv is None or iv[0] < 0 or (iv[0] >> 14) != (iv[1] >> 14) or (iv[0] >> 32) != (iv[1] >> 32):
             return None
         start_lo, start_hi = (iv[0] & 0x3FFF) * 16, (iv[1] & 0x3FFF) * 16
         sbo = ((iv[0] >> 32) & 0x3FFF) * 16
         lbo = ((iv[0] >> 16) & 0x3FFF) * 16
-        span = (r + 7) // 8 * max(sbo, lbo, 128) + 1024
+        if trans_b[i + (1 if a_in_regs else 0)] and sbo > 0:
+            span = (max(r // 64, 1) - 1) * lbo + 2 * sbo
+        else:
+            span = (r + 7) // 8 * max(sbo, lbo, 128) + 1024
         out.append((start_lo, start_hi + span))
     return out
 

@@ -18,7 +18,9 @@
 //
 // 1. The tensor-core family (attention_mma.cu; bf16 pools, head_dim 16/32/64/128/256, at most
 //    kAttnRowsPerCta query heads per KV head). Its launch plan (attention_plan.h) packs the
-//    query heads of one KV head group into the rows of mma.sync.m16n8k16 tiles. For one query
+//    query heads of one KV head group into the rows of mma.sync.m16n8k16 tiles (and, in the
+//    128-row CTAs on sm_90a at head_dim 64 and 128, of wgmma m64nNk16 tiles: each k16 step
+//    gives each element the bits mma.sync's gives it, wgmma_ptx.cuh). For one query
 //    row (position p, head h, KV head h / group) the operations are, whatever rows share its
 //    CTA, warp or mma, and whichever CTA computes it:
 //   q = bf16(q_f32) elementwise (round to nearest even); c = scale * log2(e) (one f32 product,
@@ -28,7 +30,7 @@
 //   Per split, from M = -inf, l = 0, O = +0 (l is held as 4 partial sums, one per column class
 //   below), for each tile t of the split that the row visits, in increasing t:
 //     x_j = mma chain over d in steps of 16 (k = 0, 16, ...: D = A*B + D from +0) of q . k_j,
-//       j in the tile (the tensor core's m16n8k16 as a function of its operands); x_j = -inf
+//       j in the tile (the tensor core's k16 step as a function of its operands); x_j = -inf
 //       for j > p (only in tile floor(p / 64); those K rows hold whatever their page holds) and
 //       for j < f (only in tile floor(f / 64); positions of the sequence, whose K/V are
 //       written): every visited tile holds at least one position f <= j <= p;
@@ -38,10 +40,11 @@
 //     column class k = (j mod 8) / 2 of the row (the mma lane holding j); for each class
 //       l_k = l_k * alpha + sum_k, sum_k = ((0 + p_j0) + p_j1) + ... over the class's j in
 //       increasing j (rounded adds, rounded multiply);
-//     O[d] = O[d] * alpha (rounded; a lane skips it where both of its rows have alpha = 1:
-//       O * 1 = O for every O but a NaN, which stays a NaN), then O[d] = mma chain over j in steps of 16 (j = 64t,
-//       64t + 16, ...) of bf16(p_j) * v_j[d] accumulated into O[d] (v_j = +0 past the last
-//       position of the rows the CTA computes with it: each masked term is an exact zero);
+//     O[d] = O[d] * alpha (rounded; skipped where the row's alpha = 1, a decision of the row
+//       alone: O * 1 = O for every O but a NaN, which stays a NaN), then O[d] = mma chain
+//       over j in steps of 16 (j = 64t, 64t + 16, ...) of bf16(p_j) * v_j[d] accumulated into
+//       O[d] (v_j = +0 past the last position of the rows the CTA computes with it: each
+//       masked term is an exact zero);
 //     M = M'.
 //   End of split: L = (l_0 + l_1) + (l_2 + l_3) (the lane butterfly: the same value in every
 //   lane). The split states (M_s, L_s, O_s) of splits 0 .. n-1 fold left to right:

@@ -13,6 +13,9 @@
 // warp holds, how many other rows share the CTA and which CTA runs a split never enter them.
 // Folded items run one CTA each, longest first (the plan's order); per-split items stream on the
 // CTAs that fit the device at once (launch_streaming).
+// On sm_90a (H100, H200), folded items of 128-row CTAs at head_dim 64 and 128 run
+// attention_wgmma_kernel: two warpgroups, the same stream and fold, the two chains of a tile on
+// wgmma (each k16 step gives each element the bits of mma.sync's: wgmma_ptx.cuh).
 // Decode items (one position: group <= 16 rows, one m16 block; where decode_fits) run
 // attention_decode_kernel, whose four warps split each tile's scores and head-dim columns
 // between them and compute every value with tile_step's operations (see there); the merge
@@ -25,7 +28,9 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm_bf16.h"
 #include "kernels/cuda/mma_ptx.cuh"
+#include "kernels/cuda/wgmma_ptx.cuh"
 
 namespace vosti {
 namespace {
@@ -122,8 +127,12 @@ struct Shape {
   static constexpr int kAcc = kV + kStages * kTileBytes;  // [kWarps][kBlocks][kHd / 2][32] f32
   static constexpr int kZero = kAcc + (kAccShared ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);  // 16 zero bytes
   static constexpr int kBytes = kZero + 16;
-  // The tile loader (load_tile): thread t copies chunk t % kChunks of kRowsPerThread rows.
+  static constexpr int kThreads = vosti::kThreads;
+  static constexpr bool kAsyncProxy = false;  // tiles read by ldmatrix only
+  // The tile loader (load_tile): thread t copies chunk t % kChunks of kRowsPerThread rows, to
+  // tile_offset's place.
   static constexpr int kChunks = kHd / 8;
+  static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) { return swizzled<kHd>(row, chunk); }
   static constexpr int kRowsPerPass = kThreads / kChunks;
   static constexpr int kRowsPerThread = kTile / kRowsPerPass;
   // Two blocks a warp: the one-page loader (load_tile; the launch checks the block size).
@@ -197,7 +206,7 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
     const int64_t off = (page * p.block_size + in_block) * kHd + chunk * 8;
 #pragma unroll
     for (int i = 0; i < S::kRowsPerThread; ++i) {
-      const uint32_t dst = swizzled<kHd>(row0 + i, chunk);
+      const uint32_t dst = S::tile_offset(row0 + i, chunk);
       cp_async_16(k_stage + dst, p.k + off + i * kHd, true);
       cp_async_16(v_stage + dst, p.v + off + i * kHd, true);
     }
@@ -212,7 +221,7 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
       const int j = tile * kTile + row;
       const int in_block = p.block_shift >= 0 ? j & ((1 << p.block_shift) - 1) : j % p.block_size;
       const int64_t off = static_cast<int64_t>(blk[i]) * block_elems + (head_elems + in_block * kHd);
-      const uint32_t dst = swizzled<kHd>(row, chunk);
+      const uint32_t dst = S::tile_offset(row, chunk);
       cp_async_16(k_stage + dst, p.k + off, true);
       cp_async_16(v_stage + dst, p.v + off, true);
     }
@@ -220,11 +229,11 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
 }
 
 // Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros.
-template <int kHd, int kRows>
+template <int kHd, int kRows, int kNumThreads = kThreads>
 __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& w, int kv_head, char* q_smem) {
   constexpr int kChunks = kHd / 8;
   const int rows = w.num_positions * p.group;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kNumThreads) {
     const int row = i / kChunks, chunk = i % kChunks;
     uint4 packed = make_uint4(0, 0, 0, 0);
     if (row < rows) {
@@ -253,16 +262,20 @@ struct RowSpan {
 };
 
 // O *= alpha for this lane's two rows (row lane / 4: values 0, 1 of each n8 tile; lane / 4 + 8:
-// values 2, 3). Where neither row's maximum moved (alpha = 1, o * 1 = o) the products are skipped:
-// a branch on the lane's own rows, taken by the warp only when no lane needs them.
+// values 2, 3). Where a row's maximum did not move (alpha = 1, o * 1 = o) its products are
+// skipped: one branch per row, on that row's own alpha, skipped by the warp when no lane's row
+// needs it.
 template <int kN>
 __device__ __forceinline__ void rescale(float (&o)[kN][4], const float (&alpha)[2]) {
-  if (alpha[0] != 1.f || alpha[1] != 1.f) {
-    asm volatile("");  // a branch: not 4 kN predicated products
 #pragma unroll
-    for (int dt = 0; dt < kN; ++dt)
+  for (int i = 0; i < 2; ++i) {
+    if (alpha[i] != 1.f) {
+      asm volatile("");  // a branch: not 2 kN predicated products
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[dt][e] = __fmul_rn(o[dt][e], alpha[e >> 1]);
+      for (int dt = 0; dt < kN; ++dt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) o[dt][2 * i + e] = __fmul_rn(o[dt][2 * i + e], alpha[i]);
+    }
   }
 }
 
@@ -627,6 +640,7 @@ __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, 
     begin_item(w);
     for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
       cp_async_wait<S::kStages - 2>();  // tile n has landed (only the tiles after it are in flight)
+      if constexpr (S::kAsyncProxy) wgmma_ptx::fence_proxy_async();  // ... for wgmma's reads too
       __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory; tile n - 1 is done
       if (loader.item < num_work) {
         const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);  // tile n - 1's stage
@@ -702,6 +716,216 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
   stream_items<S>(p, base, begin_item, tile);
 }
 
+// ---- Folded items on sm_90a: two warpgroups, wgmma ----
+// The 128-row folded and one-split items where the GPU has wgmma (H100, H200) and head_dim is 64
+// or 128: 256 threads, warpgroup g computes CTA rows [64 g, 64 g + 64), warp w of the CTA rows
+// [16 w, 16 w + 16) as in attention_mma_kernel with one block a warp. Per tile a warpgroup issues
+// the score chain as kHd / 16 wgmma m64n64k16 steps (A: its Q fragments, held in registers for
+// the item; B: the K tile) and P.V as 4 wgmma m64n{kHd}k16 steps (A: P's bf16 fragments; B: the V
+// tile, N-major), in tile_step's order; the softmax between them is tile_step's, line for line
+// (wg_softmax). A wgmma k16 step computes each element as the mma.sync step does from the same
+// operands (wgmma_ptx.cuh), so each row gets the bits attention_mma_kernel and the decode kernel
+// give it. The K and V stages are in wgmma's 128-byte swizzled layout ([kHd / 64][64 rows][128
+// bytes], chunk c of row r at c ^ (r & 7)); V rows past the item's last position are zeroed in
+// the stage before P.V reads them (the computation's own item decides; P is +0 there), so the
+// masked terms are the bf16 +0 x +0 of the other kernels.
+template <int kHd>
+__host__ __device__ constexpr uint32_t wg_swizzled(int row, int chunk) {
+  return static_cast<uint32_t>((chunk >> 3) * (kTile * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+template <int kHd, bool kFold>
+struct WgShape {
+  static constexpr int kThreads = 256;
+  static constexpr int kRows = 2 * kAttnRowsPerCta;
+  static constexpr bool kAsyncProxy = true;
+  static constexpr int kStages = 3;
+  static constexpr int kTileBytes = kTile * kHd * 2;
+  static constexpr int kQ = 0;                            // [kRows][kHd] bf16, attention_mma_kernel's layout
+  static constexpr int kK = kRows * kHd * 2;              // [kStages][64][kHd] bf16, wgmma's layout
+  static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16, wgmma's layout
+  static constexpr int kAcc = kV + kStages * kTileBytes;  // [8 warps][kHd / 2][32] f32: the fold's O
+  static constexpr int kBytes = kAcc + (kFold ? 8 * (kHd / 2) * 32 * 4 : 0);
+  static constexpr int kSmem = kBytes + 1024;  // the dynamic allocation: the tiles start 1,024-byte aligned
+  static constexpr int kChunks = kHd / 8;
+  static constexpr int kRowsPerPass = kThreads / kChunks;
+  static constexpr int kRowsPerThread = kTile / kRowsPerPass;
+  static constexpr bool kOnePage = true;  // the launch checks the block size
+  static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) { return wg_swizzled<kHd>(row, chunk); }
+  static_assert(kHd == 64 || kHd == 128, "one or two 128-byte column blocks");
+  static_assert(kK % 1024 == 0 && kTileBytes % 1024 == 0, "each tile starts 1,024-byte aligned");
+  static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
+  static_assert(kAsyncProxy && kOnePage && kQ == 0 && kRowsPerThread >= 1, "stream_items' and load_tile's shape");
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define VOSTI_ATTENTION_WGMMA 1
+
+// tile_step for one m16 block a warp, with the chains on wgmma (see above): the warp's scores
+// s[nt][e] (wgmma's accumulator d[4 nt + e]) are masked, exponentiated, summed and packed as
+// tile_step does, and O (d[4 dt + e] = o[dt][e]) is rescaled the same way.
+template <int kHd>
+__device__ __forceinline__ void wg_tile_step(WarpState<kHd, 1>& st, const uint32_t (&qa)[kHd / 16][4], uint32_t k_stage,
+                                             uint32_t v_stage, int tile, bool mask, const RowSpan& span, float c) {
+  namespace wg = wgmma_ptx;
+  const int lane = threadIdx.x & 31;
+  float s[kTileNt][4];
+#pragma unroll
+  for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+  float(&sd)[kTileNt * 4] = reinterpret_cast<float(&)[kTileNt * 4]>(s);
+  // Scores: the chain over d in steps of 16 (K-major B: step kk is 32 bytes into its column block).
+  wg::fence();
+#pragma unroll
+  for (int kk = 0; kk < kHd / 16; ++kk)
+    wg::wgmma_m64n64k16_rs<0>(sd, qa[kk],
+                              wg::desc_sw128(k_stage + (kk >> 2) * (kTile * 128) + (kk & 3) * 32, 16, 1024));
+  wg::commit();
+  wg::wait<0>();
+  wg::fence_operands(sd);
+  if (mask) {
+    int p[2], f[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      p[i] = span.position<1>(0, i);
+      f[i] = attention_window_first(p[i], span.window);
+    }
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
+        if (j > p[0] || j < f[0]) s[nt][e] = -INFINITY;
+        if (j > p[1] || j < f[1]) s[nt][2 + e] = -INFINITY;
+      }
+  }
+  uint32_t pa[kTile / 16][4];
+  float alpha[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(st.m[0][i], mx);
+    alpha[i] = ex2(__fmul_rn(__fsub_rn(st.m[0][i], m_new), c));
+    const float m_scaled = __fmul_rn(m_new, c);
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pj = ex2(__fmaf_rn(s[nt][2 * i + e], c, -m_scaled));
+        s[nt][2 * i + e] = pj;
+        sum = __fadd_rn(sum, pj);
+      }
+    st.l[0][i] = __fadd_rn(__fmul_rn(st.l[0][i], alpha[i]), sum);
+    st.m[0][i] = m_new;
+  }
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+  rescale(st.o[0], alpha);
+  // O += bf16(P) V: the chain over the tile's positions in steps of 16 (N-major B: the column
+  // blocks kTile * 128 bytes apart, 8-row groups 1,024 bytes apart; step kk is 16 rows on).
+  float(&od)[kHd / 2] = reinterpret_cast<float(&)[kHd / 2]>(st.o[0]);
+  wg::fence();
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    const uint64_t desc = wg::desc_sw128(v_stage + kk * 16 * 128, kTile * 128, 1024);
+    if constexpr (kHd == 128) {
+      wg::wgmma_m64n128k16_rs<1>(od, pa[kk], desc);
+    } else {
+      wg::wgmma_m64n64k16_rs<1>(od, pa[kk], desc);
+    }
+  }
+  wg::commit();
+  wg::wait<0>();
+  wg::fence_operands(od);
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// The kernel: attention_mma_kernel's stream and fold with WgShape's stages, a warpgroup's rows
+// computed by wg_tile_step. Warpgroups whose rows are all past the item skip the tile (the rows
+// of a warpgroup with some rows in the item compute what they hold; their outputs are dropped).
+template <int kHd, typename OutT, bool kFold>
+__global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams p) {
+#ifdef VOSTI_ATTENTION_WGMMA
+  using S = WgShape<kHd, kFold>;
+  extern __shared__ __align__(128) char smem_raw[];
+  char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, group = threadIdx.x >> 7;
+  const int kv_head = static_cast<int>(blockIdx.x);
+  const uint32_t base = smem_addr(smem);
+  const uint32_t q_rows = base + S::kQ + warp * 16 * kHd * 2;
+  FoldO<kHd, 1, true> fold_o;
+  fold_o.at = reinterpret_cast<float*>(smem + S::kAcc) + warp * (kHd / 2) * 32 + lane;
+  WarpState<kHd, 1> state;
+  int rows = 0, split = 0, split_end = 0;
+  const auto begin_item = [&](const AttentionWork& w) {
+    rows = w.num_positions * p.group;
+    split = w.split_begin;
+    split_end = (w.split_begin + 1) * p.tiles_per_split;
+    load_q<kHd, S::kRows, S::kThreads>(p, w, kv_head, smem + S::kQ);
+    reset(state);
+    if constexpr (kFold) {
+      fold_o.m[0][0] = fold_o.m[0][1] = fold_o.l[0][0] = fold_o.l[0][1] = 0.f;
+#pragma unroll
+      for (int dt = 0; dt < kHd / 8; ++dt) fold_o.store(0, dt, make_float4(0.f, 0.f, 0.f, 0.f));
+    }
+  };
+  const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
+    const uint32_t k_stage = base + S::kK + stage * S::kTileBytes, v_stage = base + S::kV + stage * S::kTileBytes;
+    const bool mask = tiles.masked(t, p.window);
+    const RowSpan span{w.first_position, rows, p.group, p.window};
+    if (mask) {  // the item's last (or, under a window, first) tile: V rows past its last position read as +0
+      const int last = span.last();
+      char* v = smem + S::kV + stage * S::kTileBytes;
+      for (int i = threadIdx.x; i < kTile * S::kChunks; i += S::kThreads) {
+        const int row = i / S::kChunks, chunk = i % S::kChunks;
+        if (t * kTile + row > last)
+          *reinterpret_cast<uint4*>(v + wg_swizzled<kHd>(row, chunk)) = make_uint4(0, 0, 0, 0);
+      }
+      wgmma_ptx::fence_proxy_async();
+      __syncthreads();
+    }
+    if (group * kAttnRowsPerCta < rows) {
+      if (t + p.tiles_per_split == split_end) {  // a split's first tile
+        asm volatile("");
+        reset(state);
+      }
+      // The warp's Q fragments, from shared memory at every tile (held across tiles, ptxas
+      // reused their registers for P at head_dim 64).
+      uint32_t qa[kHd / 16][4];
+      const uint32_t q_lane = swizzled<kHd>(lane & 15, lane >> 4);
+#pragma unroll
+      for (int kk = 0; kk < kHd / 16; ++kk) ldsm_x4(qa[kk], q_rows + (q_lane ^ (kk * 32)));
+      wg_tile_step<kHd>(state, qa, k_stage, v_stage, t, mask, span, p.c);
+      if (t + 1 == tiles.t_end || t + 1 == split_end)
+        end_split<kHd, 1, OutT, kFold>(p, w, kv_head, split, state, fold_o);
+    }
+    if (t + 1 == split_end) {
+      ++split;
+      split_end += p.tiles_per_split;
+    }
+  };
+  stream_items<S>(p, base, begin_item, tile);
+#endif
+}
+
+template <int kHd, typename OutT, bool kFold>
+Status launch_wgmma(const MmaParams& p, int items, int heads, cudaStream_t stream) {
+  using S = WgShape<kHd, kFold>;
+  return launch_streaming<attention_wgmma_kernel<kHd, OutT, kFold>, S::kSmem, S::kThreads>(p, items, heads, false,
+                                                                                           stream);
+}
+
 // ---- Decode items: the four warps share one m16 block ----
 // A per-split item is one position of one sequence: group rows (at most 16), one m16 block.
 // The streaming kernel above gives it to warp 0 while warps 1-3 wait at the barriers (a tile
@@ -727,7 +951,10 @@ struct DecodeShape {
   static constexpr int kPa = kMax + kWarps * 16 * 4;      // [kWarps][32 lanes] bf16 P fragments
   static constexpr int kPf = kPa + kWarps * 32 * 16;      // [16][kPfStride] f32 P
   static constexpr int kBytes = kPf + 16 * kPfStride * 4;
+  static constexpr int kThreads = vosti::kThreads;
+  static constexpr bool kAsyncProxy = false;
   static constexpr int kChunks = kHd / 8;
+  static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) { return swizzled<kHd>(row, chunk); }
   static constexpr int kRowsPerPass = kThreads / kChunks;
   static constexpr int kRowsPerThread = kTile / kRowsPerPass;
   static constexpr bool kOnePage = true;         // the launch checks the block size (decode_fits)
@@ -1012,7 +1239,7 @@ __global__ void __launch_bounds__(kMergeThreads)
 // to whichever SM is free: the folded items, whose lengths differ (the plan puts the longest
 // first). The shared-memory limit is the context's; the first (eager) launch raises it, before
 // any graph capture.
-template <auto kKernel, int kSmem>
+template <auto kKernel, int kSmem, int kNumThreads = kThreads>
 Status launch_streaming(const MmaParams& p, int items, int heads, bool resident_only, cudaStream_t stream) {
   static std::atomic<int> resident{0};
   int ctas = resident.load(std::memory_order_acquire);
@@ -1022,13 +1249,13 @@ Status launch_streaming(const MmaParams& p, int items, int heads, bool resident_
     int device = 0, sms = 0, per_sm = 0;
     VOSTI_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     VOSTI_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    VOSTI_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kThreads, kSmem));
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kNumThreads, kSmem));
     ctas = std::max(1, sms * per_sm);
     resident.store(ctas, std::memory_order_release);
   }
   const int cap = resident_only ? std::max(1, (ctas + heads - 1) / heads) : 65535;  // 65535: grid.y's limit
   items = std::min(items, cap);
-  kKernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(items)), kThreads, kSmem, stream>>>(p);
+  kKernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(items)), kNumThreads, kSmem, stream>>>(p);
   return cuda_launch_status("attention (tensor cores)");
 }
 
@@ -1091,7 +1318,19 @@ Status launch_per_split(int hd, const MmaParams& p, int items, int heads, cudaSt
   return launch_for_head_dim<OutT, false, 1>(hd, p, items, heads, true, stream);
 }
 
-// The folded items [first, first + count) with or without the fold, at the plan's rows per CTA.
+// Whether the current device runs wgmma (sm_90: H100, H200); asked once (a deployment's GPUs
+// are one kind).
+bool wgmma_available() {
+  static const bool has = [] {
+    const Result<bool> r = device_has_wgmma();
+    return r.ok() && r.value();
+  }();
+  return has;
+}
+
+// The folded items [first, first + count) with or without the fold, at the plan's rows per CTA:
+// with 128 rows, the wgmma kernel where the device has wgmma and head_dim is 64 or 128, else two
+// m16 blocks a warp.
 template <typename OutT, bool kFold>
 Status launch_folded(const AttentionWorkView& w, int hd, MmaParams p, int first, int count, int heads,
                      cudaStream_t stream) {
@@ -1105,6 +1344,10 @@ Status launch_folded(const AttentionWorkView& w, int hd, MmaParams p, int first,
       return unimplemented("attention (tensor cores): " + std::to_string(2 * kAttnRowsPerCta) +
                            "-row CTAs need a power-of-two block size of " + std::to_string(std::max(1, hd / 16)) +
                            " to 64 positions, not " + std::to_string(p.block_size));
+    if (wgmma_available()) {  // the same bits as the two-block kernel (wgmma_ptx.cuh), sooner
+      if (hd == 64) return launch_wgmma<64, OutT, kFold>(p, count, heads, stream);
+      if (hd == 128) return launch_wgmma<128, OutT, kFold>(p, count, heads, stream);
+    }
     return launch_for_head_dim<OutT, kFold, 2>(hd, p, count, heads, false, stream);
   }
   return launch_for_head_dim<OutT, kFold, 1>(hd, p, count, heads, false, stream);
