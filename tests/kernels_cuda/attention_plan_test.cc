@@ -206,23 +206,30 @@ TEST(AttentionPlan, BadInputIsNamed) {
   EXPECT_EQ(plan_attention(one, {}, AttentionShape{8, 2, 64, 512}, 10, &plan).code(), StatusCode::kInvalidArgument);
 }
 
-// Two blocks a warp (128 rows a folding CTA) only where that kernel's loader fits the block size
-// and the step fills 4 CTAs an SM; otherwise 64. Either is a place only.
+// 128 rows a folding CTA only where the two-block kernel's loader fits the block size and either
+// the wgmma kernel runs (sm_90, head_dim 64 or 128) or the step fills 4 CTAs an SM; otherwise 64.
+// Either is a place only.
 TEST(AttentionPlan, FoldedRowsFollowTheStepAndTheDeployment) {
   const AttentionShape llama{32, 8, 128, 512};
-  EXPECT_EQ(attention_folded_rows(llama, 16, 8192, 132), 2 * kAttnRowsPerCta);
-  EXPECT_EQ(attention_folded_rows(llama, 16, 2112, 132), 2 * kAttnRowsPerCta);  // 528 CTAs
-  EXPECT_EQ(attention_folded_rows(llama, 16, 2111, 132), kAttnRowsPerCta);
-  EXPECT_EQ(attention_folded_rows(llama, 16, 1, 132), kAttnRowsPerCta);
-  EXPECT_EQ(attention_folded_rows(llama, 4, 8192, 132), kAttnRowsPerCta);    // a loader row spans pages
-  EXPECT_EQ(attention_folded_rows(llama, 12, 8192, 132), kAttnRowsPerCta);   // not a power of two
-  EXPECT_EQ(attention_folded_rows(llama, 128, 8192, 132), kAttnRowsPerCta);  // past a tile
-  EXPECT_EQ(attention_folded_rows(AttentionShape{8, 2, 256, 512}, 16, 1 << 20, 132), kAttnRowsPerCta);
-  EXPECT_EQ(attention_folded_rows(AttentionShape{9, 3, 64, 512}, 4, 1 << 20, 132), 2 * kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(llama, 16, 8192, 132, false), 2 * kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(llama, 16, 2112, 132, false), 2 * kAttnRowsPerCta);  // 528 CTAs
+  EXPECT_EQ(attention_folded_rows(llama, 16, 2111, 132, false), kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(llama, 16, 1, 132, false), kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(llama, 4, 8192, 132, false), kAttnRowsPerCta);    // a loader row spans pages
+  EXPECT_EQ(attention_folded_rows(llama, 12, 8192, 132, false), kAttnRowsPerCta);   // not a power of two
+  EXPECT_EQ(attention_folded_rows(llama, 128, 8192, 132, false), kAttnRowsPerCta);  // past a tile
+  EXPECT_EQ(attention_folded_rows(AttentionShape{8, 2, 256, 512}, 16, 1 << 20, 132, false), kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(AttentionShape{9, 3, 64, 512}, 4, 1 << 20, 132, false), 2 * kAttnRowsPerCta);
+  // With wgmma: 128 rows at any step size for head_dim 64 and 128, where the loader fits.
+  EXPECT_EQ(attention_folded_rows(llama, 16, 1, 132, true), 2 * kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(AttentionShape{9, 3, 64, 512}, 4, 1, 132, true), 2 * kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(llama, 4, 8192, 132, true), kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(AttentionShape{8, 4, 32, 512}, 16, 1, 132, true), kAttnRowsPerCta);
+  EXPECT_EQ(attention_folded_rows(AttentionShape{8, 4, 32, 512}, 16, 1 << 20, 132, true), 2 * kAttnRowsPerCta);
   EXPECT_TRUE(attention_two_blocks_fit(64, 4));
   EXPECT_FALSE(attention_two_blocks_fit(64, 2));
   EXPECT_FALSE(attention_two_blocks_fit(256, 64));
-  const AttentionShape wide{32, 8, 128, 512, attention_folded_rows(llama, 16, 8192, 132)};
+  const AttentionShape wide{32, 8, 128, 512, attention_folded_rows(llama, 16, 8192, 132, false)};
   EXPECT_TRUE(check_attention_shape(wide).ok());
 }
 

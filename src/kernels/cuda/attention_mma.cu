@@ -129,6 +129,7 @@ struct Shape {
   static constexpr int kBytes = kZero + 16;
   static constexpr int kThreads = vosti::kThreads;
   static constexpr bool kAsyncProxy = false;  // tiles read by ldmatrix only
+  static constexpr int kLag = 1;              // stream_items refills tile n - kLag's stage at tile n
   // The tile loader (load_tile): thread t copies chunk t % kChunks of kRowsPerThread rows, to
   // tile_offset's place.
   static constexpr int kChunks = kHd / 8;
@@ -628,7 +629,7 @@ __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, 
   Loader<S> loader;
   loader.enter(p, num_work, first);
 #pragma unroll
-  for (int st = 0; st < S::kStages - 1; ++st) {
+  for (int st = 0; st < S::kStages - S::kLag; ++st) {
     if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
     cp_async_commit();
   }
@@ -639,11 +640,12 @@ __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, 
     __syncthreads();  // the previous item's reads of Q are done
     begin_item(w);
     for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
-      cp_async_wait<S::kStages - 2>();  // tile n has landed (only the tiles after it are in flight)
+      cp_async_wait<S::kStages - S::kLag - 1>();  // tile n has landed (only the tiles after it are in flight)
       if constexpr (S::kAsyncProxy) wgmma_ptx::fence_proxy_async();  // ... for wgmma's reads too
-      __syncthreads();  // tile n (and, at the item's first tile, its Q) is in shared memory; tile n - 1 is done
+      // Tile n (and, at the item's first tile, its Q) is in shared memory; tile n - kLag is done.
+      __syncthreads();
       if (loader.item < num_work) {
-        const int ahead = static_cast<int>((n + S::kStages - 1) % S::kStages);  // tile n - 1's stage
+        const int ahead = static_cast<int>((n + S::kStages - S::kLag) % S::kStages);  // tile n - kLag's stage
         loader.issue(p, num_work, kv_head, k_stage(ahead), v_stage(ahead));
       }
       cp_async_commit();
@@ -739,7 +741,8 @@ struct WgShape {
   static constexpr int kThreads = 256;
   static constexpr int kRows = 2 * kAttnRowsPerCta;
   static constexpr bool kAsyncProxy = true;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = 4;
+  static constexpr int kLag = 2;  // the trailing warpgroup reads tile n - 1 during tile n
   static constexpr int kTileBytes = kTile * kHd * 2;
   static constexpr int kQ = 0;                            // [kRows][kHd] bf16, attention_mma_kernel's layout
   static constexpr int kK = kRows * kHd * 2;              // [kStages][64][kHd] bf16, wgmma's layout
@@ -755,35 +758,51 @@ struct WgShape {
   static_assert(kHd == 64 || kHd == 128, "one or two 128-byte column blocks");
   static_assert(kK % 1024 == 0 && kTileBytes % 1024 == 0, "each tile starts 1,024-byte aligned");
   static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
-  static_assert(kAsyncProxy && kOnePage && kQ == 0 && kRowsPerThread >= 1, "stream_items' and load_tile's shape");
+  static_assert(kAsyncProxy && kOnePage && kQ == 0 && kRowsPerThread >= 1 && kLag == 2,
+                "stream_items' and load_tile's shape");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define VOSTI_ATTENTION_WGMMA 1
 
-// tile_step for one m16 block a warp, with the chains on wgmma (see above): the warp's scores
-// s[nt][e] (wgmma's accumulator d[4 nt + e]) are masked, exponentiated, summed and packed as
-// tile_step does, and O (d[4 dt + e] = o[dt][e]) is rescaled the same way.
+// tile_step for one m16 block a warp, with the chains on wgmma (see above), in two halves so that
+// a warpgroup can hold a tile's scores across a barrier: wg_scores issues the score chain (the
+// warp's s[nt][e] is wgmma's accumulator d[4 nt + e]); wg_finish waits for it (and for any P.V
+// still running), masks, exponentiates, sums and packs as tile_step does, rescales O (d[4 dt + e]
+// = o[dt][e]) and issues P.V, which the caller waits for (wgmma_ptx::wait) before O is read or
+// V's stage is refilled.
 template <int kHd>
-__device__ __forceinline__ void wg_tile_step(WarpState<kHd, 1>& st, const uint32_t (&qa)[kHd / 16][4], uint32_t k_stage,
-                                             uint32_t v_stage, int tile, bool mask, const RowSpan& span, float c) {
+__device__ __forceinline__ void wg_scores(float (&s)[kTileNt][4], uint32_t q_rows, uint32_t k_stage) {
   namespace wg = wgmma_ptx;
   const int lane = threadIdx.x & 31;
-  float s[kTileNt][4];
+  uint32_t qa[kHd / 16][4];  // the warp's Q fragments (from shared memory at every tile)
+  const uint32_t q_lane = swizzled<kHd>(lane & 15, lane >> 4);
+#pragma unroll
+  for (int kk = 0; kk < kHd / 16; ++kk) ldsm_x4(qa[kk], q_rows + (q_lane ^ (kk * 32)));
 #pragma unroll
   for (int nt = 0; nt < kTileNt; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
   float(&sd)[kTileNt * 4] = reinterpret_cast<float(&)[kTileNt * 4]>(s);
-  // Scores: the chain over d in steps of 16 (K-major B: step kk is 32 bytes into its column block).
+  // The chain over d in steps of 16 (K-major B: step kk is 32 bytes into its column block).
   wg::fence();
 #pragma unroll
   for (int kk = 0; kk < kHd / 16; ++kk)
     wg::wgmma_m64n64k16_rs<0>(sd, qa[kk],
                               wg::desc_sw128(k_stage + (kk >> 2) * (kTile * 128) + (kk & 3) * 32, 16, 1024));
   wg::commit();
+}
+
+template <int kHd>
+__device__ __forceinline__ void wg_finish(WarpState<kHd, 1>& st, float (&s)[kTileNt][4], uint32_t v_stage, int tile,
+                                          bool mask, const RowSpan& span, float c) {
+  namespace wg = wgmma_ptx;
+  const int lane = threadIdx.x & 31;
+  float(&sd)[kTileNt * 4] = reinterpret_cast<float(&)[kTileNt * 4]>(s);
+  float(&od)[kHd / 2] = reinterpret_cast<float(&)[kHd / 2]>(st.o[0]);
   wg::wait<0>();
   wg::fence_operands(sd);
+  wg::fence_operands(od);
   if (mask) {
     int p[2], f[2];
 #pragma unroll
@@ -834,7 +853,6 @@ __device__ __forceinline__ void wg_tile_step(WarpState<kHd, 1>& st, const uint32
   rescale(st.o[0], alpha);
   // O += bf16(P) V: the chain over the tile's positions in steps of 16 (N-major B: the column
   // blocks kTile * 128 bytes apart, 8-row groups 1,024 bytes apart; step kk is 16 rows on).
-  float(&od)[kHd / 2] = reinterpret_cast<float(&)[kHd / 2]>(st.o[0]);
   wg::fence();
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
@@ -846,28 +864,45 @@ __device__ __forceinline__ void wg_tile_step(WarpState<kHd, 1>& st, const uint32
     }
   }
   wg::commit();
-  wg::wait<0>();
-  wg::fence_operands(od);
+}
+
+// Waits for this warpgroup's running chains (at most `pending` left running) and fences O.
+template <int kPending, int kHd>
+__device__ __forceinline__ void wg_settle(WarpState<kHd, 1>& st) {
+  wgmma_ptx::wait<kPending>();
+  wgmma_ptx::fence_operands(reinterpret_cast<float(&)[kHd / 2]>(st.o[0]));
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// The kernel: attention_mma_kernel's stream and fold with WgShape's stages, a warpgroup's rows
-// computed by wg_tile_step. Warpgroups whose rows are all past the item skip the tile (the rows
-// of a warpgroup with some rows in the item compute what they hold; their outputs are dropped).
+// The kernel: attention_mma_kernel's stream and fold with WgShape's stages. Warpgroup 0 computes
+// tile t within stream step t; warpgroup 1 trails by half a tile: in step t it finishes tile t - 1
+// (softmax, P.V) and then issues tile t's scores, so that the tensor cores run one warpgroup's
+// chains while the other computes its softmax (the steps' barriers would otherwise keep the two in
+// phase). Which step runs which half changes no operation of a row. Warpgroups whose rows are all
+// past the item skip the item (the rows of a warpgroup with some rows in it compute what they
+// hold; their outputs are dropped).
 template <int kHd, typename OutT, bool kFold>
 __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams p) {
 #ifdef VOSTI_ATTENTION_WGMMA
   using S = WgShape<kHd, kFold>;
   extern __shared__ __align__(128) char smem_raw[];
   char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, group = threadIdx.x >> 7;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // The warpgroup, through a shuffle so that ptxas sees a warp-uniform value (branches on
+  // threadIdx.x would make it serialize the wgmma chains).
+  const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
   const int kv_head = static_cast<int>(blockIdx.x);
   const uint32_t base = smem_addr(smem);
   const uint32_t q_rows = base + S::kQ + warp * 16 * kHd * 2;
   FoldO<kHd, 1, true> fold_o;
   fold_o.at = reinterpret_cast<float*>(smem + S::kAcc) + warp * (kHd / 2) * 32 + lane;
   WarpState<kHd, 1> state;
+  float s[kTileNt][4];  // the scores of the tile in flight
   int rows = 0, split = 0, split_end = 0;
+  // The trailing warpgroup's tile t - 1: its V stage, whether masked, whether it ended split prev_split.
+  uint32_t prev_v = 0;
+  bool prev_mask = false, prev_split_end = false;
+  int prev_split = 0;
   const auto begin_item = [&](const AttentionWork& w) {
     rows = w.num_positions * p.group;
     split = w.split_begin;
@@ -895,21 +930,37 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
       wgmma_ptx::fence_proxy_async();
       __syncthreads();
     }
+    const bool split_first = t + p.tiles_per_split == split_end,
+               split_last = t + 1 == tiles.t_end || t + 1 == split_end;
     if (group * kAttnRowsPerCta < rows) {
-      if (t + p.tiles_per_split == split_end) {  // a split's first tile
-        asm volatile("");
+      if (group == 1 && t > tiles.t_begin) {  // the trailing warpgroup finishes tile t - 1
+        wg_finish<kHd>(state, s, prev_v, t - 1, prev_mask, span, p.c);
+        if (prev_split_end) {
+          wg_settle<0>(state);
+          end_split<kHd, 1, OutT, kFold>(p, w, kv_head, prev_split, state, fold_o);
+        }
+      }
+      if (split_first) {
+        asm volatile("");     // a branch, not a select of every state register on every tile
+        wg_settle<0>(state);  // the trailing warpgroup's tile t - 1 P.V (the previous split's) is done
         reset(state);
       }
-      // The warp's Q fragments, from shared memory at every tile (held across tiles, ptxas
-      // reused their registers for P at head_dim 64).
-      uint32_t qa[kHd / 16][4];
-      const uint32_t q_lane = swizzled<kHd>(lane & 15, lane >> 4);
-#pragma unroll
-      for (int kk = 0; kk < kHd / 16; ++kk) ldsm_x4(qa[kk], q_rows + (q_lane ^ (kk * 32)));
-      wg_tile_step<kHd>(state, qa, k_stage, v_stage, t, mask, span, p.c);
-      if (t + 1 == tiles.t_end || t + 1 == split_end)
-        end_split<kHd, 1, OutT, kFold>(p, w, kv_head, split, state, fold_o);
+      wg_scores<kHd>(s, q_rows, k_stage);
+      if (group == 0 || t + 1 == tiles.t_end) {
+        wg_finish<kHd>(state, s, v_stage, t, mask, span, p.c);
+        wg_settle<0>(state);
+        if (split_last) end_split<kHd, 1, OutT, kFold>(p, w, kv_head, split, state, fold_o);
+      } else {
+        // Tile t - 1's P.V and tile t's scores are done before the step ends (no chain runs across
+        // a step: tile t - 1's stage may be refilled, and no register is in flight across the loop).
+        wg_settle<0>(state);
+        wgmma_ptx::fence_operands(reinterpret_cast<float(&)[kTileNt * 4]>(s));
+      }
     }
+    prev_v = v_stage;
+    prev_mask = mask;
+    prev_split_end = split_last;
+    prev_split = split;
     if (t + 1 == split_end) {
       ++split;
       split_end += p.tiles_per_split;
@@ -953,6 +1004,7 @@ struct DecodeShape {
   static constexpr int kBytes = kPf + 16 * kPfStride * 4;
   static constexpr int kThreads = vosti::kThreads;
   static constexpr bool kAsyncProxy = false;
+  static constexpr int kLag = 1;
   static constexpr int kChunks = kHd / 8;
   static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) { return swizzled<kHd>(row, chunk); }
   static constexpr int kRowsPerPass = kThreads / kChunks;

@@ -65,10 +65,12 @@ bool attention_two_blocks_fit(int head_dim, int block_size) {
          block_size >= std::max(1, head_dim / 16);
 }
 
-int attention_folded_rows(const AttentionShape& shape, int block_size, int64_t positions, int sms) {
+int attention_folded_rows(const AttentionShape& shape, int block_size, int64_t positions, int sms, bool wgmma) {
   constexpr int kWide = 2 * kAttnRowsPerCta;
+  if (!attention_two_blocks_fit(shape.head_dim, block_size)) return kAttnRowsPerCta;
+  if (wgmma && (shape.head_dim == 64 || shape.head_dim == 128)) return kWide;
   const int64_t ctas = positions * shape.num_heads / kWide;  // a CTA: kWide rows (position x head) of a KV head
-  return attention_two_blocks_fit(shape.head_dim, block_size) && ctas >= 4 * int64_t{sms} ? kWide : kAttnRowsPerCta;
+  return ctas >= 4 * int64_t{sms} ? kWide : kAttnRowsPerCta;
 }
 
 Status check_attention_shape(const AttentionShape& s) {

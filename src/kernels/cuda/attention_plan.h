@@ -105,12 +105,14 @@ Status plan_attention(std::span<const int32_t> positions, std::span<const int32_
 bool attention_two_blocks_fit(int head_dim, int block_size);
 
 // The rows of a folding CTA (AttentionShape::folded_rows) for a step of `positions` query
-// positions (tokens) on a device of `sms` SMs with KV blocks of block_size positions: 2
-// kAttnRowsPerCta where attention_two_blocks_fit and the step fills at least 4 of its CTAs an
-// SM; kAttnRowsPerCta otherwise. A choice of place only: rows per CTA never enter a row's arithmetic. (H200, 32
-// heads of 128: a 1,024-token prompt took 84 us at 64 rows, 112 at 128; 2,048 tokens 226 and
-// 223; 4,096 738 and 654; 8 x 1,024 510 and 454: docs/BENCHMARKS.md.)
-int attention_folded_rows(const AttentionShape& shape, int block_size, int64_t positions, int sms);
+// positions (tokens) on a device of `sms` SMs with KV blocks of block_size positions, `wgmma`:
+// the device runs wgmma (sm_90). 2 kAttnRowsPerCta where attention_two_blocks_fit and either
+// the device runs the wgmma kernel for head_dim (64, 128) or the step fills at least 4 of the
+// two-block kernel's CTAs an SM; kAttnRowsPerCta otherwise. A choice of place only: rows per
+// CTA never enter a row's arithmetic. (H200, 32 heads of 128, split 512, 64 / 128 rows: mma.sync
+// 1,024 tokens 84 / 110 us, 2,048 223 / 214, 8 x 1,024 507 / 443; wgmma at 128 rows 67, 167, 398:
+// docs/BENCHMARKS.md.)
+int attention_folded_rows(const AttentionShape& shape, int block_size, int64_t positions, int sms, bool wgmma);
 
 // Checks a shape for the tensor-core family: heads, group, head_dim in kAttnHeadDims, split,
 // window >= 0.

@@ -139,7 +139,8 @@ class CudaRunner final : public ModelRunner {
   // device copy; graph_ctas_: CTA rows of the per-split launch inside a decode graph.
   bool tensor_core_attn_ = false;
   AttentionShape attn_shape_;
-  int num_sms_ = 0;  // the device's (the folded attention's rows per CTA depend on it: a place only)
+  int num_sms_ = 0;         // the device's (the folded attention's rows per CTA depend on it: a place only)
+  bool has_wgmma_ = false;  // likewise
   AttentionPlan attn_plan_;
   std::vector<int32_t> attn_pos_, attn_seq_;  // [T] host staging of the plan's input
   AttentionWorkBuffers attn_work_;
@@ -254,6 +255,7 @@ Status CudaRunner::allocate() {
     // A decode graph's per-split launch: about two CTAs per SM, each striding over the items.
     graph_ctas_ = static_cast<int32_t>(std::max<int64_t>(1, cdiv(2 * dev.gemm.num_sms, c.num_kv_heads)));
     num_sms_ = dev.gemm.num_sms;
+    has_wgmma_ = dev.gemm.has_wgmma;
     attn_pos_.reserve(static_cast<size_t>(token_cap_));
     attn_seq_.reserve(static_cast<size_t>(token_cap_));
   }
@@ -574,7 +576,8 @@ Status CudaRunner::plan_attention_of(const StepPlan& plan, int64_t S) {
     }
   }
   AttentionShape shape = attn_shape_;
-  shape.folded_rows = attention_folded_rows(shape, info_.block_size, static_cast<int64_t>(attn_pos_.size()), num_sms_);
+  shape.folded_rows =
+      attention_folded_rows(shape, info_.block_size, static_cast<int64_t>(attn_pos_.size()), num_sms_, has_wgmma_);
   if (config_.attention_split_follows_batch && S > 1) shape.split *= 2;  // the planted violation
   return plan_attention(attn_pos_, attn_seq_, shape, attn_work_.partial_capacity(), &attn_plan_);
 }
