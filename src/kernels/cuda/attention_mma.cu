@@ -229,22 +229,54 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
   }
 }
 
-// Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros.
-template <int kHd, int kRows, int kNumThreads = kThreads>
+// Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros. A thread
+// issues the global loads of kBatch of its chunks before it converts and stores them (the wgmma
+// kernel: 4, so that an item's start waits for one load latency in four chunks; at one CTA an SM
+// nothing else hides it; the register-bound mma.sync kernels keep 1).
+template <int kHd, int kRows, int kNumThreads = kThreads, int kMaxBatch = 1>
 __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& w, int kv_head, char* q_smem) {
   constexpr int kChunks = kHd / 8;
+  constexpr int kIters = (kRows * kChunks + kNumThreads - 1) / kNumThreads;
+  constexpr int kBatch = kIters < kMaxBatch ? kIters : kMaxBatch;
   const int rows = w.num_positions * p.group;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kNumThreads) {
-    const int row = i / kChunks, chunk = i % kChunks;
-    uint4 packed = make_uint4(0, 0, 0, 0);
-    if (row < rows) {
-      const int pos = row / p.group, head = kv_head * p.group + row % p.group;
-      const float* src = p.q + (w.first_row + pos) * p.q_row_stride + static_cast<int64_t>(head) * kHd + chunk * 8;
-      const float4 a = *reinterpret_cast<const float4*>(src);
-      const float4 b = *reinterpret_cast<const float4*>(src + 4);
-      packed = make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+  if constexpr (kBatch == 1) {  // one chunk at a time (the mma.sync kernels' register budget)
+    for (int i = threadIdx.x; i < kRows * kChunks; i += kNumThreads) {
+      const int row = i / kChunks, chunk = i % kChunks;
+      uint4 packed = make_uint4(0, 0, 0, 0);
+      if (row < rows) {
+        const int pos = row / p.group, head = kv_head * p.group + row % p.group;
+        const float* src = p.q + (w.first_row + pos) * p.q_row_stride + static_cast<int64_t>(head) * kHd + chunk * 8;
+        const float4 a = *reinterpret_cast<const float4*>(src);
+        const float4 b = *reinterpret_cast<const float4*>(src + 4);
+        packed = make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+      }
+      *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(row, chunk)) = packed;
     }
-    *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(row, chunk)) = packed;
+  } else {
+#pragma unroll
+    for (int u0 = 0; u0 < kIters; u0 += kBatch) {
+      float4 x[kBatch][2];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = static_cast<int>(threadIdx.x) + (u0 + u) * kNumThreads;
+        const int row = i / kChunks, chunk = i % kChunks;
+        x[u][0] = x[u][1] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (u0 + u < kIters && i < kRows * kChunks && row < rows) {
+          const int pos = row / p.group, head = kv_head * p.group + row % p.group;
+          const float* src = p.q + (w.first_row + pos) * p.q_row_stride + static_cast<int64_t>(head) * kHd + chunk * 8;
+          x[u][0] = *reinterpret_cast<const float4*>(src);
+          x[u][1] = *reinterpret_cast<const float4*>(src + 4);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = static_cast<int>(threadIdx.x) + (u0 + u) * kNumThreads;
+        if (u0 + u >= kIters || i >= kRows * kChunks) continue;
+        const float4 a = x[u][0], b = x[u][1];
+        *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(i / kChunks, i % kChunks)) =
+            make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+      }
+    }
   }
 }
 
@@ -907,7 +939,7 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
     rows = w.num_positions * p.group;
     split = w.split_begin;
     split_end = (w.split_begin + 1) * p.tiles_per_split;
-    load_q<kHd, S::kRows, S::kThreads>(p, w, kv_head, smem + S::kQ);
+    load_q<kHd, S::kRows, S::kThreads, 4>(p, w, kv_head, smem + S::kQ);
     reset(state);
     if constexpr (kFold) {
       fold_o.m[0][0] = fold_o.m[0][1] = fold_o.l[0][0] = fold_o.l[0][1] = 0.f;
