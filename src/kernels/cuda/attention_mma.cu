@@ -312,6 +312,56 @@ __device__ __forceinline__ void rescale(float (&o)[kN][4], const float (&alpha)[
   }
 }
 
+// The per-row steps of a tile between the two chains, for one m16 block's scores s (this lane's
+// rows lane / 4, lane / 4 + 8: s[nt][0..1], s[nt][2..3]), shared by every path that computes
+// them in registers (tile_step, wg_finish): scores of positions j > p or j < f to -inf (p, f: the
+// rows' positions and window starts); then each row's maximum, alpha, the exponentials and their
+// class sums in increasing j (attention.h), and P packed to P.V's bf16 fragments pa.
+__device__ __forceinline__ void mask_block(float (&s)[kTileNt][4], const int (&p)[2], const int (&f)[2], int tile) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
+      if (j > p[0] || j < f[0]) s[nt][e] = -INFINITY;
+      if (j > p[1] || j < f[1]) s[nt][2 + e] = -INFINITY;
+    }
+}
+
+__device__ __forceinline__ void softmax_block(float (&s)[kTileNt][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                              uint32_t (&pa)[kTile / 16][4], float c) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[i], mx);
+    alpha[i] = ex2(__fmul_rn(__fsub_rn(m[i], m_new), c));
+    const float m_scaled = __fmul_rn(m_new, c);
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pj = ex2(__fmaf_rn(s[nt][2 * i + e], c, -m_scaled));
+        s[nt][2 * i + e] = pj;
+        sum = __fadd_rn(sum, pj);
+      }
+    l[i] = __fadd_rn(__fmul_rn(l[i], alpha[i]), sum);
+    m[i] = m_new;
+  }
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
 // One KV tile for the warp's kBlocks x 16 rows (attention.h's per-tile steps; each block's
 // rows get exactly the operations a lone block's rows get: the K and V fragments are only
 // loaded once for all blocks). span: the item's rows; mask: the tile holds positions past some
@@ -363,15 +413,7 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
         f[b][i] = attention_window_first(p[b][i], span.window);
       }
 #pragma unroll
-    for (int b = 0; b < kBlocks; ++b)
-#pragma unroll
-      for (int nt = 0; nt < kTileNt; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
-          if (j > p[b][0] || j < f[b][0]) s[b][nt][e] = -INFINITY;
-          if (j > p[b][1] || j < f[b][1]) s[b][nt][2 + e] = -INFINITY;
-        }
+    for (int b = 0; b < kBlocks; ++b) mask_block(s[b], p[b], f[b], tile);
   }
   // Online softmax of each row; a block's P is packed to P.V's bf16 fragments as soon as its rows
   // are done (its f32 copy then dies).
@@ -379,35 +421,7 @@ __device__ __forceinline__ void tile_step(WarpState<kHd, kBlocks>& st, uint32_t 
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
     float alpha[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kTileNt; ++nt) mx = fmaxf(mx, fmaxf(s[b][nt][2 * i], s[b][nt][2 * i + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(st.m[b][i], mx);
-      alpha[i] = ex2(__fmul_rn(__fsub_rn(st.m[b][i], m_new), c));
-      const float m_scaled = __fmul_rn(m_new, c);
-      float sum = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < kTileNt; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pj = ex2(__fmaf_rn(s[b][nt][2 * i + e], c, -m_scaled));
-          s[b][nt][2 * i + e] = pj;
-          sum = __fadd_rn(sum, pj);
-        }
-      st.l[b][i] = __fadd_rn(__fmul_rn(st.l[b][i], alpha[i]), sum);
-      st.m[b][i] = m_new;
-    }
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      pa[b][kk][0] = pack_bf16(s[b][2 * kk][0], s[b][2 * kk][1]);
-      pa[b][kk][1] = pack_bf16(s[b][2 * kk][2], s[b][2 * kk][3]);
-      pa[b][kk][2] = pack_bf16(s[b][2 * kk + 1][0], s[b][2 * kk + 1][1]);
-      pa[b][kk][3] = pack_bf16(s[b][2 * kk + 1][2], s[b][2 * kk + 1][3]);
-    }
+    softmax_block(s[b], st.m[b], st.l[b], alpha, pa[b], c);
     rescale(st.o[b], alpha);
   }
   // O += bf16(P) V: the mma chain over the tile's positions in steps of 16. This lane gives the
@@ -829,7 +843,6 @@ template <int kHd>
 __device__ __forceinline__ void wg_finish(WarpState<kHd, 1>& st, float (&s)[kTileNt][4], uint32_t v_stage, int tile,
                                           bool mask, const RowSpan& span, float c) {
   namespace wg = wgmma_ptx;
-  const int lane = threadIdx.x & 31;
   float(&sd)[kTileNt * 4] = reinterpret_cast<float(&)[kTileNt * 4]>(s);
   float(&od)[kHd / 2] = reinterpret_cast<float(&)[kHd / 2]>(st.o[0]);
   wg::wait<0>();
@@ -842,46 +855,11 @@ __device__ __forceinline__ void wg_finish(WarpState<kHd, 1>& st, float (&s)[kTil
       p[i] = span.position<1>(0, i);
       f[i] = attention_window_first(p[i], span.window);
     }
-#pragma unroll
-    for (int nt = 0; nt < kTileNt; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int j = tile * kTile + nt * 8 + 2 * (lane & 3) + e;
-        if (j > p[0] || j < f[0]) s[nt][e] = -INFINITY;
-        if (j > p[1] || j < f[1]) s[nt][2 + e] = -INFINITY;
-      }
+    mask_block(s, p, f, tile);
   }
   uint32_t pa[kTile / 16][4];
   float alpha[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kTileNt; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(st.m[0][i], mx);
-    alpha[i] = ex2(__fmul_rn(__fsub_rn(st.m[0][i], m_new), c));
-    const float m_scaled = __fmul_rn(m_new, c);
-    float sum = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < kTileNt; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float pj = ex2(__fmaf_rn(s[nt][2 * i + e], c, -m_scaled));
-        s[nt][2 * i + e] = pj;
-        sum = __fadd_rn(sum, pj);
-      }
-    st.l[0][i] = __fadd_rn(__fmul_rn(st.l[0][i], alpha[i]), sum);
-    st.m[0][i] = m_new;
-  }
-#pragma unroll
-  for (int kk = 0; kk < kTile / 16; ++kk) {
-    pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-  }
+  softmax_block(s, st.m[0], st.l[0], alpha, pa, c);
   rescale(st.o[0], alpha);
   // O += bf16(P) V: the chain over the tile's positions in steps of 16 (N-major B: the column
   // blocks kTile * 128 bytes apart, 8-row groups 1,024 bytes apart; step kk is 16 rows on).

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gemm_device.cuh"
+#include "kernels/cuda/wgmma_ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define VOSTI_HAVE_WGMMA 1
@@ -20,20 +21,13 @@ namespace {
 
 constexpr int kWgmmaAcc = 64;  // f32 accumulators per thread of an m64n128 warpgroup tile
 
-// Shared-memory matrix descriptor of a 1024-byte aligned [rows][64] bf16 tile, 128-byte swizzle.
-__device__ __forceinline__ uint64_t smem_desc(const void* tile) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
-  uint64_t d = static_cast<uint64_t>((addr >> 4) & 0x3FFF);
-  d |= static_cast<uint64_t>(1) << 16;          // leading byte offset: unused for swizzled K-major
-  d |= static_cast<uint64_t>(1024 >> 4) << 32;  // stride byte offset: one 8-row x 128-byte atom
-  d |= static_cast<uint64_t>(1) << 62;          // swizzle mode: 128 bytes
-  return d;
-}
+using wgmma_ptx::fence_operands;
+using wgmma_ptx::fence_proxy_async;
 
-// Keeps the compiler from moving accumulator reads or writes across wgmma issue and wait.
-__device__ __forceinline__ void fence_operands(float (&d)[kWgmmaAcc]) {
-#pragma unroll
-  for (int i = 0; i < kWgmmaAcc; ++i) asm volatile("" : "+f"(d[i])::"memory");
+// Shared-memory matrix descriptor of a 1024-byte aligned [rows][64] bf16 tile, 128-byte swizzle
+// (K-major: the leading byte offset is unused; the stride is one 8-row x 128-byte atom).
+__device__ __forceinline__ uint64_t smem_desc(const void* tile) {
+  return wgmma_ptx::desc_sw128(static_cast<uint32_t>(__cvta_generic_to_shared(tile)), 16, 1024);
 }
 
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[kWgmmaAcc], uint64_t desc_a, uint64_t desc_b) {
@@ -54,15 +48,12 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[kWgmmaAcc], uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// Waits until at most N committed wgmma batches of this warpgroup are still running.
+__device__ __forceinline__ void wgmma_fence() { wgmma_ptx::fence(); }
+__device__ __forceinline__ void wgmma_commit() { wgmma_ptx::commit(); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+  wgmma_ptx::wait<N>();
 }
-// Orders this thread's completed cp.async writes before the tensor cores' (async proxy) reads.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Calls f(row, col, i) for this thread's accumulator pairs (acc[i], acc[i + 1]) at (row, col..col+1).
 template <typename F>
