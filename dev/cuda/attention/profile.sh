@@ -27,7 +27,7 @@ sections="$sections --metrics ${stalls%,},$pipes"
 IFS=';' read -r -a specs <<<"${ATTN_CASES:-2:prefill 8 x 1024 split 512;2:prefill 1 x 8192 split 512;1:decode 64 x 2048 split 512}"
 for spec in "${specs[@]}"; do
   n=${spec%%:*} c=${spec#*:}
-  timeout 200 ncu --clock-control none -k regex:"attention_(mma|decode)" --launch-skip "$n" --launch-count "$n" $sections \
+  timeout 200 ncu --clock-control none -k regex:"attention_(mma|wgmma|decode)" --launch-skip "$n" --launch-count "$n" $sections \
     --csv --page details "$B/bin/attention_cuda_bench" --case "$c" --reps 1 >>"$OUT/attn_ncu.csv" 2>>"$OUT/attn_ncu.err"
 done
 echo "ncu exit $?"
@@ -52,7 +52,7 @@ echo "sass lines $(wc -l <"$OUT/attn_sass.txt")"
 for op in HMMA LDSM LDGSTS MUFU.EX2 BAR.SYNC LDG LDL STL IMAD.HI I2F.RP; do echo "$op $(grep -c "$op" "$OUT/attn_sass.txt")"; done
 # Per-instruction SASS of the folding kernel (prefill 1 x 8192: its launch after the one-split
 # one) with its stall samples: where a tile's cycles go, line by line.
-timeout 200 ncu --clock-control none -k regex:"attention_mma_kernel" --launch-skip 3 --launch-count 1 \
+timeout 200 ncu --clock-control none -k regex:"attention_(wgmma|mma)_kernel" --launch-skip 3 --launch-count 1 \
   --section SourceCounters --section WarpStateStats -f -o /tmp/attn_src "$B/bin/attention_cuda_bench" \
   --case "${ATTN_SOURCE_CASE:-prefill 1 x 8192 split 512}" --reps 1 >/dev/null 2>>"$OUT/attn_ncu.err"
 ncu -i /tmp/attn_src.ncu-rep --page source --csv --print-source sass >"$OUT/attn_source.csv" 2>>"$OUT/attn_ncu.err"

@@ -768,12 +768,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
 // The 128-row folded and one-split items where the GPU has wgmma (H100, H200) and head_dim is 64
 // or 128: 256 threads, warpgroup g computes CTA rows [64 g, 64 g + 64), warp w of the CTA rows
 // [16 w, 16 w + 16) as in attention_mma_kernel with one block a warp. Per tile a warpgroup issues
-// the score chain as kHd / 16 wgmma m64n64k16 steps (A: its Q fragments, held in registers for
-// the item; B: the K tile) and P.V as 4 wgmma m64n{kHd}k16 steps (A: P's bf16 fragments; B: the V
-// tile, N-major), in tile_step's order; the softmax between them is tile_step's, line for line
-// (wg_softmax). A wgmma k16 step computes each element as the mma.sync step does from the same
-// operands (wgmma_ptx.cuh), so each row gets the bits attention_mma_kernel and the decode kernel
-// give it. The K and V stages are in wgmma's 128-byte swizzled layout ([kHd / 64][64 rows][128
+// the score chain as kHd / 16 wgmma m64n64k16 steps (A: its Q fragments, read into registers from
+// shared memory at each tile; B: the K tile) and P.V as 4 wgmma m64n{kHd}k16 steps (A: P's bf16
+// fragments; B: the V tile, N-major), in tile_step's order; between them tile_step's own
+// mask_block and softmax_block. A wgmma k16 step computes each element as the mma.sync step does
+// from the same operands (wgmma_ptx.cuh), so each row gets the bits attention_mma_kernel and the
+// decode kernel give it. The K and V stages are in wgmma's 128-byte swizzled layout ([kHd / 64][64 rows][128
 // bytes], chunk c of row r at c ^ (r & 7)); V rows past the item's last position are zeroed in
 // the stage before P.V reads them (the computation's own item decides; P is +0 there), so the
 // masked terms are the bf16 +0 x +0 of the other kernels.
@@ -919,6 +919,15 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
     split_end = (w.split_begin + 1) * p.tiles_per_split;
     load_q<kHd, S::kRows, S::kThreads, 4>(p, w, kv_head, smem + S::kQ);
     reset(state);
+    // The trailing warpgroup's carried tile: set before any read (its first read is at the item's
+    // second tile); cleared here too so that verify/analyzer sees no read meet the previous item's.
+#pragma unroll
+    for (int nt = 0; nt < kTileNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+    prev_v = base + S::kV;
+    prev_mask = prev_split_end = false;
+    prev_split = w.split_begin;
     if constexpr (kFold) {
       fold_o.m[0][0] = fold_o.m[0][1] = fold_o.l[0][0] = fold_o.l[0][1] = 0.f;
 #pragma unroll
