@@ -876,10 +876,10 @@ __device__ __forceinline__ void wg_finish(WarpState<kHd, 1>& st, float (&s)[kTil
   wg::commit();
 }
 
-// Waits for this warpgroup's running chains (at most `pending` left running) and fences O.
-template <int kPending, int kHd>
+// Waits for this warpgroup's running chains and fences O.
+template <int kHd>
 __device__ __forceinline__ void wg_settle(WarpState<kHd, 1>& st) {
-  wgmma_ptx::wait<kPending>();
+  wgmma_ptx::wait<0>();
   wgmma_ptx::fence_operands(reinterpret_cast<float(&)[kHd / 2]>(st.o[0]));
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -955,24 +955,24 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
       if (group == 1 && t > tiles.t_begin) {  // the trailing warpgroup finishes tile t - 1
         wg_finish<kHd>(state, s, prev_v, t - 1, prev_mask, span, p.c);
         if (prev_split_end) {
-          wg_settle<0>(state);
+          wg_settle(state);
           end_split<kHd, 1, OutT, kFold>(p, w, kv_head, prev_split, state, fold_o);
         }
       }
       if (split_first) {
-        asm volatile("");     // a branch, not a select of every state register on every tile
-        wg_settle<0>(state);  // the trailing warpgroup's tile t - 1 P.V (the previous split's) is done
+        asm volatile("");  // a branch, not a select of every state register on every tile
+        wg_settle(state);  // the trailing warpgroup's tile t - 1 P.V (the previous split's) is done
         reset(state);
       }
       wg_scores<kHd>(s, q_rows, k_stage);
       if (group == 0 || t + 1 == tiles.t_end) {
         wg_finish<kHd>(state, s, v_stage, t, mask, span, p.c);
-        wg_settle<0>(state);
+        wg_settle(state);
         if (split_last) end_split<kHd, 1, OutT, kFold>(p, w, kv_head, split, state, fold_o);
       } else {
         // Tile t - 1's P.V and tile t's scores are done before the step ends (no chain runs across
         // a step: tile t - 1's stage may be refilled, and no register is in flight across the loop).
-        wg_settle<0>(state);
+        wg_settle(state);
         wgmma_ptx::fence_operands(reinterpret_cast<float(&)[kTileNt * 4]>(s));
       }
     }

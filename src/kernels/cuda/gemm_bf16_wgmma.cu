@@ -48,13 +48,6 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[kWgmmaAcc], uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_fence() { wgmma_ptx::fence(); }
-__device__ __forceinline__ void wgmma_commit() { wgmma_ptx::commit(); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  wgmma_ptx::wait<N>();
-}
-
 // Calls f(row, col, i) for this thread's accumulator pairs (acc[i], acc[i + 1]) at (row, col..col+1).
 template <typename F>
 __device__ __forceinline__ void for_each_pair(int row0, int col0, F&& f) {
@@ -117,12 +110,12 @@ __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmPara
     const uint64_t desc_a = smem_desc(stage + wg * 64 * kGemmBlockK);
     const uint64_t desc_b = smem_desc(stage + BM * kGemmBlockK);
     fence_operands(acc);
-    wgmma_fence();
+    wgmma_ptx::fence();
 #pragma unroll
     for (int kk = 0; kk < kGemmBlockK / 16; ++kk) wgmma_m64n128k16(acc, desc_a + 2 * kk, desc_b + 2 * kk);  // +32 B
-    wgmma_commit();
+    wgmma_ptx::commit();
     if (kb + 1 == seg_end) {  // segment finished: publish P_s (split) or S_s = S_{s-1} + P_s (S_0 = P_0)
-      wgmma_wait<0>();
+      wgmma_ptx::wait<0>();
       fence_operands(acc);
       if (p.split) {
         for_each_pair(row0, n0, [&](int row, int col, int i) {
@@ -141,12 +134,12 @@ __global__ void __launch_bounds__(BM / 64 * 128) gemm_bf16_wgmma_kernel(GemmPara
       ++seg;
       seg_end = part_begin(seg + 1, p.num_k_blocks, p.num_segments);
     } else {
-      wgmma_wait<IN_FLIGHT>();
+      wgmma_ptx::wait<IN_FLIGHT>();
       fence_operands(acc);
     }
   }
   cp_async_wait<0>();
-  wgmma_wait<0>();
+  wgmma_ptx::wait<0>();
 
   if (!p.split) {
     for_each_pair(row0, n0, [&](int row, int col, int i) {
