@@ -231,8 +231,8 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
 
 // Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros. A thread
 // issues the global loads of kBatch of its chunks before it converts and stores them (the wgmma
-// kernel: 4, so that an item's start waits for one load latency in four chunks; at one CTA an SM
-// nothing else hides it; the register-bound mma.sync kernels keep 1).
+// kernel: all 8, so that an item's start waits for one load latency; at one CTA an SM nothing
+// else hides it; the register-bound mma.sync kernels keep 1).
 template <int kHd, int kRows, int kNumThreads = kThreads, int kMaxBatch = 1>
 __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& w, int kv_head, char* q_smem) {
   constexpr int kChunks = kHd / 8;
@@ -253,27 +253,39 @@ __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& 
       *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(row, chunk)) = packed;
     }
   } else {
+    // Thread t's chunks i = t + u kNumThreads are one chunk column of rows r0 + u kStep; each row's
+    // position and head advance with u (one division an item, not one a chunk). Every load is
+    // issued, a row past the item reading Q's first row, and its values are replaced by zeros.
+    static_assert(kNumThreads % kChunks == 0, "a thread's chunks are one column");
+    constexpr int kStep = kNumThreads / kChunks;
+    const int chunk = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
+    int pos = r0 / p.group, head = r0 % p.group;
+    const int step_pos = kStep / p.group, step_head = kStep % p.group;
 #pragma unroll
     for (int u0 = 0; u0 < kIters; u0 += kBatch) {
       float4 x[kBatch][2];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
-        const int i = static_cast<int>(threadIdx.x) + (u0 + u) * kNumThreads;
-        const int row = i / kChunks, chunk = i % kChunks;
-        x[u][0] = x[u][1] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (u0 + u < kIters && i < kRows * kChunks && row < rows) {
-          const int pos = row / p.group, head = kv_head * p.group + row % p.group;
-          const float* src = p.q + (w.first_row + pos) * p.q_row_stride + static_cast<int64_t>(head) * kHd + chunk * 8;
-          x[u][0] = *reinterpret_cast<const float4*>(src);
-          x[u][1] = *reinterpret_cast<const float4*>(src + 4);
+        const int row = r0 + (u0 + u) * kStep;
+        const float* src = row < rows ? p.q + (w.first_row + pos) * p.q_row_stride +
+                                            static_cast<int64_t>(kv_head * p.group + head) * kHd + chunk * 8
+                                      : p.q;
+        x[u][0] = *reinterpret_cast<const float4*>(src);
+        x[u][1] = *reinterpret_cast<const float4*>(src + 4);
+        pos += step_pos;
+        head += step_head;
+        if (head >= p.group) {
+          head -= p.group;
+          ++pos;
         }
       }
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
-        const int i = static_cast<int>(threadIdx.x) + (u0 + u) * kNumThreads;
-        if (u0 + u >= kIters || i >= kRows * kChunks) continue;
-        const float4 a = x[u][0], b = x[u][1];
-        *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(i / kChunks, i % kChunks)) =
+        const int row = r0 + (u0 + u) * kStep;
+        if (u0 + u >= kIters || row >= kRows) continue;
+        const float4 a = row < rows ? x[u][0] : make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4 b = row < rows ? x[u][1] : make_float4(0.f, 0.f, 0.f, 0.f);
+        *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(row, chunk)) =
             make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
       }
     }
@@ -917,7 +929,7 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
     rows = w.num_positions * p.group;
     split = w.split_begin;
     split_end = (w.split_begin + 1) * p.tiles_per_split;
-    load_q<kHd, S::kRows, S::kThreads, 4>(p, w, kv_head, smem + S::kQ);
+    load_q<kHd, S::kRows, S::kThreads, 8>(p, w, kv_head, smem + S::kQ);
     reset(state);
     // The trailing warpgroup's carried tile: set before any read (its first read is at the item's
     // second tile); cleared here too so that verify/analyzer sees no read meet the previous item's.
@@ -1324,7 +1336,7 @@ Status launch_streaming(const MmaParams& p, int items, int heads, bool resident_
     ctas = std::max(1, sms * per_sm);
     resident.store(ctas, std::memory_order_release);
   }
-  const int cap = resident_only ? std::max(1, (ctas + heads - 1) / heads) : 65535;  // 65535: grid.y's limit
+  const int cap = resident_only ? std::max(1, ctas / heads) : 65535;  // 65535: grid.y's limit
   items = std::min(items, cap);
   kKernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(items)), kNumThreads, kSmem, stream>>>(p);
   return cuda_launch_status("attention (tensor cores)");
