@@ -51,7 +51,9 @@
 //     A = state 0; for s = 1 .. n-1: M* = max(A.M, M_s); a = ex2((A.M - M*) * c);
 //     b = ex2((M_s - M*) * c); A.L = A.L * a + L_s * b; A.O[d] = A.O[d] * a + O_s[d] * b
 //     (each product rounded, then one rounded add); A.M = M*.
-//   out[d] = A.O[d] / A.L (one IEEE division), rounded once to the output dtype. One CTA folds
+//   out[d] = A.O[d] / A.L (the correctly rounded f32 quotient, as one IEEE division; computed
+//   without a branch an element, attention_mma.cu's divide_row), rounded once to the output
+//   dtype. One CTA folds
 //   the splits in registers and shared memory, or each split runs on its own CTA and saves its
 //   state (exact f32 values) for the merge kernel, which folds the same way: the same values.
 //   The tiles a row visits, its masked positions and its split cuts depend on p (and W) alone.

@@ -23,6 +23,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <atomic>
 #include <string>
 
@@ -475,6 +476,32 @@ __device__ __forceinline__ float fold(float x, float y, const FoldCoef& f) {
   return __fadd_rn(__fmul_rn(x, f.a), __fmul_rn(y, f.b));
 }
 
+// x[j] = x[j] / l (one IEEE division each, __fdiv_rn's bits) for one row's values. ptxas expands
+// each div.rn into a reciprocal, its refinement and a branch to a slow path, which the scheduler
+// cannot overlap (64 of them a thread at an item's end). Here the common case has no branch: x
+// widened to f64 (exact) times the f64 reciprocal of l (rounded once, the row's), rounded once to
+// f32. That product is within 2^-52 of the exact quotient, and a quotient of f32 values is never
+// on a midpoint between two normal f32 values nor within 2^-50 of one, so the rounding is the
+// correctly rounded quotient's wherever the result is normal (or x is 0); where a result is
+// subnormal (a quotient can be a subnormal midpoint), the row is divided again by div.rn.
+template <int kN>
+__device__ __forceinline__ void divide_row(float (&x)[kN], float l) {
+  const double inv = __drcp_rn(static_cast<double>(l));
+  float q[kN];
+  bool subnormal = false;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    q[j] = __double2float_rn(__dmul_rn(static_cast<double>(x[j]), inv));
+    subnormal |= x[j] != 0.f && fabsf(q[j]) < FLT_MIN;
+  }
+  if (subnormal) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) q[j] = __fdiv_rn(x[j], l);
+  }
+#pragma unroll
+  for (int j = 0; j < kN; ++j) x[j] = q[j];
+}
+
 __device__ __forceinline__ void store_pair(float* out, float x, float y) {
   *reinterpret_cast<float2*>(out) = make_float2(x, y);
 }
@@ -506,9 +533,12 @@ __device__ __forceinline__ void write_output(const MmaParams& p, const Attention
     const RowPlace at = row_place<kBlocks>(p, w, kv_head, b, i);
     if (!at.valid) continue;
     OutT* dst = static_cast<OutT*>(p.out) + at.row * p.out_row_stride + static_cast<int64_t>(at.head) * kHd + col;
+    float x[kHd / 4];
 #pragma unroll
-    for (int dt = 0; dt < kHd / 8; ++dt)
-      store_pair(dst + dt * 8, __fdiv_rn(o[dt][2 * i], L[i]), __fdiv_rn(o[dt][2 * i + 1], L[i]));
+    for (int dt = 0; dt < kHd / 8; ++dt) x[2 * dt] = o[dt][2 * i], x[2 * dt + 1] = o[dt][2 * i + 1];
+    divide_row(x, L[i]);
+#pragma unroll
+    for (int dt = 0; dt < kHd / 8; ++dt) store_pair(dst + dt * 8, x[2 * dt], x[2 * dt + 1]);
   }
 }
 
@@ -1194,9 +1224,12 @@ __device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWo
       if (warp == 0 && (lane & 3) == 0) store_pair(p.partial_ml + slot_head * 2, st.m[i], L);
     } else {
       OutT* dst = static_cast<OutT*>(p.out) + q_row * p.out_row_stride + static_cast<int64_t>(head) * kHd + col;
+      float x[4 * kDp];
 #pragma unroll
-      for (int dt = 0; dt < 2 * kDp; ++dt)
-        store_pair(dst + dt * 8, __fdiv_rn(st.o[dt][2 * i], L), __fdiv_rn(st.o[dt][2 * i + 1], L));
+      for (int dt = 0; dt < 2 * kDp; ++dt) x[2 * dt] = st.o[dt][2 * i], x[2 * dt + 1] = st.o[dt][2 * i + 1];
+      divide_row(x, L);
+#pragma unroll
+      for (int dt = 0; dt < 2 * kDp; ++dt) store_pair(dst + dt * 8, x[2 * dt], x[2 * dt + 1]);
     }
   }
 }
@@ -1309,8 +1342,11 @@ __global__ void __launch_bounds__(kMergeThreads)
       m = f.m;
     }
   }
-  if (d < hd)
-    store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, __fdiv_rn(o0, l), __fdiv_rn(o1, l));
+  if (d < hd) {
+    float x[2] = {o0, o1};
+    divide_row(x, l);
+    store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, x[0], x[1]);
+  }
 }
 
 // Launches a streaming kernel (attention_mma_kernel, attention_decode_kernel) with kSmem bytes
