@@ -23,8 +23,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <atomic>
+#include <cfloat>
 #include <string>
 
 #include "kernels/cuda/attention.h"
