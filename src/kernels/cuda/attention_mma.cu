@@ -509,6 +509,19 @@ __device__ __forceinline__ void store_pair(__nv_bfloat16* out, float x, float y)
   *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
 }
 
+// Stores O / L of the lane's row i (0: lane/4, 1: lane/4 + 8) of an m16 block's O fragments
+// (o[dt][2 i], o[dt][2 i + 1]: columns 8 dt + 2 (lane % 4) and the next) from dst, that row's
+// first column of this lane.
+template <int kNt, typename OutT>
+__device__ __forceinline__ void store_divided_row(OutT* dst, const float (&o)[kNt][4], int i, float l) {
+  float x[2 * kNt];
+#pragma unroll
+  for (int dt = 0; dt < kNt; ++dt) x[2 * dt] = o[dt][2 * i], x[2 * dt + 1] = o[dt][2 * i + 1];
+  divide_row(x, l);
+#pragma unroll
+  for (int dt = 0; dt < kNt; ++dt) store_pair(dst + dt * 8, x[2 * dt], x[2 * dt + 1]);
+}
+
 // Where this lane's row i (0: lane/4, 1: lane/4 + 8) of the warp's block b lands: the query
 // row and head; `valid` is false for a row past the item (row and head are then meaningless).
 // The mask compares the row's place in the CTA with the item's size only, never the query row.
@@ -532,13 +545,8 @@ __device__ __forceinline__ void write_output(const MmaParams& p, const Attention
   for (int i = 0; i < 2; ++i) {
     const RowPlace at = row_place<kBlocks>(p, w, kv_head, b, i);
     if (!at.valid) continue;
-    OutT* dst = static_cast<OutT*>(p.out) + at.row * p.out_row_stride + static_cast<int64_t>(at.head) * kHd + col;
-    float x[kHd / 4];
-#pragma unroll
-    for (int dt = 0; dt < kHd / 8; ++dt) x[2 * dt] = o[dt][2 * i], x[2 * dt + 1] = o[dt][2 * i + 1];
-    divide_row(x, L[i]);
-#pragma unroll
-    for (int dt = 0; dt < kHd / 8; ++dt) store_pair(dst + dt * 8, x[2 * dt], x[2 * dt + 1]);
+    store_divided_row(static_cast<OutT*>(p.out) + at.row * p.out_row_stride + static_cast<int64_t>(at.head) * kHd + col,
+                      o, i, L[i]);
   }
 }
 
@@ -1223,13 +1231,8 @@ __device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWo
       for (int dt = 0; dt < 2 * kDp; ++dt) store_pair(dst + dt * 8, st.o[dt][2 * i], st.o[dt][2 * i + 1]);
       if (warp == 0 && (lane & 3) == 0) store_pair(p.partial_ml + slot_head * 2, st.m[i], L);
     } else {
-      OutT* dst = static_cast<OutT*>(p.out) + q_row * p.out_row_stride + static_cast<int64_t>(head) * kHd + col;
-      float x[4 * kDp];
-#pragma unroll
-      for (int dt = 0; dt < 2 * kDp; ++dt) x[2 * dt] = st.o[dt][2 * i], x[2 * dt + 1] = st.o[dt][2 * i + 1];
-      divide_row(x, L);
-#pragma unroll
-      for (int dt = 0; dt < 2 * kDp; ++dt) store_pair(dst + dt * 8, x[2 * dt], x[2 * dt + 1]);
+      store_divided_row(static_cast<OutT*>(p.out) + q_row * p.out_row_stride + static_cast<int64_t>(head) * kHd + col,
+                        st.o, i, L);
     }
   }
 }
