@@ -4,7 +4,8 @@
 // in four distributions (normal; exponents over 2^-12..2^12; K rows that cancel exactly; zeros and
 // powers of two), it computes attention's two chains both ways from the same registers and tiles:
 // S = Q K^T over head_dim 128 (8 steps from zero; mma.sync as attention_mma.cu's tile_step, wgmma
-// m64n64k16 as its wgmma kernel) and O = O0 + P V over 64 positions (4 steps onto a random f32
+// m64n64k16 with Q from registers, and from shared memory as its wgmma kernel reads it) and
+// O = O0 + P V over 64 positions (4 steps onto a random f32
 // O0; wgmma m64n128k16 and m64n64k16 with B N-major, the head_dim 128 and 64 forms), and requires
 // every element equal bit for bit. Runs where the GPU has wgmma (sm_90); skips elsewhere.
 #include <cuda_bf16.h>
@@ -37,7 +38,7 @@ __device__ constexpr uint32_t wgmma_layout(int row, int chunk) {
 
 // One tile's results, each [rows][columns] f32.
 struct Results {
-  float s_mma[kRows * kPos], s_wgmma[kRows * kPos];
+  float s_mma[kRows * kPos], s_wgmma[kRows * kPos], s_wgmma_ss[kRows * kPos];
   float o_mma[kRows * kHd], o_wgmma[kRows * kHd], o64_wgmma[kRows * kPos];
 };
 
@@ -50,7 +51,8 @@ __global__ void __launch_bounds__(128) chains_kernel(const uint16_t* q, const ui
   char* sm = raw + ((1024 - (smem_addr(raw) & 1023)) & 1023);
   const uint32_t base = smem_addr(sm);
   char *qm = sm, *km = sm + kTileBytes, *vm = sm + 2 * kTileBytes, *kw = sm + 3 * kTileBytes, *vw = sm + 4 * kTileBytes;
-  uint16_t* ps = reinterpret_cast<uint16_t*>(sm + 5 * kTileBytes);
+  char* qw = sm + 5 * kTileBytes;
+  uint16_t* ps = reinterpret_cast<uint16_t*>(sm + 6 * kTileBytes);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const size_t t0 = static_cast<size_t>(blockIdx.x) * kRows * kHd;
   for (int i = tid; i < kRows * 16; i += 128) {
@@ -59,6 +61,7 @@ __global__ void __launch_bounds__(128) chains_kernel(const uint16_t* q, const ui
     const uint4 b = *reinterpret_cast<const uint4*>(k + t0 + row * kHd + c * 8);
     const uint4 d = *reinterpret_cast<const uint4*>(v + t0 + row * kHd + c * 8);
     *reinterpret_cast<uint4*>(qm + mma_layout(row, c)) = a;
+    *reinterpret_cast<uint4*>(qw + wgmma_layout(row, c)) = a;
     *reinterpret_cast<uint4*>(km + mma_layout(row, c)) = b;
     *reinterpret_cast<uint4*>(vm + mma_layout(row, c)) = d;
     *reinterpret_cast<uint4*>(kw + wgmma_layout(row, c)) = b;
@@ -73,7 +76,7 @@ __global__ void __launch_bounds__(128) chains_kernel(const uint16_t* q, const ui
   const uint32_t v_lane = mma_layout((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4);
   uint32_t qa[8][4];
   for (int kk = 0; kk < 8; ++kk) ldsm_x4(qa[kk], base + warp * 16 * 256 + (q_lane ^ (kk * 32)));
-  float s[8][4] = {}, sw[32] = {};
+  float s[8][4] = {}, sw[32] = {}, ss[32] = {};
   for (int kk = 0; kk < 8; ++kk)
     for (int np = 0; np < 4; ++np) {
       uint32_t f[4];
@@ -88,6 +91,17 @@ __global__ void __launch_bounds__(128) chains_kernel(const uint16_t* q, const ui
   wg::commit();
   wg::wait<0>();
   wg::fence_operands(sw);
+  // The same chain with Q as the shared-memory A operand (the attention kernel's form).
+  wg::fence_operands(ss);
+  wg::fence();
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t at = (kk >> 2) * kRows * 128 + (kk & 3) * 32;
+    wg::wgmma_m64n64k16_ss(ss, wg::desc_sw128(base + 5 * kTileBytes + at, 16, 1024),
+                           wg::desc_sw128(base + 3 * kTileBytes + at, 16, 1024));
+  }
+  wg::commit();
+  wg::wait<0>();
+  wg::fence_operands(ss);
   uint32_t pa[4][4];
   const auto pk = [&](int r, int c) { return uint32_t{ps[r * kPos + c]} | uint32_t{ps[r * kPos + c + 1]} << 16; };
   for (int kk = 0; kk < 4; ++kk) {
@@ -126,6 +140,7 @@ __global__ void __launch_bounds__(128) chains_kernel(const uint16_t* q, const ui
       if (j < 8) {
         w.s_mma[row * kPos + col] = s[j][e];
         w.s_wgmma[row * kPos + col] = sw[4 * j + e];
+        w.s_wgmma_ss[row * kPos + col] = ss[4 * j + e];
         w.o64_wgmma[row * kPos + col] = ow64[4 * j + e];
       }
       w.o_mma[row * kHd + col] = o[j][e];
@@ -177,16 +192,17 @@ TEST(WgmmaBits, EveryK16StepEqualsMmaSync) {
   cuda_test::DeviceBuffer<uint16_t> dq(q), dk(k), dv(v), dp(p);
   cuda_test::DeviceBuffer<float> d0(o0);
   cuda_test::DeviceBuffer<Results> out(kTiles);
-  const int smem = 5 * kTileBytes + kRows * kPos * 2 + 1024;
+  const int smem = 6 * kTileBytes + kRows * kPos * 2 + 1024;
   ASSERT_EQ(cudaFuncSetAttribute(chains_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), cudaSuccess);
   chains_kernel<<<kTiles, 128, smem>>>(dq.get(), dk.get(), dv.get(), dp.get(), d0.get(), out.get());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<Results> r(kTiles);
   ASSERT_EQ(cudaMemcpy(r.data(), out.get(), sizeof(Results) * kTiles, cudaMemcpyDeviceToHost), cudaSuccess);
-  int64_t differ[3] = {}, nonzero = 0;
+  int64_t differ[4] = {}, nonzero = 0;
   for (const Results& x : r) {
     for (int i = 0; i < kRows * kPos; ++i) {
       differ[0] += std::memcmp(&x.s_mma[i], &x.s_wgmma[i], 4) != 0;
+      differ[3] += std::memcmp(&x.s_mma[i], &x.s_wgmma_ss[i], 4) != 0;
       differ[2] += std::memcmp(&x.o_mma[(i / kPos) * kHd + i % kPos], &x.o64_wgmma[i], 4) != 0;
       nonzero += x.s_mma[i] != 0.f;
     }
@@ -194,6 +210,8 @@ TEST(WgmmaBits, EveryK16StepEqualsMmaSync) {
   }
   EXPECT_GT(nonzero, int64_t{kTiles} * kRows * kPos / 2) << "the chains computed nothing";
   EXPECT_EQ(differ[0], 0) << "S = Q K^T: wgmma m64n64k16 elements that differ from mma.sync's";
+  EXPECT_EQ(differ[3], 0)
+      << "S = Q K^T: wgmma m64n64k16 with Q from shared memory: elements that differ from mma.sync's";
   EXPECT_EQ(differ[1], 0) << "O += P V: wgmma m64n128k16 (B N-major) elements that differ from mma.sync's";
   EXPECT_EQ(differ[2], 0) << "O += P V: wgmma m64n64k16 (B N-major) elements that differ from mma.sync's";
 }

@@ -230,11 +230,27 @@ __device__ __forceinline__ void load_tile(const MmaParams& p, const int32_t (&bl
   }
 }
 
+// wgmma's 128-byte swizzled K-major layout of a 64-row tile (the wgmma kernel's K and V stages,
+// and each warpgroup's 64 rows of Q): [kHd / 64][64 rows][128 bytes], chunk c of row r at
+// c ^ (r & 7) in its column block.
+template <int kHd>
+__host__ __device__ constexpr uint32_t wg_swizzled(int row, int chunk) {
+  return static_cast<uint32_t>((chunk >> 3) * (kTile * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+// Where Q's row `row`, chunk `chunk` lands: ldmatrix's layout (swizzled), or with kWgmma each
+// warpgroup's 64 rows as one wg_swizzled tile, read by wgmma as its shared-memory A operand.
+template <int kHd, bool kWgmma>
+__device__ __forceinline__ uint32_t q_offset(int row, int chunk) {
+  if constexpr (kWgmma) return static_cast<uint32_t>((row / 64) * (64 * kHd * 2)) + wg_swizzled<kHd>(row % 64, chunk);
+  return swizzled<kHd>(row, chunk);
+}
+
 // Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros. A thread
 // issues the global loads of kBatch of its chunks before it converts and stores them (the wgmma
 // kernel: all 8, so that an item's start waits for one load latency; at one CTA an SM nothing
 // else hides it; the register-bound mma.sync kernels keep 1).
-template <int kHd, int kRows, int kNumThreads = kThreads, int kMaxBatch = 1>
+template <int kHd, int kRows, int kNumThreads = kThreads, int kMaxBatch = 1, bool kWgmma = false>
 __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& w, int kv_head, char* q_smem) {
   constexpr int kChunks = kHd / 8;
   constexpr int kIters = (kRows * kChunks + kNumThreads - 1) / kNumThreads;
@@ -251,7 +267,7 @@ __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& 
         const float4 b = *reinterpret_cast<const float4*>(src + 4);
         packed = make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
       }
-      *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(row, chunk)) = packed;
+      *reinterpret_cast<uint4*>(q_smem + q_offset<kHd, kWgmma>(row, chunk)) = packed;
     }
   } else {
     // Thread t's chunks i = t + u kNumThreads are one chunk column of rows r0 + u kStep; each row's
@@ -286,7 +302,7 @@ __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& 
         if (u0 + u >= kIters || row >= kRows) continue;
         const float4 a = row < rows ? x[u][0] : make_float4(0.f, 0.f, 0.f, 0.f);
         const float4 b = row < rows ? x[u][1] : make_float4(0.f, 0.f, 0.f, 0.f);
-        *reinterpret_cast<uint4*>(q_smem + swizzled<kHd>(row, chunk)) =
+        *reinterpret_cast<uint4*>(q_smem + q_offset<kHd, kWgmma>(row, chunk)) =
             make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
       }
     }
@@ -818,19 +834,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(const MmaPar
 // The 128-row folded and one-split items where the GPU has wgmma (H100, H200) and head_dim is 64
 // or 128: 256 threads, warpgroup g computes CTA rows [64 g, 64 g + 64), warp w of the CTA rows
 // [16 w, 16 w + 16) as in attention_mma_kernel with one block a warp. Per tile a warpgroup issues
-// the score chain as kHd / 16 wgmma m64n64k16 steps (A: its Q fragments, read into registers from
-// shared memory at each tile; B: the K tile) and P.V as 4 wgmma m64n{kHd}k16 steps (A: P's bf16
+// the score chain as kHd / 16 wgmma m64n64k16 steps (A: its 64 rows of Q, B: the K tile, both
+// from shared memory) and P.V as 4 wgmma m64n{kHd}k16 steps (A: P's bf16
 // fragments; B: the V tile, N-major), in tile_step's order; between them tile_step's own
 // mask_block and softmax_block. A wgmma k16 step computes each element as the mma.sync step does
 // from the same operands (wgmma_ptx.cuh), so each row gets the bits attention_mma_kernel and the
-// decode kernel give it. The K and V stages are in wgmma's 128-byte swizzled layout ([kHd / 64][64 rows][128
-// bytes], chunk c of row r at c ^ (r & 7)); V rows past the item's last position are zeroed in
+// decode kernel give it. Q (each warpgroup's 64 rows) and the K and V stages are in wgmma's
+// 128-byte swizzled layout (wg_swizzled); V rows past the item's last position are zeroed in
 // the stage before P.V reads them (the computation's own item decides; P is +0 there), so the
 // masked terms are the bf16 +0 x +0 of the other kernels.
-template <int kHd>
-__host__ __device__ constexpr uint32_t wg_swizzled(int row, int chunk) {
-  return static_cast<uint32_t>((chunk >> 3) * (kTile * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
-}
 
 template <int kHd, bool kFold>
 struct WgShape {
@@ -840,7 +852,7 @@ struct WgShape {
   static constexpr int kStages = 4;
   static constexpr int kLag = 2;  // the trailing warpgroup reads tile n - 1 during tile n
   static constexpr int kTileBytes = kTile * kHd * 2;
-  static constexpr int kQ = 0;                            // [kRows][kHd] bf16, attention_mma_kernel's layout
+  static constexpr int kQ = 0;                            // [2 warpgroups][64][kHd] bf16, wgmma's layout
   static constexpr int kK = kRows * kHd * 2;              // [kStages][64][kHd] bf16, wgmma's layout
   static constexpr int kV = kK + kStages * kTileBytes;    // [kStages][64][kHd] bf16, wgmma's layout
   static constexpr int kAcc = kV + kStages * kTileBytes;  // [8 warps][kHd / 2][32] f32: the fold's O
@@ -868,24 +880,21 @@ struct WgShape {
 // = o[dt][e]) and issues P.V, which the caller waits for (wgmma_ptx::wait) before O is read or
 // V's stage is refilled.
 template <int kHd>
-__device__ __forceinline__ void wg_scores(float (&s)[kTileNt][4], uint32_t q_rows, uint32_t k_stage) {
+__device__ __forceinline__ void wg_scores(float (&s)[kTileNt][4], uint32_t q_group, uint32_t k_stage) {
   namespace wg = wgmma_ptx;
-  const int lane = threadIdx.x & 31;
-  uint32_t qa[kHd / 16][4];  // the warp's Q fragments (from shared memory at every tile)
-  const uint32_t q_lane = swizzled<kHd>(lane & 15, lane >> 4);
-#pragma unroll
-  for (int kk = 0; kk < kHd / 16; ++kk) ldsm_x4(qa[kk], q_rows + (q_lane ^ (kk * 32)));
 #pragma unroll
   for (int nt = 0; nt < kTileNt; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
   float(&sd)[kTileNt * 4] = reinterpret_cast<float(&)[kTileNt * 4]>(s);
-  // The chain over d in steps of 16 (K-major B: step kk is 32 bytes into its column block).
+  // The chain over d in steps of 16 (A: the warpgroup's Q tile, B: the K tile, both K-major: step
+  // kk is 32 bytes into its column block).
   wg::fence();
 #pragma unroll
-  for (int kk = 0; kk < kHd / 16; ++kk)
-    wg::wgmma_m64n64k16_rs<0>(sd, qa[kk],
-                              wg::desc_sw128(k_stage + (kk >> 2) * (kTile * 128) + (kk & 3) * 32, 16, 1024));
+  for (int kk = 0; kk < kHd / 16; ++kk) {
+    const uint32_t at = (kk >> 2) * (kTile * 128) + (kk & 3) * 32;
+    wg::wgmma_m64n64k16_ss(sd, wg::desc_sw128(q_group + at, 16, 1024), wg::desc_sw128(k_stage + at, 16, 1024));
+  }
   wg::commit();
 }
 
@@ -953,7 +962,7 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
   const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
   const int kv_head = static_cast<int>(blockIdx.x);
   const uint32_t base = smem_addr(smem);
-  const uint32_t q_rows = base + S::kQ + warp * 16 * kHd * 2;
+  const uint32_t q_group = base + S::kQ + group * kAttnRowsPerCta * kHd * 2;  // the warpgroup's Q tile
   FoldO<kHd, 1, true> fold_o;
   fold_o.at = reinterpret_cast<float*>(smem + S::kAcc) + warp * (kHd / 2) * 32 + lane;
   WarpState<kHd, 1> state;
@@ -967,7 +976,7 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
     rows = w.num_positions * p.group;
     split = w.split_begin;
     split_end = (w.split_begin + 1) * p.tiles_per_split;
-    load_q<kHd, S::kRows, S::kThreads, 8>(p, w, kv_head, smem + S::kQ);
+    load_q<kHd, S::kRows, S::kThreads, 8, true>(p, w, kv_head, smem + S::kQ);
     reset(state);
     // The trailing warpgroup's carried tile: set before any read (its first read is at the item's
     // second tile); cleared here too so that verify/analyzer sees no read meet the previous item's.
@@ -1014,7 +1023,7 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
         wg_settle(state);  // the trailing warpgroup's tile t - 1 P.V (the previous split's) is done
         reset(state);
       }
-      wg_scores<kHd>(s, q_rows, k_stage);
+      wg_scores<kHd>(s, q_group, k_stage);
       if (group == 0 || t + 1 == tiles.t_end) {
         wg_finish<kHd>(state, s, v_stage, t, mask, span, p.c);
         wg_settle(state);
