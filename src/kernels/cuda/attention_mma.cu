@@ -242,7 +242,8 @@ __host__ __device__ constexpr uint32_t wg_swizzled(int row, int chunk) {
 // warpgroup's 64 rows as one wg_swizzled tile, read by wgmma as its shared-memory A operand.
 template <int kHd, bool kWgmma>
 __device__ __forceinline__ uint32_t q_offset(int row, int chunk) {
-  if constexpr (kWgmma) return static_cast<uint32_t>((row / 64) * (64 * kHd * 2)) + wg_swizzled<kHd>(row % 64, chunk);
+  if constexpr (kWgmma)
+    return static_cast<uint32_t>((row / kTile) * (kTile * kHd * 2)) + wg_swizzled<kHd>(row % kTile, chunk);
   return swizzled<kHd>(row, chunk);
 }
 

@@ -1,7 +1,7 @@
 // The wgmma (sm_90a) instructions of the tensor-core attention (attention_mma.cu): the
-// warpgroup's asynchronous m64nNk16 bf16 mma with f32 accumulation, A from registers or shared memory, and its
-// fences. Each output element of one wgmma k16 step is computed as mma.sync m16n8k16 computes
-// it from the same operands (checked bit for bit on the H200 by
+// warpgroup's asynchronous m64nNk16 bf16 mma with f32 accumulation, A from registers or from
+// shared memory, and its fences. Each output element of one wgmma k16 step is computed as
+// mma.sync m16n8k16 computes it from the same operands (checked bit for bit on the H200 by
 // tests/kernels_cuda/wgmma_bits_test.cu), so a row's chain of k16 steps has one set of bits on
 // either instruction. Only for code compiled for sm_90a; every thread of the warpgroup calls them
 // together.
