@@ -98,48 +98,46 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
   const int group = p.split ? static_cast<int>(blockIdx.z) : 0;
   const int seg_lo = part_begin(group, p.num_segments, p.num_groups);
   const int seg_hi = part_begin(group + 1, p.num_segments, p.num_groups);
-  const int kb_begin = part_begin(seg_lo, p.num_k_blocks, p.num_segments);
-  const int kb_end = part_begin(seg_hi, p.num_k_blocks, p.num_segments);
+  const int kbs = p.num_k_blocks / p.num_segments;  // k-blocks a segment (select_schedule: S divides them)
+  const int kb_begin = seg_lo * kbs;
+  const int kb_end = seg_hi * kbs;
   const int row0 = m0 + warp_m * C::kWarpM;  // this warp's first row and column
   const int col0 = n0 + warp_n * C::kWarpN;
 
-  float acc[C::kMi][C::kNi][4];
   float total[C::kMi][C::kNi][4];
-#pragma unroll
-  for (int mi = 0; mi < C::kMi; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < C::kNi; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f, total[mi][ni][e] = 0.f;
-
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (kb_begin + s < kb_end) load_stage<BM, C::kThreads>(smem + s * C::kStageElems, p, m0, n0, kb_begin + s);
     cp_async_commit();
   }
-  int seg = seg_lo;
-  int seg_end = part_begin(seg + 1, p.num_k_blocks, p.num_segments);
-  for (int kb = kb_begin; kb < kb_end; ++kb) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int pf = kb + STAGES - 1;
-    if (pf < kb_end) load_stage<BM, C::kThreads>(smem + ((pf - kb_begin) % STAGES) * C::kStageElems, p, m0, n0, pf);
-    cp_async_commit();
-    mma_stage<C, BM>(acc, smem + ((kb - kb_begin) % STAGES) * C::kStageElems, warp_m, warp_n, lane);
-    if (kb + 1 == seg_end) {  // segment finished: publish P_s (split) or S_s = S_{s-1} + P_s (S_0 = P_0)
-      if (p.split) store_partial<C>(p, acc, seg, row0, col0, lane);
-      const bool first = seg == seg_lo;
+  // Segment by segment: P_s is the chain over the segment's k-blocks from a zero accumulator (the
+  // same kbs steps whichever CTA runs it); the copies run STAGES - 1 k-blocks ahead across segments.
+  int kb = kb_begin;
+  for (int seg = seg_lo; seg < seg_hi; ++seg) {
+    float acc[C::kMi][C::kNi][4];
+#pragma unroll
+    for (int mi = 0; mi < C::kMi; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < C::kNi; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+    for (int j = 0; j < kbs; ++j, ++kb) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      const int pf = kb + STAGES - 1;
+      if (pf < kb_end) load_stage<BM, C::kThreads>(smem + ((pf - kb_begin) % STAGES) * C::kStageElems, p, m0, n0, pf);
+      cp_async_commit();
+      mma_stage<C, BM>(acc, smem + ((kb - kb_begin) % STAGES) * C::kStageElems, warp_m, warp_n, lane);
+    }
+    if (p.split) {  // publish P_s
+      store_partial<C>(p, acc, seg, row0, col0, lane);
+    } else {  // S_s = S_{s-1} + P_s, S_0 = P_0 (one CTA: seg_lo = 0)
 #pragma unroll
       for (int mi = 0; mi < C::kMi; ++mi)
 #pragma unroll
         for (int ni = 0; ni < C::kNi; ++ni)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            total[mi][ni][e] = first ? acc[mi][ni][e] : total[mi][ni][e] + acc[mi][ni][e];
-            acc[mi][ni][e] = 0.f;
-          }
-      ++seg;
-      seg_end = part_begin(seg + 1, p.num_k_blocks, p.num_segments);
+          for (int e = 0; e < 4; ++e) total[mi][ni][e] = seg == 0 ? acc[mi][ni][e] : total[mi][ni][e] + acc[mi][ni][e];
     }
   }
   cp_async_wait<0>();
