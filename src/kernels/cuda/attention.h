@@ -135,9 +135,6 @@ struct AttentionWorkView {
   int32_t merge_grid = 0;                    // host: CTAs launched (>= *num_merges)
   float* partials = nullptr;                 // [partial_capacity, num_heads, head_dim + 2] f32 device: O, then M and L
   int32_t partial_capacity = 0;
-  // [partial_capacity, num_heads] u32 device, zero between calls: where the decode kernel counts
-  // the finished splits of a row (at its first slot) and KV head; the CTA that counts last folds them.
-  unsigned* merge_counters = nullptr;
   int split = kAttnDefaultSplit;  // the deployment's KV split (attention_plan.h)
   int window = 0;                 // the sliding window the plan was made for (AttentionArgs::window)
 };

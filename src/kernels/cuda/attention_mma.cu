@@ -18,9 +18,8 @@
 // wgmma (each k16 step gives each element the bits of mma.sync's: wgmma_ptx.cuh).
 // Decode items (one position: group <= 16 rows, one m16 block; where decode_fits) run
 // attention_decode_kernel, whose four warps split each tile's scores and head-dim columns
-// between them and compute every value with tile_step's operations (see there); the CTA that
-// finishes a row's last split folds the row's splits (decode_merge_if_last); the merge kernel
-// folds those of the streaming kernel's one-split items.
+// between them and compute every value with tile_step's operations (see there); the merge
+// kernel folds their splits.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -68,9 +67,8 @@ struct MmaParams {
   float c;  // scale * log2(e)
   void* out;
   int64_t out_row_stride;
-  float* partial_o;          // [capacity, num_heads, hd]
-  float* partial_ml;         // [capacity, num_heads, 2]
-  unsigned* merge_counters;  // [capacity, num_heads]: finished splits of a decode row (AttentionWorkView)
+  float* partial_o;   // [capacity, num_heads, hd]
+  float* partial_ml;  // [capacity, num_heads, 2]
   const AttentionWork* work;
   const int32_t* num_work_dev;  // device count (nullptr: num_work_host)
   int32_t num_work_host;
@@ -1220,54 +1218,8 @@ __device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t 
   }
 }
 
-// The last of a decode row's split CTAs (of one KV head) folds the row's saved split states:
-// attention_merge_kernel's fold (split 0 starts it, then fold_coef / fold in split order, then
-// divide_row), each thread a head-dim pair of a head. Which CTA counts last (an integer counter)
-// decides only who folds, never the order. The row's splits fill slots first_partial .. in
-// order (plan_run).
-template <int kHd, typename OutT>
-__device__ __forceinline__ void decode_merge_if_last(const MmaParams& p, const AttentionWork& w, int kv_head) {
-  const int split = p.tiles_per_split * kTile;
-  const int first_split = attention_window_first(w.first_position, p.window) / split;
-  const int splits = attention_num_splits(w.first_position, split) - first_split;
-  const int first_partial = w.partial - (w.split_begin - first_split);
-  unsigned* counter = p.merge_counters + static_cast<int64_t>(first_partial) * p.num_heads + kv_head;
-  __shared__ int is_last;
-  __threadfence();  // this CTA's states are visible before its count
-  __syncthreads();
-  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == static_cast<unsigned>(splits - 1);
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  constexpr int kPairs = kHd / 2;
-  const int64_t o_step = static_cast<int64_t>(p.num_heads) * kHd, ml_step = static_cast<int64_t>(p.num_heads) * 2;
-  for (int i = static_cast<int>(threadIdx.x); i < p.group * kPairs; i += kThreads) {
-    const int head = kv_head * p.group + i / kPairs, d = 2 * (i % kPairs);
-    const int64_t slot_head = static_cast<int64_t>(first_partial) * p.num_heads + head;
-    const float* o_at = p.partial_o + slot_head * kHd + d;
-    const float* ml_at = p.partial_ml + slot_head * 2;
-    const float2 o = __ldcg(reinterpret_cast<const float2*>(o_at));
-    const float2 ml = __ldcg(reinterpret_cast<const float2*>(ml_at));
-    float m = ml.x, l = ml.y, x[2] = {o.x, o.y};
-#pragma unroll 4
-    for (int s = 1; s < splits; ++s) {
-      const float2 os = __ldcg(reinterpret_cast<const float2*>(o_at + s * o_step));
-      const float2 mls = __ldcg(reinterpret_cast<const float2*>(ml_at + s * ml_step));
-      const FoldCoef f = fold_coef(m, mls.x, p.c);
-      l = fold(l, mls.y, f);
-      x[0] = fold(x[0], os.x, f);
-      x[1] = fold(x[1], os.y, f);
-      m = f.m;
-    }
-    divide_row(x, l);
-    store_pair(static_cast<OutT*>(p.out) + w.first_row * p.out_row_stride + static_cast<int64_t>(head) * kHd + d, x[0],
-               x[1]);
-  }
-  if (threadIdx.x == 0) *counter = 0;  // ready for the next call
-}
-
-// The end of a decode item's split: O / L, or the state of the split (M and L by warp 0) of this
-// warp's columns, folded with the row's other splits by the CTA that finishes last.
+// The end of a decode item's split: O / L, or the state for the merge kernel, of this warp's
+// columns (M and L by warp 0).
 template <int kHd, typename OutT>
 __device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWork& w, int kv_head,
                                            const DecodeState<kHd>& st) {
@@ -1293,7 +1245,6 @@ __device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWo
                         st.o, i, L);
     }
   }
-  if (w.partial >= 0) decode_merge_if_last<kHd, OutT>(p, w, kv_head);
 }
 
 // The per-split items where decode_fits (a KV head's rows in one m16 block, head_dim >= 64, a
@@ -1475,12 +1426,6 @@ bool decode_fits(const MmaParams& p) {
   return p.group <= 16 && p.block_shift >= 0 && (1 << p.block_shift) >= DecodeShape<kHd>::kRowsPerThread;
 }
 
-// Whether the per-split items run attention_decode_kernel, which folds a row's splits itself
-// (decode_merge_if_last); otherwise attention_merge_kernel folds them after the launch.
-bool decode_merges(int hd, const MmaParams& p) {
-  return (hd == 64 && decode_fits<64>(p)) || (hd == 128 && decode_fits<128>(p)) || (hd == 256 && decode_fits<256>(p));
-}
-
 template <typename OutT>
 Status launch_per_split(int hd, const MmaParams& p, int items, int heads, cudaStream_t stream) {
   switch (hd) {
@@ -1566,7 +1511,6 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
   p.partial_ml = w.partials == nullptr
                      ? nullptr
                      : w.partials + static_cast<int64_t>(w.partial_capacity) * a.num_heads * kv.head_dim;
-  p.merge_counters = w.merge_counters;
   const int hd = kv.head_dim;
   VOSTI_RETURN_IF_ERROR((launch_folded<OutT, false>(w, hd, p, 0, w.num_folded_one_split, kv.num_kv_heads, stream)));
   VOSTI_RETURN_IF_ERROR((launch_folded<OutT, true>(w, hd, p, w.num_folded_one_split,
@@ -1577,7 +1521,7 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
     p.num_work_host = 0;
     VOSTI_RETURN_IF_ERROR(launch_per_split<OutT>(hd, p, w.per_split_grid, kv.num_kv_heads, stream));
   }
-  if (w.merge_grid > 0 && !decode_merges(hd, p)) {
+  if (w.merge_grid > 0) {
     const dim3 grid(static_cast<unsigned>(w.merge_grid), static_cast<unsigned>(a.num_heads));
     attention_merge_kernel<OutT><<<grid, kMergeThreads, 0, stream>>>(w.merges, w.num_merges, p.partial_o, p.partial_ml,
                                                                      a.num_heads, hd, p.c, static_cast<OutT*>(a.out),
@@ -1607,9 +1551,8 @@ Status attention_tensor_cores(const AttentionArgs& a, CudaKvLayer kv, cudaStream
       (w.per_split_grid > 0 && (w.per_split == nullptr || w.num_per_split == nullptr)) ||
       (w.merge_grid > 0 && (w.merges == nullptr || w.num_merges == nullptr)))
     return invalid_argument("attention (tensor cores): the plan's device arrays are missing");
-  if ((w.per_split_grid > 0 || w.merge_grid > 0) &&
-      (w.partials == nullptr || w.merge_counters == nullptr || w.partial_capacity <= 0))
-    return invalid_argument("attention (tensor cores): split states need a partial workspace and its merge counters");
+  if ((w.per_split_grid > 0 || w.merge_grid > 0) && (w.partials == nullptr || w.partial_capacity <= 0))
+    return invalid_argument("attention (tensor cores): split states need a partial workspace");
   if (static_cast<int64_t>(kv.num_kv_heads) * kv.block_size * kv.head_dim > INT32_MAX)
     return invalid_argument("attention (tensor cores): a KV block of " + std::to_string(kv.block_size) +
                             " positions x " + std::to_string(kv.num_kv_heads) + " heads x " +

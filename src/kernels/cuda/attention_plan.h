@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kernels/cuda/host_device.h"
 
 namespace vosti {
 
@@ -93,8 +92,8 @@ struct AttentionPlan {
   }
 };
 
-// Number of splits of a query at position p: floor(p / split) + 1 (host and the decode kernel).
-VOSTI_HD int32_t attention_num_splits(int32_t position, int split) { return position / split + 1; }
+// Number of splits of a query at position p: floor(p / split) + 1.
+inline int32_t attention_num_splits(int32_t position, int split) { return position / split + 1; }
 
 // Plans the step whose query rows have positions[r] and sequences row_seq[r] (a run of
 // adjacent rows of one sequence at consecutive positions shares items; a negative position

@@ -35,9 +35,6 @@ Result<AttentionWorkBuffers> AttentionWorkBuffers::allocate(int64_t row_capacity
     const size_t partial_bytes =
         static_cast<size_t>(partial_capacity) * static_cast<size_t>(attention_partial_floats(num_heads, head_dim)) * 4;
     VOSTI_ASSIGN_OR_RETURN(b.partials_, DeviceMemory::allocate(partial_bytes, "the attention split states"));
-    const size_t counter_bytes = static_cast<size_t>(partial_capacity) * static_cast<size_t>(num_heads) * 4;
-    VOSTI_ASSIGN_OR_RETURN(b.merge_counters_, DeviceMemory::allocate(counter_bytes, "the attention merge counters"));
-    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemset(b.merge_counters_.as<void>(), 0, counter_bytes));
   }
   return b;
 }
@@ -52,7 +49,6 @@ AttentionWorkView AttentionWorkBuffers::base_view() const {
   v.per_split = reinterpret_cast<const AttentionWork*>(d + per_split_offset());
   v.partials = partials_.empty() ? nullptr : partials_.as<float>();
   v.partial_capacity = partial_capacity_;
-  v.merge_counters = merge_counters_.empty() ? nullptr : merge_counters_.as<unsigned>();
   v.split = split_;
   v.window = window_;
   return v;

@@ -53,7 +53,6 @@ class AttentionWorkBuffers {
   PinnedMemory host_;
   DeviceMemory device_;
   DeviceMemory partials_;
-  DeviceMemory merge_counters_;
   int64_t row_capacity_ = 0;
   int32_t partial_capacity_ = 0;
   int split_ = kAttnDefaultSplit;
