@@ -129,8 +129,9 @@ struct Shape {
   static constexpr int kZero = kAcc + (kAccShared ? kWarps * kBlocks * (kHd / 2) * 32 * 4 : 0);  // 16 zero bytes
   static constexpr int kBytes = kZero + 16;
   static constexpr int kThreads = vosti::kThreads;
-  static constexpr bool kAsyncProxy = false;  // tiles read by ldmatrix only
-  static constexpr int kLag = 1;              // stream_items refills tile n - kLag's stage at tile n
+  static constexpr bool kAsyncProxy = false;   // tiles read by ldmatrix only
+  static constexpr bool kPrimeInItem = false;  // stream_items' prologue before the first item
+  static constexpr int kLag = 1;               // stream_items refills tile n - kLag's stage at tile n
   // The tile loader (load_tile): thread t copies chunk t % kChunks of kRowsPerThread rows, to
   // tile_offset's place.
   static constexpr int kChunks = kHd / 8;
@@ -247,68 +248,73 @@ __device__ __forceinline__ uint32_t q_offset(int row, int chunk) {
   return swizzled<kHd>(row, chunk);
 }
 
-// Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros. A thread
-// issues the global loads of kBatch of its chunks before it converts and stores them (the wgmma
-// kernel: all 8, so that an item's start waits for one load latency; at one CTA an SM nothing
-// else hides it; the register-bound mma.sync kernels keep 1).
-template <int kHd, int kRows, int kNumThreads = kThreads, int kMaxBatch = 1, bool kWgmma = false>
+// Q rows of the item, rounded to bf16, into shared memory; rows past the item are zeros; one
+// chunk at a time (the register-bound mma.sync kernels; the wgmma kernel uses QLoads).
+template <int kHd, int kRows>
 __device__ __forceinline__ void load_q(const MmaParams& p, const AttentionWork& w, int kv_head, char* q_smem) {
   constexpr int kChunks = kHd / 8;
-  constexpr int kIters = (kRows * kChunks + kNumThreads - 1) / kNumThreads;
-  constexpr int kBatch = kIters < kMaxBatch ? kIters : kMaxBatch;
   const int rows = w.num_positions * p.group;
-  if constexpr (kBatch == 1) {  // one chunk at a time (the mma.sync kernels' register budget)
-    for (int i = threadIdx.x; i < kRows * kChunks; i += kNumThreads) {
-      const int row = i / kChunks, chunk = i % kChunks;
-      uint4 packed = make_uint4(0, 0, 0, 0);
-      if (row < rows) {
-        const int pos = row / p.group, head = kv_head * p.group + row % p.group;
-        const float* src = p.q + (w.first_row + pos) * p.q_row_stride + static_cast<int64_t>(head) * kHd + chunk * 8;
-        const float4 a = *reinterpret_cast<const float4*>(src);
-        const float4 b = *reinterpret_cast<const float4*>(src + 4);
-        packed = make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
-      }
-      *reinterpret_cast<uint4*>(q_smem + q_offset<kHd, kWgmma>(row, chunk)) = packed;
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    const int row = i / kChunks, chunk = i % kChunks;
+    uint4 packed = make_uint4(0, 0, 0, 0);
+    if (row < rows) {
+      const int pos = row / p.group, head = kv_head * p.group + row % p.group;
+      const float* src = p.q + (w.first_row + pos) * p.q_row_stride + static_cast<int64_t>(head) * kHd + chunk * 8;
+      const float4 a = *reinterpret_cast<const float4*>(src);
+      const float4 b = *reinterpret_cast<const float4*>(src + 4);
+      packed = make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
     }
-  } else {
-    // Thread t's chunks i = t + u kNumThreads are one chunk column of rows r0 + u kStep; each row's
-    // position and head advance with u (one division an item, not one a chunk). Every load is
-    // issued, a row past the item reading Q's first row, and its values are replaced by zeros.
-    static_assert(kNumThreads % kChunks == 0, "a thread's chunks are one column");
-    constexpr int kStep = kNumThreads / kChunks;
+    *reinterpret_cast<uint4*>(q_smem + q_offset<kHd, false>(row, chunk)) = packed;
+  }
+}
+
+// The wgmma kernel's Q load in two halves: issue() starts every global load of the thread's
+// chunks (one chunk column of rows r0 + u kStep; each row's position and head advance with u, no
+// division a chunk; a row past the item reads Q's first row), store() converts them once they
+// land, rows past the item as zeros. Between the two the thread issues the stream's first copies
+// (stream_items' prime), so that an item's start waits for one load latency, not two.
+template <int kHd, int kRows, int kNumThreads>
+struct QLoads {
+  static constexpr int kChunks = kHd / 8;
+  static constexpr int kStep = kNumThreads / kChunks;
+  static constexpr int kIters = (kRows * kChunks + kNumThreads - 1) / kNumThreads;
+  static_assert(kNumThreads % kChunks == 0 && kRows % kStep == 0, "a thread's chunks are one column of whole rows");
+  float4 x[kIters][2];
+
+  __device__ __forceinline__ void issue(const MmaParams& p, const AttentionWork& w, int kv_head) {
     const int chunk = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
+    const int rows = w.num_positions * p.group;
     int pos = r0 / p.group, head = r0 % p.group;
     const int step_pos = kStep / p.group, step_head = kStep % p.group;
 #pragma unroll
-    for (int u0 = 0; u0 < kIters; u0 += kBatch) {
-      float4 x[kBatch][2];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int row = r0 + (u0 + u) * kStep;
-        const float* src = row < rows ? p.q + (w.first_row + pos) * p.q_row_stride +
-                                            static_cast<int64_t>(kv_head * p.group + head) * kHd + chunk * 8
-                                      : p.q;
-        x[u][0] = *reinterpret_cast<const float4*>(src);
-        x[u][1] = *reinterpret_cast<const float4*>(src + 4);
-        pos += step_pos;
-        head += step_head;
-        if (head >= p.group) {
-          head -= p.group;
-          ++pos;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int row = r0 + (u0 + u) * kStep;
-        if (u0 + u >= kIters || row >= kRows) continue;
-        const float4 a = row < rows ? x[u][0] : make_float4(0.f, 0.f, 0.f, 0.f);
-        const float4 b = row < rows ? x[u][1] : make_float4(0.f, 0.f, 0.f, 0.f);
-        *reinterpret_cast<uint4*>(q_smem + q_offset<kHd, kWgmma>(row, chunk)) =
-            make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+    for (int u = 0; u < kIters; ++u) {
+      const int row = r0 + u * kStep;
+      const float* src = row < rows ? p.q + (w.first_row + pos) * p.q_row_stride +
+                                          static_cast<int64_t>(kv_head * p.group + head) * kHd + chunk * 8
+                                    : p.q;
+      x[u][0] = *reinterpret_cast<const float4*>(src);
+      x[u][1] = *reinterpret_cast<const float4*>(src + 4);
+      pos += step_pos;
+      head += step_head;
+      if (head >= p.group) {
+        head -= p.group;
+        ++pos;
       }
     }
   }
-}
+  __device__ __forceinline__ void store(const MmaParams& p, const AttentionWork& w, char* q_smem) const {
+    const int chunk = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
+    const int rows = w.num_positions * p.group;
+#pragma unroll
+    for (int u = 0; u < kIters; ++u) {
+      const int row = r0 + u * kStep;
+      const float4 a = row < rows ? x[u][0] : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 b = row < rows ? x[u][1] : make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<uint4*>(q_smem + q_offset<kHd, true>(row, chunk)) =
+          make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+    }
+  }
+};
 
 // The positions of an item's rows: row r (position x head of the group) is at position
 // first + min(r, rows - 1) / group (rows past the item: the last row's).
@@ -729,6 +735,10 @@ struct Loader {
 // t, stage) once tile t is in shared memory. One barrier a tile: at tile n every warp has
 // finished tile n - 1, whose stage the loader then refills with tile n + kStages - 1. Which CTA
 // computes an item, and which items share its stream, never enter the arithmetic.
+// With S::kPrimeInItem, begin_item(w, prime) calls prime() once its loads of Q are in flight: the
+// stream's first copies (the prologue, prime's first call) then wait for the block table while
+// the item's Q is on its way, instead of before it (one load latency less at a CTA's start; later
+// calls do nothing). Otherwise the prologue runs before the first item and begin_item(w).
 template <class S, class BeginItem, class Tile>
 __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, BeginItem&& begin_item, Tile&& tile) {
   static_assert(S::kStages >= 2, "tile n - 1's stage is refilled while tile n is computed");
@@ -741,17 +751,27 @@ __device__ __forceinline__ void stream_items(const MmaParams& p, uint32_t base, 
 
   Loader<S> loader;
   loader.enter(p, num_work, first);
+  bool primed = false;
+  const auto prime = [&] {
+    if (primed) return;
+    primed = true;
 #pragma unroll
-  for (int st = 0; st < S::kStages - S::kLag; ++st) {
-    if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
-    cp_async_commit();
-  }
+    for (int st = 0; st < S::kStages - S::kLag; ++st) {
+      if (loader.item < num_work) loader.issue(p, num_work, kv_head, k_stage(st), v_stage(st));
+      cp_async_commit();
+    }
+  };
+  if constexpr (!S::kPrimeInItem) prime();
   unsigned n = 0;  // tile n of the stream is in stage n mod kStages
   for (int item = first; item < num_work; item += static_cast<int>(gridDim.y)) {
     const AttentionWork w = p.work[item];
     const ItemTiles tiles(w, p);
     __syncthreads();  // the previous item's reads of Q are done
-    begin_item(w);
+    if constexpr (S::kPrimeInItem) {
+      begin_item(w, prime);
+    } else {
+      begin_item(w);
+    }
     for (int t = tiles.t_begin; t < tiles.t_end; ++t, ++n) {
       cp_async_wait<S::kStages - S::kLag - 1>();  // tile n has landed (only the tiles after it are in flight)
       if constexpr (S::kAsyncProxy) wgmma_ptx::fence_proxy_async();  // ... for wgmma's reads too
@@ -850,6 +870,7 @@ struct WgShape {
   static constexpr int kThreads = 256;
   static constexpr int kRows = 2 * kAttnRowsPerCta;
   static constexpr bool kAsyncProxy = true;
+  static constexpr bool kPrimeInItem = true;
   static constexpr int kStages = 4;
   static constexpr int kLag = 2;  // the trailing warpgroup reads tile n - 1 during tile n
   static constexpr int kTileBytes = kTile * kHd * 2;
@@ -867,7 +888,7 @@ struct WgShape {
   static_assert(kHd == 64 || kHd == 128, "one or two 128-byte column blocks");
   static_assert(kK % 1024 == 0 && kTileBytes % 1024 == 0, "each tile starts 1,024-byte aligned");
   static_assert(kThreads % kChunks == 0 && kTile % kRowsPerPass == 0, "the loader covers whole rows");
-  static_assert(kAsyncProxy && kOnePage && kQ == 0 && kRowsPerThread >= 1 && kLag == 2,
+  static_assert(kAsyncProxy && kPrimeInItem && kOnePage && kQ == 0 && kRowsPerThread >= 1 && kLag == 2,
                 "stream_items' and load_tile's shape");
 };
 
@@ -973,11 +994,14 @@ __global__ void __launch_bounds__(256, 1) attention_wgmma_kernel(const MmaParams
   uint32_t prev_v = 0;
   bool prev_mask = false, prev_split_end = false;
   int prev_split = 0;
-  const auto begin_item = [&](const AttentionWork& w) {
+  const auto begin_item = [&](const AttentionWork& w, auto&& prime) {
     rows = w.num_positions * p.group;
     split = w.split_begin;
     split_end = (w.split_begin + 1) * p.tiles_per_split;
-    load_q<kHd, S::kRows, S::kThreads, 8, true>(p, w, kv_head, smem + S::kQ);
+    QLoads<kHd, S::kRows, S::kThreads> q;
+    q.issue(p, w, kv_head);
+    prime();  // the stream's first copies wait for their block-table entries while Q loads
+    q.store(p, w, smem + S::kQ);
     reset(state);
     // The trailing warpgroup's carried tile: set before any read (its first read is at the item's
     // second tile); cleared here too so that verify/analyzer sees no read meet the previous item's.
@@ -1083,6 +1107,7 @@ struct DecodeShape {
   static constexpr int kBytes = kPf + 16 * kPfStride * 4;
   static constexpr int kThreads = vosti::kThreads;
   static constexpr bool kAsyncProxy = false;
+  static constexpr bool kPrimeInItem = false;
   static constexpr int kLag = 1;
   static constexpr int kChunks = kHd / 8;
   static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) { return swizzled<kHd>(row, chunk); }
