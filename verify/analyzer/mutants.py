@@ -3,7 +3,9 @@
 # prove the clean control kernel. The CPU mutant is the backend's own planted split-K
 # (matmul_part_columns_split_k_by_row_count in build/llvm/matmul_avx2.ll); the one-row matmul's
 # comparisons (rowkernels.py) get mutants/planted_rows.cc, compiled with clang into
-# build/llvm/mutants/ as a clean control and two planted differences.
+# build/llvm/mutants/ as a clean control and two planted differences. The mma.sync GEMM's chain
+# comparison (gemm_chains.py) gets mutants/gemm_chains_planted.cu, compiled with nvcc to sm_80 PTX:
+# a clean copy of the kernel and two planted chain orders.
 #   python3 verify/analyzer/mutants.py [--build build]
 # Ends with "analyzer mutants: N killed, M not"; exits 1 if any survives or the clean one fails.
 from __future__ import annotations
@@ -70,6 +72,9 @@ def main() -> int:
     k, s = row_mutants(args.build)
     killed += k
     survived += s
+    k, s = chain_mutants(args.build, nvcc)
+    killed += k
+    survived += s
     print(f"analyzer mutants: {killed} killed, {survived} not")
     return 0 if survived == 0 else 1
 
@@ -125,6 +130,48 @@ def row_mutants(build: str) -> tuple[int, int]:
         print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [{axis}] "
               f"{(found[want] or ['nothing found'])[0][:90]}")
         killed += 1 if ok else 0
+        survived += 0 if ok else 1
+    return killed, survived
+
+
+# (kPlant of gemm_chains_planted.cu, name, planted?): the chain comparison's kill table.
+CHAIN_MUTANTS = [(0, "mma.sync GEMM, clean copy", False),
+                 (1, "a split plan's last CTA summing the partials in reverse segment order", True),
+                 (2, "a BM = 16 chain taking each k-block's first k16 step last", True)]
+# The plans they run under: one class (S = 3, 3 k-blocks a segment) with every instantiation and a split.
+CHAIN_CLASSES = {(3, 3): {(16, 1), (16, 3), (64, 1), (128, 1)}}
+
+
+def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
+    """(killed, survived) of the mma.sync chain mutants: each planted variant must be reported as a
+    plan storing another DAG than the contract's, the clean copy must pass."""
+    import gemm_chains
+    if not os.path.exists(nvcc):
+        print("  skip  mma.sync chain mutants (no nvcc)")
+        return 0, 0
+    ptx = os.path.join(build, "ptx", "mutants", "gemm_chains_planted.ptx")
+    repo = os.path.join(HERE, "..", "..")
+    r = subprocess.run([nvcc, "-O3", "-DNDEBUG", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
+                        "--generate-code=arch=compute_80,code=compute_80", "-ptx",
+                        os.path.join(HERE, "mutants", "gemm_chains_planted.cu"), "-o", ptx],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"  FAIL  mma.sync chain mutants: nvcc: {r.stderr[:300]}")
+        return 0, len(CHAIN_MUTANTS)
+    killed = survived = 0
+    for plant, name, planted in CHAIN_MUTANTS:
+        source = gemm_chains.Source(ptx, gemm_chains.ENTRY.replace("EEEv", f"ELi{plant}EEEv"))
+        verdict = gemm_chains.compare(source, os.path.join(HERE, "kernels.toml"), CHAIN_CLASSES)
+        refused = [w for w in verdict.reasons if "not executed" in w or "not run" in w]
+        if not planted:
+            ok = not verdict.reasons
+            print(f"  {'ok   ' if ok else 'FAIL '} clean control '{name}' {'proven' if ok else 'NOT proven'}"
+                  f"{'' if ok else ': ' + verdict.reasons[0][:200]}")
+        else:
+            ok = bool(verdict.reasons) and not refused
+            print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [plan] "
+                  f"{(verdict.reasons or ['nothing found'])[0][:200]}")
+            killed += 1 if ok else 0
         survived += 0 if ok else 1
     return killed, survived
 

@@ -112,6 +112,7 @@ def check_plans(build: str, results, shapes_path: str, signatures: dict | None =
             continue
         used_tiles: set[str] = set()
         used_mma: set[tuple[int, int]] = set()
+        mma_classes: dict[tuple[int, int], set[tuple[int, int]]] = {}  # (S, k-blocks a segment) -> plans
         for label, (sched, plans) in zip(labels, per_shape):
             for m0, m1, kind, vals in plans:
                 where = f"{label} m={m0}..{m1}"
@@ -125,6 +126,8 @@ def check_plans(build: str, results, shapes_path: str, signatures: dict | None =
                 else:
                     block_m, groups = vals
                     used_mma.add((block_m, groups))
+                    mma_classes.setdefault((sched["segments"], sched["k_blocks"] // sched["segments"]),
+                                           set()).add((block_m, groups))
                     if sched["segments"] % groups:
                         row.reasons.append(f"{where}: {groups} groups do not divide {sched['segments']} segments")
         for name in sorted(used_tiles):
@@ -146,12 +149,16 @@ def check_plans(build: str, results, shapes_path: str, signatures: dict | None =
         if used_mma:
             row.summary.append("mma.sync plans selected (BM, k-groups): " +
                                ", ".join(f"({b}, {g})" for b, g in sorted(used_mma)))
-            ms = {b for b, _ in used_mma}
-            gs = {g for _, g in used_mma}
-            if len(ms) > 1 or len(gs) > 1:
-                row.reasons.append("mma.sync: the plans differ in the m-tile height or the k-group count, and the "
-                                   "analyzer has no chain comparison for the hand-written kernel (each plan is "
-                                   "analysed on its own)")
+            row.summary.append("mma.sync classes (S segments, k-blocks a segment): " +
+                               ", ".join(f"({s}, {kbs})" for s, kbs in sorted(mma_classes)))
+            # The plans differ in the m-tile height and the k-group count: every one must store the
+            # contract's DAG in every element (gemm_chains.py, symbolic execution of the sm_80 PTX).
+            import gemm_chains
+            chains = gemm_chains.compare(gemm_chains.Source(os.path.join(build, gemm_chains.PTX)),
+                                         os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels.toml"),
+                                         mma_classes)
+            row.summary += chains.summary
+            row.reasons += chains.reasons
         row.proven = not row.reasons
         rows.append(row)
     return rows
