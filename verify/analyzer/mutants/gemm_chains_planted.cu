@@ -194,9 +194,9 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_bf16_kernel(GemmParams p) {
   if (threadIdx.x == 0) p.counters[tile] = 0;
 }
 
-#define VOSTI_PLANTED_GEMM(plant)                                                  \
-  template __global__ void gemm_bf16_kernel<16, 1, 4, 4, plant>(GemmParams);  \
-  template __global__ void gemm_bf16_kernel<64, 2, 4, 4, plant>(GemmParams);  \
+#define VOSTI_PLANTED_GEMM(plant)                                            \
+  template __global__ void gemm_bf16_kernel<16, 1, 4, 4, plant>(GemmParams); \
+  template __global__ void gemm_bf16_kernel<64, 2, 4, 4, plant>(GemmParams); \
   template __global__ void gemm_bf16_kernel<128, 2, 4, 4, plant>(GemmParams);
 VOSTI_PLANTED_GEMM(0)
 VOSTI_PLANTED_GEMM(1)
