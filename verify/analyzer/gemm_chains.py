@@ -307,7 +307,7 @@ def first_difference(a: px.Node, b: px.Node) -> tuple[px.Node, px.Node]:
 class Run:
     """One plan on one reduced problem; `part` says which part of the coverage it is."""
 
-    part: str  # "deployment" | "pipeline" | "long" | "tiles" (see reduced_problems)
+    part: str  # "deployment" | "pipeline" | "exact" | "tiles" (see reduced_problems)
     bm: int
     problem: Problem
     reverse_groups: bool = False
@@ -335,9 +335,8 @@ def reduced_problems(classes: dict[tuple[int, int], set[tuple[int, int]]], stage
       phase of a segment start in the STAGES-slot ring, segments shorter and longer than the copies
       in flight), two segments in one CTA and, where the instantiation runs split, two segments in
       each of two CTAs; one partial tile;
-    long: every selected (BM, one k-group or split) with each segment length of its classes above
-      STAGES + 1 (the deployment's own kbs), one segment in one CTA or one in each of two CTAs;
-      m = BM - 3, n = 8 (the whole CTA's k-loop runs; the first 8 columns are stored and compared);
+    exact: every class as deployed: each plan selected for it on S segments of kbs k-blocks with its
+      k-groups, m = BM - 3, n = 8 (the whole k-loop runs; the first 8 columns are stored and compared);
     tiles: every selected (BM, one k-group or split) on 2 x 2 tiles (m = 2 BM - 3, n = 248: full and
       partial in both directions), one k-block a segment; the split ones also with the k-groups run
       last to first (another CTA is the tile's last).
@@ -352,11 +351,9 @@ def reduced_problems(classes: dict[tuple[int, int], set[tuple[int, int]]], stage
         for kbs in range(2, stages + 2):  # kbs = 1: the deployment runs
             for s, g in splits:
                 runs.append(Run("pipeline", bm, Problem(bm - 3, 120, s, kbs, g, False, False)))
-    for bm, split in sorted({(b, g > 1) for b, g in plans}):
-        s, g = (2, 2) if split else (1, 1)
-        for kbs in sorted({kbs for (_, kbs), ps in classes.items() if kbs > stages + 1 and
-                           any(b == bm and (g2 > 1) == split for b, g2 in ps)}):
-            runs.append(Run("long", bm, Problem(bm - 3, 8, s, kbs, g, False, False)))
+    for (s, kbs), ps in sorted(classes.items()):
+        for bm, g in sorted(ps):
+            runs.append(Run("exact", bm, Problem(bm - 3, 8, s, kbs, g, False, False)))
     for bm, split in sorted({(b, g > 1) for b, g in plans}):
         s, g = (2, 2) if split else (1, 1)
         runs.append(Run("tiles", bm, Problem(2 * bm - 3, 248, s, 1, g, False, False)))
@@ -470,7 +467,7 @@ def compare(source: Source, spec_path: str, classes: dict[tuple[int, int], set[t
     else:
         outcomes = [run_one(source, spec_path, r) for r in runs]
     reasons = []
-    outcomes.sort(key=lambda o: (("deployment", "tiles", "long", "pipeline").index(o.run.part), _cost(o.run)))
+    outcomes.sort(key=lambda o: (("deployment", "tiles", "exact", "pipeline").index(o.run.part), _cost(o.run)))
     passed = [o.run for o in outcomes if not o.error and not o.difference]
     for o in outcomes:
         if o.error:
@@ -495,21 +492,16 @@ def compare(source: Source, spec_path: str, classes: dict[tuple[int, int], set[t
 
 def _summary(source: Source, classes: dict, outcomes: list[RunOutcome], stages: int, wall: float) -> list[str]:
     """What was compared, in the report's words."""
-    real = sorted({kbs for _, kbs in classes})
     segs = sorted({s for s, _ in classes})
     plans = sorted({p for ps in classes.values() for p in ps})
-    longest = sorted({o.run.problem.kbs for o in outcomes if o.run.part == "long"})
     busy = sum(o.seconds for o in outcomes)
     return [
         f"mma.sync chain comparison (gemm_chains.py: symbolic execution of {os.path.basename(source.ptx)}): "
         f"{len(outcomes)} runs, {sum(o.compared for o in outcomes)} stored elements compared with the contract's "
         f"DAG (S segments of kbs k-blocks, each a chain of m16n8k16 steps in increasing k from +0.0, "
         f"P_0 + P_1 + ... left to right, + bias, the rounding); {busy:.1f} s of runs, {wall:.1f} s wall",
-        f"  plans (BM, k-groups) {', '.join(f'({b}, {g})' for b, g in plans)}: each with its classes' S "
-        f"({', '.join(map(str, segs))}) and k-groups at 1 k-block a segment; each instantiation at kbs = 1.."
-        f"{stages + 1} (STAGES = {stages}) with two segments in a CTA (and in each of two), and at each longer kbs "
-        f"of its classes ({', '.join(map(str, longest))}) with one segment a CTA; 2 x 2 tiles (full and partial); "
-        f"bias or not, f32 or bf16 out",
-        f"  reduced: every deployment S and every deployment kbs ({', '.join(map(str, real))}) is run, not every "
-        f"pair (a class (S, kbs) runs as S segments of 1 k-block and as 1 or 2 segments of kbs): a segment's "
-        f"chain is assumed not to depend on how many segments follow it, nor the sum on the segments' length"]
+        f"  plans (BM, k-groups) {', '.join(f'({b}, {g})' for b, g in plans)}: each on every class it is selected "
+        f"for, as deployed ({', '.join(f'{s} x {kbs}' for s, kbs in sorted(classes))} k-blocks); each with its "
+        f"classes' S ({', '.join(map(str, segs))}) and k-groups on a partial tile of 120 columns at 1 k-block a "
+        f"segment; each instantiation at kbs = 2..{stages + 1} (STAGES = {stages}) with two segments in a CTA (and "
+        f"in each of two); 2 x 2 tiles (full and partial); bias or not, f32 or bf16 out"]
