@@ -5,7 +5,9 @@
 # comparisons (rowkernels.py) get mutants/planted_rows.cc, compiled with clang into
 # build/llvm/mutants/ as a clean control and two planted differences. The mma.sync GEMM's chain
 # comparison (gemm_chains.py) gets mutants/gemm_chains_planted.cu, compiled with nvcc to sm_80 PTX:
-# a clean copy of the kernel and two planted chain orders.
+# a clean copy of the kernel and two planted chain orders; the tensor-core attention's split-path
+# comparison (attention_chains.py) gets mutants/attention_chains_planted.cu (the real kernels and
+# planted copies of the folded kernel and the merge kernel), likewise.
 #   python3 verify/analyzer/mutants.py [--build build]
 # Ends with "analyzer mutants: N killed, M not"; exits 1 if any survives or the clean one fails.
 from __future__ import annotations
@@ -73,6 +75,9 @@ def main() -> int:
     killed += k
     survived += s
     k, s = chain_mutants(args.build, nvcc)
+    killed += k
+    survived += s
+    k, s = attention_mutants(args.build, nvcc)
     killed += k
     survived += s
     print(f"analyzer mutants: {killed} killed, {survived} not")
@@ -170,6 +175,50 @@ def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
         else:
             ok = bool(verdict.reasons) and not refused
             print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [plan] "
+                  f"{(verdict.reasons or ['nothing found'])[0][:200]}")
+            killed += 1 if ok else 0
+        survived += 0 if ok else 1
+    return killed, survived
+
+
+# (name, planted folded kernel's kPlant, planted merge's kPlant, planted?): the split-path kill table.
+# Each runs the planted folded kernel against the real decode kernel with the planted merge.
+ATTENTION_MUTANTS = [("attention split paths, clean copies of the folded and merge kernels", 0, 0, False),
+                     ("a folded kernel summing each lane's l in decreasing j", 1, 0, True),
+                     ("a folded kernel skipping the O rescale where alpha > 0.99, not only where it is 1", 2, 0, True),
+                     ("a merge folding the splits last to first", 0, 3, True)]
+
+
+def attention_mutants(build: str, nvcc: str) -> tuple[int, int]:
+    """(killed, survived) of the split-path mutants: each planted variant must be reported as a path
+    storing another DAG than the others, the clean copies must pass."""
+    import attention_chains
+    if not os.path.exists(nvcc):
+        print("  skip  attention split-path mutants (no nvcc)")
+        return 0, 0
+    ptx = os.path.join(build, "ptx", "mutants", "attention_chains_planted.ptx")
+    repo = os.path.join(HERE, "..", "..")
+    r = subprocess.run([nvcc, "-O3", "-DNDEBUG", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
+                        "--generate-code=arch=compute_80,code=compute_80", "-ptx",
+                        os.path.join(HERE, "mutants", "attention_chains_planted.cu"), "-o", ptx],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"  FAIL  attention split-path mutants: nvcc: {r.stderr[:300]}")
+        return 0, len(ATTENTION_MUTANTS)
+    case = attention_chains.Case(64, 4, 1, 2 * attention_chains.TILE + 37, 1, 1, paths=("folded", "decode"))
+    killed = survived = 0
+    for name, fold, merge, planted in ATTENTION_MUTANTS:
+        entries = {"folded": f"planted_fold_kernelILi{{hd}}E{{out}}Li{fold}EEEv",
+                   "merge": f"planted_merge_kernelI{{out}}Li{merge}EEEv"}
+        verdict = attention_chains.compare(ptx, os.path.join(HERE, "kernels.toml"), 1, [case], entries)
+        refused = [w for w in verdict.reasons if "not executed" in w or "not compared" in w]
+        if not planted:
+            ok = not verdict.reasons
+            print(f"  {'ok   ' if ok else 'FAIL '} clean control '{name}' {'proven' if ok else 'NOT proven'}"
+                  f"{'' if ok else ': ' + verdict.reasons[0][:200]}")
+        else:
+            ok = bool(verdict.reasons) and not refused
+            print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [split paths] "
                   f"{(verdict.reasons or ['nothing found'])[0][:200]}")
             killed += 1 if ok else 0
         survived += 0 if ok else 1

@@ -188,25 +188,28 @@ def _compare_signatures(tiles: list[str], signatures: dict | None) -> list[str]:
 
 def check_attention_plans(build: str) -> list[PlanRow]:
     """A-plan on the real planner (vosti_attention_plans): the assumption the tensor-core attention
-    entries make about the work items; and the open comparison of its two paths."""
+    entries make about the work items; and, where the build has the attention's PTX, the comparison of
+    the paths a row's splits may take (attention_chains.py: the folded kernels, mma.sync and wgmma,
+    against the per-split kernels with the merge)."""
     tool = os.path.join(build, "verify", "analyzer", "vosti_attention_plans")
     row = PlanRow("cuda attention plans (A-plan)")
-    paths = PlanRow("cuda attention: split paths", False, [
-        "a decode's splits run on one CTA folding them (attention_mma_kernel<.., true>) or on one CTA each "
-        "(attention_decode_kernel, its four warps sharing each tile, or attention_mma_kernel<.., false> where a "
-        "group exceeds 16 rows or head_dim is under 64), folded by attention_merge_kernel: all compute each value "
-        "with tile_step's operations and fold with fold_coef/fold in split order, but the analyzer has no "
-        "comparison of the kernels' chains (each is analysed on its own)"])
+    rows = [row]
+    import attention_chains
+    ptx = os.path.join(build, attention_chains.PTX)
+    if os.path.exists(ptx):
+        chains = attention_chains.compare(ptx, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                            "kernels.toml"))
+        rows.append(PlanRow("cuda attention: split paths", not chains.reasons, chains.reasons, chains.summary))
     if not os.path.exists(tool):
         row.proven = False
         row.reasons.append(f"{tool} not built (build with -DVOSTI_TESTS=ON)")
-        return [row, paths]
+        return rows
     r = subprocess.run([tool], capture_output=True, text=True)
     row.summary.append(r.stdout.strip())
     if r.returncode != 0:
         row.proven = False
         row.reasons.append(r.stdout.strip() or r.stderr.strip()[:300])
-    return [row, paths]
+    return rows
 
 
 def cpu_matmul_paths(outcome: tuple[list[str], list[str]] | None) -> list[PlanRow]:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from ptx_ops import Program  # the instructions (ptx_ops.py imports this module)
 
 M32 = 0xFFFFFFFF
+PARAM_BASE = 1 << 48  # the parameter space's addresses (global buffers lie at k << 32, k < 2^16)
+LOCAL_BASE = 1 << 47  # a thread's local memory (the entry's __local_depot), each thread its own
 _MMA = "mma.m16n8k16.f32.bf16"  # the operation of an mma.sync element's node
 
 
@@ -61,7 +63,10 @@ class Node:
 class Dag:
     """The node table of one comparison: nodes made by one Dag are compared by identity."""
 
-    def __init__(self) -> None:
+    def __init__(self, commutative: bool = False) -> None:
+        # commutative: add.f32, mul.f32 and fma's product take their two operands in one order (IEEE
+        # addition and multiplication are commutative: the same bits either way, NaN payloads aside)
+        self.commutative = commutative
         self.table: dict[tuple, Node] = {}
         self.vecs: dict[tuple, Node] = {}  # operand tuple -> its vec node (the table's, looked up faster)
         self.int_halves: dict[int, tuple[Node, Node]] = {}  # a 32-bit integer's two bf16 constants
@@ -95,11 +100,138 @@ class Dag:
             bits = _f32_bits(r)
             if bits is not None:
                 return self.const(bits, 4)
+        if self.commutative and op != "sub" and id(a) > id(b):
+            a, b = b, a
         return self.node(4, op + ".f32", a, b)
 
     def bf16_round(self, a: Node) -> Node:
         """cvt.rn.bf16.f32: a rounded to bf16 (nearest even)."""
         return self.node(2, "cvt.rn.bf16.f32", a)
+
+    def op(self, name: str, width: int, *args: Node) -> Node:
+        """Any other deterministic floating-point operation (ex2.approx.ftz.f32, fma.rn.f32, div.rn.f32,
+        the f64 operations ...): a node of its operands, folded only for neg and abs of a constant."""
+        if len(args) == 1 and args[0].key[0] == "const" and name in ("neg.f32", "abs.f32"):
+            bits = args[0].key[2]
+            return self.const(bits ^ 0x80000000 if name == "neg.f32" else bits & 0x7FFFFFFF, 4)
+        if self.commutative and name == "fma.rn.f32" and id(args[0]) > id(args[1]):
+            args = (args[1], args[0], args[2])
+        return self.node(width, name, *args)
+
+    def maximum(self, name: str, a: Node, b: Node) -> Node:
+        """max.f32 / min.f32 as the maximum (minimum) of a set: operands that are such nodes are
+        flattened, so that any order and grouping of the same operands gives one node (the PTX
+        operation ignores a NaN operand; the sign of a zero result is left open: see attention_chains.py)."""
+        items = set()
+        for x in (a, b):
+            if x.key[0] == name:
+                items.update(x.key[1])
+            else:
+                items.add(x)
+        if len(items) == 1:
+            return items.pop()
+        return self.node(4, name, frozenset(items))
+
+    # Predicates that depend on floating-point values: nodes of width 0 (a concrete predicate is the
+    # int 0 or 1). Comparisons are kept as eq and lt, le over their operands; and / or as sets.
+
+    def compare(self, cmp: str, a: Node, b: Node):
+        """setp.<cmp>.f32 a, b: ordered eq, lt, le, gt, ge, ne; unordered neu, equ, ltu, leu, gtu, geu
+        as the negation of an ordered one. Two constants fold."""
+        if cmp in ("neu", "equ", "ltu", "leu", "gtu", "geu"):
+            return self.negate(self.compare({"neu": "eq", "equ": "ne", "ltu": "ge", "leu": "gt", "gtu": "le",
+                                             "geu": "lt"}[cmp], a, b))
+        if cmp in ("gt", "ge"):
+            a, b, cmp = b, a, "lt" if cmp == "gt" else "le"
+        if cmp == "ne":
+            return self.either([self.compare("lt", a, b), self.compare("lt", b, a)])
+        if cmp not in ("eq", "lt", "le"):
+            raise ExecError(f"setp.{cmp}.f32 not modelled")
+        if a.key[0] == "const" and b.key[0] == "const":
+            x, y = _f32_value(a.key[2]), _f32_value(b.key[2])
+            return int(x == y if cmp == "eq" else x < y if cmp == "lt" else x <= y)
+        return self.node(0, "setp." + cmp, a, b)
+
+    def negate(self, p):
+        if type(p) is int:
+            return 1 - p
+        if p.key[0] == "not":
+            return p.key[1]
+        return self.node(0, "not", p)
+
+    def both(self, ps) -> int | Node:
+        return self._junction("and", ps)
+
+    def either(self, ps) -> int | Node:
+        return self._junction("or", ps)
+
+    def _junction(self, name: str, ps):
+        unit = 1 if name == "and" else 0
+        items = set()
+        for p in ps:
+            if type(p) is int:
+                if p != unit:
+                    return 1 - unit
+                continue
+            if p.key[0] == name:
+                items.update(p.key[1])
+            else:
+                items.add(p)
+        if not items:
+            return unit
+        if len(items) == 1:
+            return items.pop()
+        return self.node(0, name, frozenset(items))
+
+    def select(self, c, a, b):
+        """c ? a : b for a predicate c that is a node: values (a select node), or predicates (and / or)."""
+        if a is b or (type(a) is int and a == b):
+            return a
+        if type(c) is int:
+            return a if c else b
+        if c.key[0] == "not":
+            c, a, b = c.key[1], b, a
+        if type(a) is int or type(b) is int or (a.width == 0 and b.width == 0):
+            if type(a) is int:
+                return self.either([c, b]) if a else self.both([self.negate(c), b])
+            if type(b) is int:
+                return self.either([self.negate(c), a]) if b else self.both([c, a])
+            return self.either([self.both([c, a]), self.both([self.negate(c), b])])
+        if not (isinstance(a, Node) and isinstance(b, Node)) or a.width != b.width:
+            raise TypeError("a select of values of different kinds")
+        return _quotient(c, a, b) or _quotient(self.negate(c), b, a) or self.node(a.width, "select", c, a, b)
+
+
+FLT_MIN = 0x00800000  # the bits of the smallest normal f32
+
+
+def _quotient(c, d: Node, q: Node) -> Node | None:
+    """divide_row's quotient (src/kernels/cuda/attention_mma.cu): c ? d : q is d where d = div.rn.f32(x, l),
+    q = cvt.rn.f32.f64(mul.rn.f64(cvt.f64.f32(x), rcp.rn.f64(cvt.f64.f32(l)))) and c holds (as itself
+    or one of the terms of its or) the term x != 0 and |q| < FLT_MIN: where c is false, that term is,
+    so q is normal, infinite, NaN or from x = 0, and then q is div.rn's quotient (divide_row's theorem,
+    an assumption of attention_chains.py). None where the pattern does not apply."""
+    if type(c) is int or d.key[0] != "div.rn.f32" or q.key[0] != "cvt.rn.f32.f64":
+        return None
+    x, l = d.key[1], d.key[2]
+    prod = q.key[1]
+    if prod.key[0] != "mul.rn.f64" or prod.key[1].key != ("cvt.f64.f32", x):
+        return None
+    inv = prod.key[2]
+    if inv.key[0] != "rcp.rn.f64" or inv.key[1].key != ("cvt.f64.f32", l):
+        return None
+    terms = c.key[1] if c.key[0] == "or" else (c,)
+    for t in terms:
+        if t.key[0] != "and" or len(t.key[1]) != 2:
+            continue
+        parts = {p.key: p for p in t.key[1]}
+        nonzero = next((p for p in t.key[1] if p.key[0] == "not" and p.key[1].key[0] == "setp.eq" and
+                        p.key[1].key[1] is x and p.key[1].key[2].key == ("const", 4, 0)), None)
+        small = next((p for p in t.key[1] if p.key[0] == "setp.lt" and p.key[1].key == ("abs.f32", q) and
+                      p.key[2].key == ("const", 4, FLT_MIN)), None)
+        if nonzero is not None and small is not None and len(parts) == 2:
+            return d
+    return None
 
 
 def _f32_value(bits: int) -> float:
@@ -273,7 +405,7 @@ class Cta:
     n: int  # threads (blockDim.x; blockDim.y = z = 1)
     ctaid: tuple[int, int, int]
     nctaid: tuple[int, int, int]
-    params: bytes
+    params: bytes | list[bytes]  # the parameter's bytes, or each parameter's
     gmem: GlobalMemory
     dag: Dag
     dynamic_smem: int
@@ -283,21 +415,25 @@ class Cta:
     sym_addr: dict[str, int] = field(default_factory=dict)
     decoded_rows: dict[int, tuple] = field(default_factory=dict)  # 16-byte shared row -> its 4 registers
     mma_operands: dict[tuple, tuple] = field(default_factory=dict)  # see _mma's operand()
+    speculating: int = 0  # nesting of branches on predicate nodes being run both ways (no stores then)
+    local: dict[int, list] = field(default_factory=dict)  # thread -> its local memory bytes
 
     def __post_init__(self) -> None:
         self.regs = [None] * len(self.prog.reg_index)
         at = 0
-        extern = None
+        externs = []  # every extern [] array is the dynamic shared memory
         for name, (align, size, _) in sorted(self.prog.shared.items(), key=lambda kv: kv[1][2]):
             if size < 0:
-                extern = (name, align)
+                externs.append((name, align))
                 continue
             at = (at + align - 1) // align * align
             self.sym_addr[name] = self.smem_base + at
             at += size
-        if extern:
-            at = (at + extern[1] - 1) // extern[1] * extern[1]
-            self.sym_addr[extern[0]] = self.smem_base + at
+        if externs:
+            align = max(a for _, a in externs)
+            at = (at + align - 1) // align * align
+            for name, _ in externs:
+                self.sym_addr[name] = self.smem_base + at
             at += self.dynamic_smem
         self.smem = [None] * at
         self._tid = list(range(self.n))
@@ -318,6 +454,8 @@ class Cta:
             return _Const(0)
         if name in self.sym_addr:
             return _Const(self.sym_addr[name])
+        if name in self.prog.param_symbols or name in self.prog.local:
+            return _Const(self.symbol_address(name))
         if not name.startswith("%"):
             raise ExecError(f"symbol {name} not modelled")
         axis = "xyz".index(name[-1])
@@ -330,18 +468,37 @@ class Cta:
         raise ExecError(f"{name} not modelled")
 
     def symbol_address(self, sym: str) -> int:
-        if sym == self.prog.param_symbol:
-            return -(1 << 40)  # the parameter space, read by ld.param only
+        if sym in self.prog.param_symbols:  # the parameter space, read by ld.param only
+            return PARAM_BASE + (self.prog.param_symbols.index(sym) << 20)
+        if sym in self.prog.local:
+            return LOCAL_BASE
         if sym in self.sym_addr:
             return self.sym_addr[sym]
         raise ExecError(f"symbol {sym} not modelled")
 
-    def read(self, space: str, addr: int, n: int) -> list:
+    def _local(self, addr: int, n: int, t: int) -> tuple[list, int]:
+        mem = self.local.get(t)
+        if mem is None:
+            mem = self.local[t] = [None] * sum(self.prog.local.values())
+        a = addr - LOCAL_BASE
+        if t < 0 or a < 0 or a + n > len(mem) or addr % n:
+            raise ExecError(f"local access [{addr:#x}, +{n}) outside the thread's local memory or unaligned")
+        return mem, a
+
+    def read(self, space: str, addr: int, n: int, t: int = -1) -> list:
+        if space == "local":
+            mem, a = self._local(addr, n, t)
+            sl = mem[a:a + n]
+            if None in sl:
+                raise ExecError(f"reads local bytes [{addr:#x}, +{n}) that nothing wrote")
+            return sl
         if space == "param":
-            off = addr + (1 << 40)
-            if off < 0 or off + n > len(self.params):
-                raise ExecError(f"ld.param outside the {len(self.params)}-byte parameter")
-            return list(self.params[off:off + n])
+            off = addr - PARAM_BASE
+            params = [self.params] if type(self.params) is bytes else self.params
+            i, off = off >> 20, off & ((1 << 20) - 1)
+            if off < 0 or not 0 <= i < len(params) or off + n > len(params[i]):
+                raise ExecError(f"ld.param outside the parameters ({len(params)})")
+            return list(params[i][off:off + n])
         if space == "shared":
             a = addr - self.smem_base
             if a < 0 or a + n > len(self.smem) or addr % n:
@@ -356,8 +513,14 @@ class Cta:
             return gm_read(self.gmem, addr, n)
         raise ExecError(f"{space} memory not modelled")
 
-    def write(self, space: str, addr: int, entries: list) -> None:
+    def write(self, space: str, addr: int, entries: list, t: int = -1) -> None:
         n = len(entries)
+        if space == "local":
+            mem, a = self._local(addr, n, t)
+            mem[a:a + n] = entries
+            return
+        if self.speculating:
+            raise ExecError(f"a {space} store under a branch on a floating-point value (not modelled)")
         if addr % n:
             raise ExecError(f"{space} store [{addr:#x}, +{n}) unaligned")
         if space == "shared":
@@ -385,7 +548,12 @@ MAX_STEPS = 10_000_000  # group runs (each up to a branch) a CTA may take before
 
 
 def run_cta(cta: Cta) -> None:
-    """Runs every thread of the CTA to its exit. Errors: ExecError (what and where)."""
+    """Runs every thread of the CTA to its exit. Errors: ExecError (what and where).
+    A branch on a predicate node (a comparison of floating-point values) runs its threads both ways
+    up to the branch's immediate post-dominator, one way after the other from the same registers,
+    and there joins every register the two ways wrote: select(predicate, taken, not taken) (Dag.select;
+    a value that cannot be joined so raises where it is used). Stores, barriers, warp-collectives and
+    exits on either way are refused."""
     groups = [_Group(0, list(range(cta.n)))]
     exited = 0
     steps = 0
@@ -446,11 +614,14 @@ def _resolve_wait(cta: Cta, groups: list[_Group], exited: int) -> None:
     raise ExecError(f"threads do not meet at a barrier or collective ({exited} exited): {where}")
 
 
-def _run_group(cta: Cta, g: _Group) -> tuple[list[_Group], int]:
-    """Runs g up to its next branch, barrier or collective: (the groups it becomes, threads exited)."""
+def _run_group(cta: Cta, g: _Group, stop: int = -1) -> tuple[list[_Group], int]:
+    """Runs g up to its next branch, barrier or collective (or instruction `stop`): (the groups it
+    becomes, threads exited)."""
     prog = cta.prog
     handlers = prog.handlers
     while True:
+        if g.pc == stop:
+            return [g], 0
         kind, payload = handlers[g.pc]
         if kind == "run":
             try:
@@ -474,15 +645,129 @@ def _run_group(cta: Cta, g: _Group) -> tuple[list[_Group], int]:
         P = cta.regs[p]
         if P is None:
             raise ExecError(f"{prog.line(g.pc)}: branch on a predicate never written")
-        taken = [t for t in g.tids if bool(P[t]) != neg]
+        taken, rest, both = [], [], []
+        for t in g.tids:
+            v = P[t]
+            if type(v) is not int:
+                both.append(t)
+            elif bool(v) != neg:
+                taken.append(t)
+            else:
+                rest.append(t)
+        if both:
+            out = [_Group(_both_ways(cta, g.pc, dest, both, P, neg), both)]
+            return out + [_Group(pc, ts) for pc, ts in ((dest, taken), (g.pc + 1, rest)) if ts], 0
         if len(taken) == len(g.tids):
             g.pc = dest
             return [g], 0
         if not taken:
             g.pc += 1
             return [g], 0
-        rest = [t for t in g.tids if bool(P[t]) == neg]
         return [_Group(dest, taken), _Group(g.pc + 1, rest)], 0
+
+
+class Unjoined:
+    """A register the two ways of a branch on a predicate node left with values no select joins
+    (memory bytes, integers): any use raises."""
+
+    __slots__ = ()
+
+
+_UNJOINED = Unjoined()
+
+
+def _both_ways(cta: Cta, pc: int, dest: int, tids: list[int], P: list, neg: bool) -> int:
+    """Runs tids from the branch at pc both ways to its join (see run_cta); returns the join."""
+    from ptx_ops import join_of
+    join, written, preds = join_of(cta.prog, pc)
+    regs = cta.regs
+    saved = {r: None if regs[r] is None else list(regs[r]) for r in written}
+    local = {t: list(cta.local[t]) for t in tids if t in cta.local}
+    cta.speculating += 1
+    try:
+        _run_until(cta, [_Group(dest, list(tids))], join)
+        taken = {r: None if regs[r] is None else [regs[r][t] for t in tids] for r in written}
+        taken_local = {t: cta.local.get(t) for t in tids}
+        for r in written:
+            regs[r] = None if saved[r] is None else list(saved[r])
+        for t in tids:
+            if t in local:
+                cta.local[t] = list(local[t])
+            else:
+                cta.local.pop(t, None)
+        _run_until(cta, [_Group(pc + 1, list(tids))], join)
+    finally:
+        cta.speculating -= 1
+    dag = cta.dag
+    for t in tids:
+        if taken_local[t] is not None or t in cta.local:
+            c = dag.negate(P[t]) if neg else P[t]
+            cta.local[t] = _join_bytes(dag, c, taken_local[t], cta.local.get(t))
+    for r in written:
+        A = taken[r]
+        if A is None and regs[r] is None:
+            continue
+        D = cta.dst(r)
+        for i, t in enumerate(tids):
+            a, b = None if A is None else A[i], D[t]
+            if a is b or a is None or b is None:
+                D[t] = a if a is b else None
+                continue
+            if (type(a) is int or type(b) is int) and r not in preds:
+                D[t] = _UNJOINED
+                continue
+            try:
+                D[t] = dag.select(dag.negate(P[t]) if neg else P[t], a, b)
+            except (TypeError, AttributeError):
+                D[t] = _UNJOINED
+    return join
+
+
+def _join_bytes(dag: Dag, c, a: list | None, b: list | None) -> list:
+    """A thread's local memory after the two ways: bytes that differ, where they are whole values of
+    one node on each way (an f32 stored on both), become the bytes of select(c, a, b); other differing
+    bytes are unwritten (None: a read of them raises)."""
+    if a is None or b is None:
+        a, b = a or [None] * len(b), b or [None] * len(a)
+    out = list(b)
+    i = 0
+    while i < len(a):
+        x, y = a[i], b[i]
+        if x is y or x == y:
+            i += 1
+            continue
+        if type(x) is tuple and type(y) is tuple and x[1] == 0 and y[1] == 0 and x[0].width == y[0].width and \
+                a[i:i + x[0].width] == list(x[0].bytes) and b[i:i + y[0].width] == list(y[0].bytes):
+            try:
+                out[i:i + x[0].width] = list(dag.select(c, x[0], y[0]).bytes)
+                i += x[0].width
+                continue
+            except TypeError:
+                pass
+        out[i] = None
+        i += 1
+    return out
+
+
+def _run_until(cta: Cta, groups: list[_Group], stop: int) -> None:
+    """Runs the groups until all stand at instruction stop."""
+    steps = 0
+    while True:
+        groups = _merged(groups)
+        runnable = [g for g in groups if g.pc != stop]
+        if not runnable:
+            return
+        steps += 1
+        if steps > MAX_STEPS:
+            raise ExecError(f"a branch on a floating-point value runs past {MAX_STEPS} steps")
+        g = min(runnable, key=lambda x: x.pc)
+        groups.remove(g)
+        out, gone = _run_group(cta, g, stop)
+        if gone or any(o.waiting for o in out):
+            where = cta.prog.line(g.pc if gone else next(o.pc for o in out if o.waiting))
+            raise ExecError(f"an exit, barrier or warp-collective under a branch on a floating-point value "
+                            f"({where})")
+        groups += out
 
 
 def param_bytes(size: int, fields: dict[int, tuple[int, int]]) -> bytes:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kir import Function, Inst, split_outside
 from ptx_exec import (M32, _MMA, Bytes, Dag, ExecError, Node, _Const, _half, bf16_halves, bytes_of_value, gm_read,
@@ -26,7 +26,9 @@ class Program:
     handlers: list  # per instruction: (kind, payload); kind run | branch | ret | bar | collective
     reg_index: dict[str, int]
     shared: dict[str, tuple[int, int, int]]  # symbol -> (align, size or -1 for extern [], order)
-    param_symbol: str
+    param_symbols: list[str]  # the entry's parameters in order (Cta.params: their bytes)
+    local: dict[str, int]  # the entry's local arrays (at most one, its __local_depot) -> bytes
+    joins: dict[int, tuple[int, list[int]]] = field(default_factory=dict)  # see join_of
 
     def line(self, pc: int) -> str:
         i = self.insts[pc]
@@ -53,16 +55,79 @@ def compile_program(func: Function, ptx_text: str) -> Program:
     for b in func.blocks:
         labels[b.label] = len(insts)
         insts.extend(b.insts)
-    if len(func.params) != 1:
-        raise ExecError(f"{func.name}: {len(func.params)} parameters; the executor takes one (a struct by value)")
     shared = {k: v for k, v in shared_declarations(ptx_text).items() if k in func.symbols}
-    prog = Program(func, insts, labels, [], {}, shared, func.params[0])
+    local = {m.group(1): int(m.group(2)) for m in re.finditer(r"\.local\s+\.align\s+\d+\s+\.b8\s+([\w$]+)\[(\d+)\]",
+                                                                  ptx_text) if func.symbols.get(m.group(1)) == "local"}
+    if len(local) > 1:
+        raise ExecError(f"{func.name}: {len(local)} local arrays (one, the depot, is modelled)")
+    prog = Program(func, insts, labels, [], {}, shared, list(func.params), local)
     for inst in insts:
         try:
             prog.handlers.append(_compile(prog, inst))
         except ExecError as e:
             raise ExecError(f"{e} (line {inst.line}: {inst.text})") from None
     return prog
+
+
+def join_of(prog: Program, pc: int) -> tuple[int, list[int], set[int]]:
+    """The branch at pc: (its join, the immediate post-dominator's first instruction; the registers
+    the instructions between them write; those of them that are predicates). Errors: ExecError where
+    the branch has no join before the exit."""
+    got = prog.joins.get(pc)
+    if got is not None:
+        return got
+    starts = sorted(set(prog.labels.values()))
+    block_of = {}
+    for i, st in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(prog.insts)
+        for x in range(st, end):
+            block_of[x] = i
+    n = len(starts)
+    succs: list[list[int]] = []
+    for i, st in enumerate(starts):
+        last = (starts[i + 1] if i + 1 < n else len(prog.insts)) - 1
+        kind, payload = prog.handlers[last]
+        if kind == "ret":
+            succs.append([])
+        elif kind == "branch":
+            to = [block_of[prog.labels[payload[0]]]]
+            succs.append(to + ([i + 1] if payload[1] is not None and i + 1 < n else []))
+        else:
+            succs.append([i + 1] if i + 1 < n else [])
+    full = (1 << n) - 1
+    pdom = [full] * n
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n - 1, -1, -1):
+            acc = full if succs[i] else 0
+            for j in succs[i]:
+                acc &= pdom[j]
+            new = acc | (1 << i)
+            if new != pdom[i]:
+                pdom[i], changed = new, True
+    b = block_of[pc]
+    strict = pdom[b] & ~(1 << b)
+    ipdom = next((j for j in range(n) if strict >> j & 1 and pdom[j] == strict), None)
+    if ipdom is None:
+        raise ExecError(f"{prog.line(pc)}: a branch on a floating-point value with no join before the exit")
+    region, todo = set(), [j for j in succs[b] if j != ipdom]
+    while todo:
+        j = todo.pop()
+        if j in region:
+            continue
+        region.add(j)
+        todo += [k for k in succs[j] if k != ipdom]
+    written: set[int] = set()
+    for j in region:
+        end = starts[j + 1] if j + 1 < n else len(prog.insts)
+        for x in range(starts[j], end):
+            written.update(prog.reg_index[r] for r in prog.insts[x].dsts if r in prog.reg_index)
+    types = prog.func.reg_types
+    names = {i: r for r, i in prog.reg_index.items()}
+    preds = {r for r in written if (types.get(names[r]) or types.get(re.sub(r"\d+$", "", names[r]))) == "pred"}
+    got = prog.joins[pc] = (starts[ipdom], sorted(written), preds)
+    return got
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,6 +162,9 @@ def _operand(prog: Program, tok: str) -> tuple:
     m = re.match(r"^0[fF]([0-9a-fA-F]{8})$", tok)
     if m:
         return ("c", ("f32", int(m.group(1), 16)))
+    m = re.match(r"^0[dD]([0-9a-fA-F]{16})$", tok)
+    if m:
+        return ("c", ("f64", int(m.group(1), 16)))
     v = _imm(tok)
     if v is not None:
         return ("c", v)
@@ -275,25 +343,37 @@ def _compile(prog: Program, inst: Inst):
                 inst.args != ["0"] or pred is not None:
             raise ExecError(f"{op} {', '.join(inst.args)} not modelled (only bar.sync 0)")
         return ("bar", None)
-    if op in ("membar.gl", "membar.cta", "fence.acq_rel.gpu", "fence.sc.gpu") or \
+    if op in ("membar.gl", "membar.cta", "fence.acq_rel.gpu", "fence.sc.gpu", "fence.proxy.async.shared::cta",
+              "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned") or \
             op in ("cp.async.commit_group", "cp.async.wait_all") or op.startswith("cp.async.wait_group"):
-        return ("run", lambda cta, tids: None)
-    if op.startswith(("ldmatrix", "mma")) and pred is not None:
+        return ("run", lambda cta, tids: None)  # wgmma and cp.async run at issue: their waits are no-ops
+    if op.startswith(("ldmatrix", "mma", "wgmma")) and pred is not None:
+        raise ExecError(f"a predicated warp-collective {op} not modelled")
+    if op.startswith("shfl") and pred is not None:
         raise ExecError(f"a predicated warp-collective {op} not modelled")
     if op.startswith("ldmatrix.sync.aligned.m8n8."):
         return ("collective", _ldmatrix(prog, inst))
     if op.startswith("mma.sync.aligned."):
         return ("collective", _mma(prog, inst))
+    if op.startswith("shfl.sync."):
+        return ("collective", _shfl(prog, inst))
+    if op.startswith("wgmma.mma_async."):
+        return ("collective", _wgmma(prog, inst))
     if op.startswith("cp.async.cg.shared.global") or op.startswith("cp.async.ca.shared.global"):
         h = _cp_async(prog, inst)
     elif base in ("ld", "st"):
         h = _load_store(prog, inst)
     elif base == "atom":
         h = _atom(prog, inst)
-    elif base in ("add", "sub", "mul", "fma", "mov", "cvt", "selp") and _is_float(op):
+    elif base in ("add", "sub", "mul", "fma", "mov", "cvt", "selp", "max", "min", "abs", "neg", "ex2", "div", "rcp",
+                  "setp") and _is_float(op):
         h = _float(prog, inst)
     elif base in ("mov", "cvta"):
         h = _move(prog, inst)
+    elif base in ("and", "or", "xor", "not") and op.endswith(".pred"):
+        h = _logic(prog, inst)
+    elif op == "and.b32":
+        h = _mask_bytes(prog, inst)
     elif base == "cvt":
         h = _arith(prog, inst, _cvt_template(op), 1)
     else:
@@ -366,7 +446,7 @@ def _arith(prog: Program, inst: Inst, expr: str, nsrc: int):
 
 def _move(prog: Program, inst: Inst):
     """mov / cvta.to.global (global addresses are their generic ones here) of one register."""
-    if inst.op.startswith("cvta") and inst.op not in ("cvta.to.global.u64",):
+    if inst.op.startswith("cvta") and inst.op not in ("cvta.to.global.u64", "cvta.local.u64"):
         raise ExecError(f"{inst.op} not modelled")
     if len(inst.args) != 2 or inst.args[0].startswith("{") or inst.args[1].startswith("{"):
         raise ExecError(f"{inst.op} {', '.join(inst.args)} not modelled (packing)")
@@ -420,7 +500,11 @@ def _float(prog: Program, inst: Inst):
             return const
         return _move(prog, inst)
     if base == "selp" and op == "selp.f32":
-        return _arith(prog, inst, "a if c | 0 else b", 3)
+        return _select(prog, inst)
+    if op in _FLOAT_OPS:
+        return _float_op(prog, inst, *_FLOAT_OPS[op])
+    if base == "setp" and len(parts) == 3 and parts[2] == "f32":
+        return _float_op(prog, inst, "setp." + parts[1], 0, 2)
     if base in ("add", "sub", "mul") and parts[-1] == "f32" and all(p in ("rn", "f32") for p in parts[1:]):
         d = _dst(prog, args[0])
         srcs = [_operand(prog, x) for x in args[1:]]
@@ -445,6 +529,137 @@ def _float(prog: Program, inst: Inst):
     raise ExecError(f"{op} not modelled")
 
 
+# Floating-point operations kept as nodes of their operands: opcode -> (node name, width, operands).
+_FLOAT_OPS = {"max.f32": ("max.f32", 4, 2), "min.f32": ("min.f32", 4, 2), "abs.f32": ("abs.f32", 4, 1),
+              "neg.f32": ("neg.f32", 4, 1), "ex2.approx.ftz.f32": ("ex2.approx.ftz.f32", 4, 1),
+              "fma.rn.f32": ("fma.rn.f32", 4, 3), "div.rn.f32": ("div.rn.f32", 4, 2),
+              "cvt.f64.f32": ("cvt.f64.f32", 8, 1), "rcp.rn.f64": ("rcp.rn.f64", 8, 1),
+              "mul.rn.f64": ("mul.rn.f64", 8, 2), "cvt.rn.f32.f64": ("cvt.rn.f32.f64", 4, 1)}
+
+
+def _float_op(prog: Program, inst: Inst, name: str, width: int, nsrc: int):
+    """One node per thread: name(operands); setp.<cmp>.f32 gives a predicate (Dag.compare), max and min
+    a set (Dag.maximum)."""
+    args = inst.args
+    if len(args) != nsrc + 1 or "|" in args[0]:
+        raise ExecError(f"{inst.op} with {len(args)} operands not modelled")
+    d = _dst(prog, args[0])
+    srcs = [_operand(prog, a) for a in args[1:]]
+    src_width = 8 if inst.op.split(".")[-1] == "f64" else 4
+    for o in srcs:
+        if o[0] == "c" and (type(o[1]) is not tuple or {"f32": 4, "f64": 8}[o[1][0]] != src_width):
+            raise ExecError(f"{inst.op}: an immediate of another type")
+    getters = [_getter(o) for o in srcs]
+    consts = [o[1][1] if o[0] == "c" else None for o in srcs]
+    if name.startswith("setp."):
+        cmp = name[5:]
+
+        def make(dag, a, b):
+            return dag.compare(cmp, a, b)
+    elif name in ("max.f32", "min.f32"):
+        def make(dag, a, b):
+            return dag.maximum(name, a, b)
+    else:
+        def make(dag, *xs):
+            return dag.op(name, width, *xs)
+
+    def run(cta, tids):
+        dag = cta.dag
+        ops = [_Const(dag.const(c, src_width)) if c is not None else g(cta) for g, c in zip(getters, consts)]
+        D = cta.dst(d)
+        for t in tids:
+            xs = [o[t] for o in ops]
+            for x in xs:
+                if type(x) is not Node or x.width != src_width:
+                    raise TypeError(f"an operand that is not a {8 * src_width}-bit floating-point value: {x!r:.40}")
+            D[t] = make(dag, *xs)
+    return run
+
+
+def _select(prog: Program, inst: Inst):
+    """selp.f32 d, a, b, c: a where c, else b; where c is a predicate node, the node select(c, a, b)."""
+    args = inst.args
+    if len(args) != 4:
+        raise ExecError(f"{inst.op} not modelled")
+    d = _dst(prog, args[0])
+    srcs = [_operand(prog, a) for a in args[1:]]
+    if any(o[0] == "c" and type(o[1]) is not tuple for o in srcs[:2]):
+        raise ExecError(f"{inst.op}: an integer immediate")
+    getters = [_getter(o) for o in srcs]
+    consts = [o[1][1] if o[0] == "c" else None for o in srcs[:2]] + [None]
+
+    def run(cta, tids):
+        dag = cta.dag
+        A, B, C = [_Const(dag.const(c, 4)) if c is not None else g(cta) for g, c in zip(getters, consts)]
+        D = cta.dst(d)
+        for t in tids:
+            c = C[t]
+            D[t] = (A[t] if c else B[t]) if type(c) is int else dag.select(c, A[t], B[t])
+    return run
+
+
+def _logic(prog: Program, inst: Inst):
+    """and / or / xor / not .pred: the integer operation where every operand is 0 or 1, else over
+    predicate nodes (Dag.both, either, negate)."""
+    base = inst.op.split(".")[0]
+    nsrc = 1 if base == "not" else 2
+    fast = _arith(prog, inst, *_int_template(inst.op))
+    d = _dst(prog, inst.args[0])
+    srcs = [_operand(prog, a) for a in inst.args[1:]]
+    getters = [_getter(o) for o in srcs]
+    if len(srcs) != nsrc:
+        raise ExecError(f"{inst.op} not modelled")
+
+    def run(cta, tids):
+        ops = [g(cta) for g in getters]
+        if all(type(o) is _Const or all(type(o[t]) is int for t in tids) for o in ops):
+            fast(cta, tids)
+            return
+        dag = cta.dag
+        D = cta.dst(d)
+        for t in tids:
+            xs = [o[t] for o in ops]
+            if base == "not":
+                D[t] = dag.negate(xs[0])
+            elif base == "and":
+                D[t] = dag.both(xs)
+            elif base == "or":
+                D[t] = dag.either(xs)
+            else:
+                D[t] = dag.either([dag.both([xs[0], dag.negate(xs[1])]), dag.both([dag.negate(xs[0]), xs[1]])])
+    return run
+
+
+def _mask_bytes(prog: Program, inst: Inst):
+    """and.b32: on integers as ever; a register of memory bytes (Bytes) and a concrete mask whose bytes
+    are each 0x00 or 0xff keeps or zeroes each byte (the decode kernel's masked V fragments)."""
+    fast = _arith(prog, inst, "a & b", 2)
+    d = _dst(prog, inst.args[0])
+    getters = [_getter(_operand(prog, a)) for a in inst.args[1:]]
+
+    def run(cta, tids):
+        A, B = [g(cta) for g in getters]
+        if all(type(A[t]) is int and type(B[t]) is int for t in tids):
+            fast(cta, tids)
+            return
+        D = cta.dst(d)
+        for t in tids:
+            a, b = A[t], B[t]
+            if type(a) is int and type(b) is int:
+                D[t] = a & b
+                continue
+            if type(a) is int:
+                a, b = b, a
+            if type(a) is not Bytes or type(b) is not int or len(a.entries) != 4:
+                raise TypeError(f"and.b32 of {a!r:.30} and {b!r:.30}")
+            mask = [(b >> 8 * i) & 0xFF for i in range(4)]
+            if any(m not in (0, 0xFF) for m in mask):
+                raise TypeError(f"and.b32 of memory bytes with the mask {b:#x} (not whole bytes)")
+            entries = tuple(e if m else 0 for e, m in zip(a.entries, mask))
+            D[t] = _register_of(*entries, cta.dag)
+    return run
+
+
 # ---------------------------------------------------------------------------------------------
 # Memory instructions
 
@@ -462,7 +677,7 @@ def _access(op: str) -> tuple[str, int, int]:
     ty = parts[-1]
     if ty not in _ELEM:
         raise ExecError(f"{op} not modelled")
-    allowed = {"ld", "st", "global", "shared", "param", "cg", "ca", "cs", "cv", "wb", "wt", "nc", "lu",
+    allowed = {"ld", "st", "global", "shared", "param", "local", "cg", "ca", "cs", "cv", "wb", "wt", "nc", "lu",
                "v2", "v4", ty}
     if any(p not in allowed for p in parts):
         raise ExecError(f"{op} not modelled")
@@ -496,7 +711,7 @@ def _load_store(prog: Program, inst: Inst):
         def load(cta, tids):
             A = addr(cta)
             for t in tids:
-                entries = cta.read(space, A[t], elem * vec)
+                entries = cta.read(space, A[t], elem * vec, t)
                 for j, d in enumerate(dsts):
                     cta.dst(d)[t] = value_of_bytes(entries[j * elem:(j + 1) * elem], kind, cta.dag)
         return load
@@ -512,7 +727,7 @@ def _load_store(prog: Program, inst: Inst):
             entries = []
             for s in S:
                 entries += bytes_of_value(s[t], elem)
-            cta.write(space, A[t], entries)
+            cta.write(space, A[t], entries, t)
     return store
 
 
@@ -539,6 +754,8 @@ def _cp_async(prog: Program, inst: Inst):
                 raise ExecError(f"cp.async src-size {n} > {size}")
             if n and S[t] % size:
                 raise ExecError(f"cp.async from global address {S[t]:#x}, not {size}-byte aligned")
+            if cta.speculating:
+                raise ExecError("cp.async under a branch on a floating-point value (not modelled)")
             entries = gm_read(gm, S[t], n) + [0] * (size - n) if n else [0] * size
             a = D[t] - base
             if a < 0 or a + size > len(smem) or D[t] % size:
@@ -572,14 +789,48 @@ def _atom(prog: Program, inst: Inst):
 # Warp-collective instructions: run once per warp, every lane present
 
 
+def _shfl(prog: Program, inst: Inst):
+    """shfl.sync.{bfly,idx}.b32 d|p, a, b, c, membermask over the whole warp (membermask -1, c = 31:
+    one segment of 32 lanes): lane l receives a of lane l ^ b (bfly) or of lane b (idx); p is 1
+    (the source lane is always in the segment). PTX ISA, "Data Movement: shfl.sync"."""
+    mode = inst.op.split(".")[2]
+    if inst.op != f"shfl.sync.{mode}.b32" or mode not in ("bfly", "idx") or len(inst.args) != 5:
+        raise ExecError(f"{inst.op} not modelled")
+    outs = inst.args[0].split("|")
+    d = _dst(prog, outs[0])
+    p = _dst(prog, outs[1]) if len(outs) == 2 else None
+    a, b, c, mask = [_getter(_operand(prog, x)) for x in inst.args[1:]]
+
+    def run(cta, wb):
+        A, B, C, Mk = a(cta), b(cta), c(cta), mask(cta)
+        D = cta.dst(d)
+        got = []
+        for lane in range(32):
+            t = wb + lane
+            if C[t] != 31 or Mk[t] & M32 != M32:
+                raise ExecError(f"{inst.op} with c = {C[t]:#x}, membermask {Mk[t]:#x} not modelled")
+            src = lane ^ (B[t] & 31) if mode == "bfly" else B[t] & 31
+            got.append(A[wb + src])
+        D[wb:wb + 32] = got
+        if p is not None:
+            cta.dst(p)[wb:wb + 32] = [1] * 32
+    return run
+
+
 def _ldmatrix(prog: Program, inst: Inst):
-    """ldmatrix.sync.aligned.m8n8.{x1,x2,x4}.shared.b16 (not .trans): matrix i's row j comes from
-    lane 8i + j's address (16 bytes); lane l receives, in register i, bytes 4(l%4)..+4 of matrix
-    i's row l/4 (PTX ISA, "Warp-level matrix load instruction: ldmatrix")."""
+    """ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16: matrix i's row j comes from lane
+    8i + j's address (16 bytes); lane l receives, in register i, bytes 4(l%4)..+4 of matrix i's row
+    l/4; with .trans the matrix transposed: elements 2(l%4) and 2(l%4) + 1 of column l/4 (each two
+    bytes of its row) (PTX ISA, "Warp-level matrix load instruction: ldmatrix")."""
     parts = inst.op.split(".")
     num = {"x1": 1, "x2": 2, "x4": 4}.get(parts[4])
+    trans = parts[5:6] == ["trans"]
+    if trans:
+        parts = parts[:5] + parts[6:]
     if num is None or parts[5:] != ["shared", "b16"]:
         raise ExecError(f"{inst.op} not modelled")
+    if trans:
+        return _ldmatrix_trans(prog, inst, num)
     dsts = [_dst(prog, t) for t in split_outside(inst.args[0].strip()[1:-1], "{[", "}]")]
     if len(dsts) != num:
         raise ExecError(f"{inst.op}: {len(dsts)} destinations")
@@ -602,6 +853,30 @@ def _ldmatrix(prog: Program, inst: Inst):
             D = cta.dst(d)
             for lane in range(32):
                 D[warp_base + lane] = rows[8 * i + (lane >> 2)][lane & 3]
+    return run
+
+
+def _ldmatrix_trans(prog: Program, inst: Inst, num: int):
+    dsts = [_dst(prog, t) for t in split_outside(inst.args[0].strip()[1:-1], "{[", "}]")]
+    if len(dsts) != num:
+        raise ExecError(f"{inst.op}: {len(dsts)} destinations")
+    addr = _address_getter(prog, inst.args[1])
+
+    def run(cta, warp_base):
+        A = addr(cta)
+        dag = cta.dag
+        rows = []
+        for lane in range(8 * num):
+            a = A[warp_base + lane]
+            if a % 16:
+                raise ExecError(f"ldmatrix row address {a:#x} not 16-byte aligned")
+            rows.append(cta.read("shared", a, 16))
+        for i, d in enumerate(dsts):
+            D = cta.dst(d)
+            for lane in range(32):
+                lo, hi = rows[8 * i + 2 * (lane & 3)], rows[8 * i + 2 * (lane & 3) + 1]
+                c = 2 * (lane >> 2)
+                D[warp_base + lane] = _register_of(lo[c], lo[c + 1], hi[c], hi[c + 1], dag)
     return run
 
 
@@ -684,3 +959,98 @@ def _b_cols(dag: Dag, h: list) -> list[Node]:
 # Per accumulator register c0..c3, lane by lane: its row of A (g or g + 8) and column of B (2t, 2t + 1).
 _MMA_ROWS = [[h + (lane >> 2) for lane in range(32)] for h in (0, 0, 8, 8)]
 _MMA_COLS = [[2 * (lane & 3) + odd for lane in range(32)] for odd in (0, 1, 0, 1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# wgmma (sm_90a): run per warp, which is exact: warp w of the warpgroup holds rows 16w .. 16w + 15
+# of D and of A, and each element depends on its own A row, B column and accumulator only.
+
+
+def _wgmma(prog: Program, inst: Inst):
+    """wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, a, b-desc, scale-d, 1, 1[, tnsp-a], tnsp-b
+    with A from registers (mma.sync's m16k16 A fragment of the warp's 16 rows) or from a shared-memory
+    descriptor, B from one; each element of one k16 step is the node mma.sync's step gives it (the
+    assumption wgmma_ptx.cuh states): mma(accumulator, its A row, its B column). D's fragment: register
+    4 nt + e of lane l holds row 16w + l / 4 (+ 8 for e >= 2), column 8 nt + 2 (l % 4) + e % 2
+    (PTX ISA, "Asynchronous Warpgroup Level Matrix ... Register Fragments"). Descriptors: the 128-byte
+    swizzle only (layout type 1, base offset 0), see _sw128."""
+    m = re.match(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.bf16\.bf16$", inst.op)
+    if not m:
+        raise ExecError(f"{inst.op} not modelled")
+    n = int(m.group(1))
+    args = inst.args
+    d = [_dst(prog, t) for t in split_outside(args[0].strip()[1:-1], "{[", "}]")]
+    rs = args[1].strip().startswith("{")
+    a_regs = [_dst(prog, t) for t in split_outside(args[1].strip()[1:-1], "{[", "}]")] if rs else []
+    a_desc = None if rs else _getter(_operand(prog, args[1]))
+    rest = args[2:]
+    if len(d) != n // 2 or (rs and len(a_regs) != 4) or len(rest) != (5 if rs else 6):
+        raise ExecError(f"{inst.op}: operands {len(d)}, {len(a_regs)}, {len(rest)} not modelled")
+    b_desc, scale_d = _getter(_operand(prog, rest[0])), _getter(_operand(prog, rest[1]))
+    imms = [_imm(x) for x in rest[2:]]
+    if imms[:2] != [1, 1] or (not rs and imms[2] != 0) or imms[-1] not in (0, 1):
+        raise ExecError(f"{inst.op} with scales / transposes {rest[2:]} not modelled")
+    trans_b = imms[-1]
+
+    def run(cta, wb):
+        dag = cta.dag
+        P, B = scale_d(cta), b_desc(cta)
+        if any(P[wb + i] != 1 for i in range(32)):
+            raise ExecError("wgmma with scale-d 0 (D = A B) not modelled")
+        bd = _uniform(B, wb, "B descriptor")
+        cols = [dag.vec(tuple(_element(cta, bd, trans_b, k, c) for k in range(16))) for c in range(n)]
+        if rs:
+            R = cta.regs
+            halves = [[bf16_halves(v, dag) for v in R[x][wb:wb + 32]] for x in a_regs]
+            rows = _a_rows(dag, halves)
+        else:
+            ad = _uniform(a_desc(cta), wb, "A descriptor")
+            w = (wb >> 5) & 3
+            rows = [dag.vec(tuple(_element(cta, ad, 0, k, 16 * w + r) for k in range(16)))
+                    for r in range(16)]
+        R = cta.regs
+        for i, di in enumerate(d):
+            nt, e = divmod(i, 4)
+            acc = R[di]
+            out = []
+            for lane in range(32):
+                c = acc[wb + lane]
+                if type(c) is not Node:
+                    raise TypeError("a wgmma accumulator that is not an f32 value")
+                out.append(dag.mma(c, rows[(lane >> 2) + 8 * (e >> 1)], cols[8 * nt + 2 * (lane & 3) + (e & 1)]))
+            cta.dst(di)[wb:wb + 32] = out
+    return run
+
+
+def _uniform(V, wb: int, what: str) -> int:
+    v = V[wb]
+    if any(V[wb + i] != v for i in range(32)) or type(v) is not int:
+        raise ExecError(f"a wgmma {what} that differs across the warp or is not concrete")
+    return v
+
+
+def _sw128(desc: int) -> tuple[int, int, int]:
+    """(start, leading byte offset, stride byte offset) of a shared-memory matrix descriptor with the
+    128-byte swizzle (bits 0-13 start >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset 0,
+    62-63 layout 1). Errors: ExecError for another layout."""
+    if desc >> 62 != 1 or (desc >> 49) & 7 or desc & ~((0x3FFF) | (0x3FFF << 16) | (0x3FFF << 32) | (3 << 62)):
+        raise ExecError(f"wgmma descriptor {desc:#x}: only the 128-byte swizzle with base offset 0 is modelled")
+    return (desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4
+
+
+def _element(cta, desc: int, trans: int, k: int, mn: int) -> Node:
+    """Element (k, mn) of a wgmma operand in shared memory, bf16. K-major (A, or B with tnsp-b 0): row
+    mn of 128-byte rows in 8-row groups SBO apart, k contiguous from the start (which must leave the
+    step's 32 bytes inside a row); N-major (B with tnsp-b 1): row k, 64 columns a row, column blocks
+    LBO apart, 8-row groups SBO apart. The 128-byte swizzle then XORs address bits 4-6 with bits 7-9
+    (the address is the shared-memory one, the atoms 1,024-byte aligned)."""
+    start, lbo, sbo = _sw128(desc)
+    if trans:
+        addr = start + (mn >> 6) * lbo + (k >> 3) * sbo + (k & 7) * 128 + 2 * (mn & 63)
+    else:
+        if (start & 127) + 32 > 128:
+            raise ExecError(f"a K-major wgmma operand whose k16 step crosses a 128-byte row (start {start:#x})")
+        addr = start + (mn >> 3) * sbo + (mn & 7) * 128 + 2 * k
+    addr ^= ((addr >> 7) & 7) << 4
+    e = cta.read("shared", addr, 2)
+    return _half(e[0], e[1], cta.dag)
