@@ -282,9 +282,91 @@ def program(ptx: str, entry: str) -> ptx_ops.Program:
     return got
 
 
+@dataclass(frozen=True)
+class MergeCase:
+    """The merge kernel alone on one row of `splits` saved states (leaves), num_heads heads of hd:
+    its output must be the in-order fold of end_split (merge_contract). Enough splits to cross its
+    staging (kMergeStageFloats / hd splits a stage) and its unrolled loop's remainder."""
+
+    hd: int
+    splits: int
+    out: str = "f"
+    num_heads: int = 2
+
+    def name(self) -> str:
+        return f"the merge alone, head_dim {self.hd}, {self.splits} splits, {'f32' if self.out == 'f' else 'bf16'} out"
+
+
+def merge_contract(dag: px.Dag, c: px.Node, m: list, l: list, o: list) -> px.Node:
+    """O / L of the in-order fold of the states (m[s], l[s], o[s]): the first copied, each later one
+    folded with fold_coef and fold (end_split's and the merge kernel's operations), divide_row's
+    quotient last."""
+    M, L, O = m[0], l[0], o[0]
+    for s in range(1, len(m)):
+        top = dag.maximum("max.f32", M, m[s])
+        a, b = (dag.op("ex2.approx.ftz.f32", 4, dag.f32_op("mul", dag.f32_op("sub", x, top), c)) for x in (M, m[s]))
+        L = dag.f32_op("add", dag.f32_op("mul", L, a), dag.f32_op("mul", l[s], b))
+        O = dag.f32_op("add", dag.f32_op("mul", O, a), dag.f32_op("mul", o[s], b))
+        M = top
+    return dag.op("div.rn.f32", 4, O, L)
+
+
+def run_merge(ptx: str, case: MergeCase, entries: dict[str, str] | None = None) -> "CaseOutcome":
+    """Runs the merge kernel on symbolic saved states and compares each output value with merge_contract."""
+    import time
+    t0 = time.time()
+    res = CaseOutcome(case)
+    try:
+        prog = program(ptx, {**ENTRIES, **(entries or {})}["merge"].format(out=_OUT[case.out]))
+        dag = px.Dag(commutative=True)
+        hd, heads, n = case.hd, case.num_heads, case.splits
+        po = [[[px.Node(("leaf", "partial_o", s, h * hd + d), 4) for d in range(hd)] for h in range(heads)]
+              for s in range(n)]
+        pml = [[[px.Node(("leaf", "partial_" + x, s, h), 4) for x in "ml"] for h in range(heads)] for s in range(n)]
+        gm = px.GlobalMemory()
+        o_buf = gm.add("partial_o", n * heads * hd * 4, writable=False,
+                       data=[(v, i) for sl in po for hv in sl for v in hv for i in range(4)])
+        ml_buf = gm.add("partial_ml", n * heads * 8, writable=False,
+                        data=[(v, i) for sl in pml for hv in sl for v in hv for i in range(4)])
+        merges = gm.add("merges", 12, writable=False, data=_i32([0, 0, n]))
+        num = gm.add("num_merges", 4, writable=False, data=_i32([1]))
+        width = 4 if case.out == "f" else 2
+        out = gm.add("out", heads * hd * width)
+        c_bits = scale_c(hd)
+        params = [v.to_bytes(k, "little", signed=v < 0) for v, k in (
+            (merges.base, 8), (num.base, 8), (o_buf.base, 8), (ml_buf.base, 8),
+            (heads, 4), (hd, 4), (c_bits, 4), (out.base, 8), (heads * hd, 8))]
+        _launch(prog, (1, heads), params, gm, dag, 0)
+        c = dag.const(c_bits, 4)
+        for h in range(heads):
+            for d in range(hd):
+                e = out.data[(h * hd + d) * width:(h * hd + d + 1) * width]
+                if None in e:
+                    res.differences.append(f"out[0][{h * hd + d}] not stored")
+                    return res
+                got = px.value_of_bytes(e, "f32", dag) if width == 4 else px._half(e[0], e[1], dag)
+                want = merge_contract(dag, c, [pml[s][h][0] for s in range(n)], [pml[s][h][1] for s in range(n)],
+                                      [po[s][h][d] for s in range(n)])
+                if width == 2:
+                    want = dag.bf16_round(want)
+                if got is not want:
+                    a, b = first_difference(got, want)
+                    res.differences.append(f"head {h}, column {d}: the merge stores {describe(a)[:200]} where the "
+                                           f"in-order fold has {describe(b)[:200]}")
+                    return res
+                res.compared += 1
+    except px.ExecError as e:
+        res.error = str(e)
+    except Exception as e:  # an executor fault: not proven, and says why
+        res.error = f"{type(e).__name__}: {e}"
+    finally:
+        res.seconds = time.time() - t0
+    return res
+
+
 @dataclass
 class CaseOutcome:
-    case: Case
+    case: Case | MergeCase
     compared: int = 0  # output values compared across the paths
     differences: list[str] = field(default_factory=list)
     error: str = ""
@@ -395,6 +477,23 @@ def cases() -> list[Case]:
     return rows + items
 
 
+def merge_cases() -> list[MergeCase]:
+    """The merge kernel alone across its stages (kMergeStageFloats / hd = 32 splits a stage at
+    head_dim 128, 64 at 64) and its loop's unrolled remainders: a row of 33 and 70 splits at 128
+    (1,024-position splits: 33K and 70K positions), 65 at 64."""
+    return [MergeCase(128, 33), MergeCase(128, 70, "bf16"), MergeCase(64, 65)]
+
+
+def _run(ptx: str, spec_path: str, case: Case | MergeCase, entries: dict[str, str] | None) -> CaseOutcome:
+    return run_merge(ptx, case, entries) if isinstance(case, MergeCase) else run_case(ptx, spec_path, case, entries)
+
+
+def _cost(c: Case | MergeCase) -> float:
+    if isinstance(c, MergeCase):
+        return c.hd * c.splits / 64
+    return c.hd * c.num_kv_heads * c.num_splits * c.split_tiles * c.count ** .5
+
+
 @dataclass
 class ChainVerdict:
     """What the comparison ran (summary lines) and every reason it is not proven ([] = proven)."""
@@ -403,25 +502,24 @@ class ChainVerdict:
     reasons: list[str]
 
 
-def compare(ptx: str, spec_path: str, workers: int = 2, todo: list[Case] | None = None,
+def compare(ptx: str, spec_path: str, workers: int = 2, todo: list | None = None,
             entries: dict[str, str] | None = None) -> ChainVerdict:
-    """Runs the cases (cases() by default; in `workers` processes, the costliest first) and gathers the
-    verdict: every output value of every case must be the same node on every path."""
+    """Runs the cases (cases() and merge_cases() by default; in `workers` processes, the costliest
+    first) and gathers the verdict: every output value of every case must be the same node on every
+    path (the merge's: the in-order fold's)."""
     import time
     from concurrent.futures import ProcessPoolExecutor
     t0 = time.time()
     for f in (ptx, ptx.replace("compute_80", "compute_90a")):
         if not os.path.exists(f):
             return ChainVerdict([], [f"split paths not compared: no {f}"])
-    todo = sorted(todo or cases(), key=lambda c: c.hd * c.num_kv_heads * c.num_splits * c.split_tiles * c.count ** .5,
-                  reverse=True)
-    paths = [p for p in PATHS if any(p in c.paths for c in todo)]
+    todo = sorted(todo or cases() + merge_cases(), key=_cost, reverse=True)
+    paths = [p for p in PATHS if any(isinstance(c, Case) and p in c.paths for c in todo)]
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(run_case, [ptx] * len(todo), [spec_path] * len(todo), todo,
-                                     [entries] * len(todo)))
+            outcomes = list(pool.map(_run, [ptx] * len(todo), [spec_path] * len(todo), todo, [entries] * len(todo)))
     else:
-        outcomes = [run_case(ptx, spec_path, c, entries) for c in todo]
+        outcomes = [_run(ptx, spec_path, c, entries) for c in todo]
     reasons = []
     for o in outcomes:
         if o.error:
@@ -435,11 +533,13 @@ def compare(ptx: str, spec_path: str, workers: int = 2, todo: list[Case] | None 
              "folded2": "its two-block form <.., true, 2> (128-row CTAs)",
              "wgmma": "attention_wgmma_kernel<hd, OutT, true> (sm_90a, 128-row CTAs)",
              "decode": "attention_decode_kernel per split + attention_merge_kernel",
+             "decode_fold": "attention_decode_kernel folding the splits itself",
              "streaming": "attention_mma_kernel<hd, OutT, false, 1> per split (partial >= 0) + the merge kernel"}
     summary = [
         f"split-path comparison (attention_chains.py: symbolic execution of {os.path.basename(ptx)}): "
-        f"{len(outcomes)} cases, {sum(o.compared for o in outcomes)} output values compared across the paths, "
-        f"each the same DAG node on every path; {busy:.1f} s of runs, {time.time() - t0:.1f} s wall",
+        f"{len(outcomes)} cases, {sum(o.compared for o in outcomes)} output values compared, each the same DAG "
+        f"node on every path (the merge alone: the in-order fold's); {busy:.1f} s of runs, "
+        f"{time.time() - t0:.1f} s wall",
         "  paths: " + "; ".join(names[p] for p in paths),
         "  cases: " + "; ".join(c.name() for c in todo),
         "  assumptions: " + "; ".join(ASSUMPTIONS)]

@@ -649,6 +649,8 @@ def _run_group(cta: Cta, g: _Group, stop: int = -1) -> tuple[list[_Group], int]:
         for t in g.tids:
             v = P[t]
             if type(v) is not int:
+                if type(v) is not Node or v.width:
+                    raise ExecError(f"{prog.line(g.pc)}: branch on a predicate that is no predicate ({v!r:.40})")
                 both.append(t)
             elif bool(v) != neg:
                 taken.append(t)
