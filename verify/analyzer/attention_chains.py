@@ -33,7 +33,7 @@ ENTRIES = {  # path -> the entry regex, formatted with hd and the output type's 
     "streaming": r"attention_mma_kernelILi{hd}E{out}Lb0ELi1EEEv",
     "decode": r"attention_decode_kernelILi{hd}E{out}EEv",
     "decode_fold": r"attention_decode_kernelILi{hd}E{out}EEv",
-    "wgmma": r"attention_wgmma_kernelILi{hd}E{out}Lb1EEEv",  # in the sm_90a PTX (PTX_90A)
+    "wgmma": r"attention_wgmma_kernelILi{hd}E{out}Lb1EEEv",  # from the sm_90a PTX (compute_90a)
     "merge": r"attention_merge_kernelI{out}EEv",
 }
 THREADS = 128  # kThreads, kMergeThreads (the wgmma kernel: 256)
@@ -47,6 +47,10 @@ ASSUMPTIONS = [
     "divide_row: where no value of the row it divides is a subnormal quotient of a nonzero x, the f64 "
     "product x * rcp(l) rounded to f32 is div.rn.f32(x, l) (its comment's theorem); so the select of the "
     "subnormal branch is div.rn.f32(x, l) for each value, whichever values share the branch",
+    "add.f32, mul.f32 and the product of fma.rn.f32 are commutative (IEEE): their operands are taken in one "
+    "order",
+    "a wgmma k16 step gives each element the bits mma.sync m16n8k16 gives it from the same operands "
+    "(wgmma_ptx.cuh; WgmmaBits measures it on the H200)",
     "NaN payloads are outside the claim",
 ]
 
@@ -55,7 +59,7 @@ ASSUMPTIONS = [
 class Case:
     """One comparison: a sequence whose query rows sit at positions first .. first + count - 1 (the
     last at `last`), the KV split size split_tiles x 64, group heads a KV head, num_kv_heads KV heads,
-    head_dim hd, output type out; per-split CTAs ctas (items streamed over them)."""
+    head_dim hd, output type out; per-split CTAs ctas (items streamed over them); the paths run."""
 
     hd: int
     group: int
@@ -231,12 +235,17 @@ def run_path(path: str, progs: dict[str, ptx_ops.Program], case: Case, lay: Layo
     merges = mc.gm.add("merges", 12 * case.count, writable=False,
                        data=_i32([v for r in range(case.count) for v in (r, r * splits, splits)]))
     num = mc.gm.add("num_merges", 4, writable=False, data=_i32([case.count]))
-    width = case.num_heads * case.hd
-    params = [v.to_bytes(n, "little", signed=v < 0) for v, n in (
-        (merges.base, 8), (num.base, 8), (mc.partial_o.base, 8), (mc.partial_ml.base, 8), (case.num_heads, 4),
-        (case.hd, 4), (mc.c_bits, 4), (mc.out.base, 8), (width, 8))]
+    params = merge_params(merges, num, mc.partial_o, mc.partial_ml, case.num_heads, case.hd, mc.c_bits, mc.out)
     _launch(progs["merge"], (case.count, case.num_heads), params, mc.gm, dag, 0)
     return mc
+
+
+def merge_params(merges: px.Buffer, num: px.Buffer, partial_o: px.Buffer, partial_ml: px.Buffer, heads: int, hd: int,
+                 c_bits: int, out: px.Buffer) -> list[bytes]:
+    """attention_merge_kernel's parameters, each its bytes (out's rows heads x hd apart)."""
+    return [v.to_bytes(n, "little") for v, n in (
+        (merges.base, 8), (num.base, 8), (partial_o.base, 8), (partial_ml.base, 8), (heads, 4), (hd, 4), (c_bits, 4),
+        (out.base, 8), (heads * hd, 8))]
 
 
 _PROGRAMS: dict[tuple[str, str], ptx_ops.Program] = {}  # (PTX path, entry regex) -> program, per process
@@ -333,10 +342,7 @@ def run_merge(ptx: str, case: MergeCase, entries: dict[str, str] | None = None) 
         width = 4 if case.out == "f" else 2
         out = gm.add("out", heads * hd * width)
         c_bits = scale_c(hd)
-        params = [v.to_bytes(k, "little", signed=v < 0) for v, k in (
-            (merges.base, 8), (num.base, 8), (o_buf.base, 8), (ml_buf.base, 8),
-            (heads, 4), (hd, 4), (c_bits, 4), (out.base, 8), (heads * hd, 8))]
-        _launch(prog, (1, heads), params, gm, dag, 0)
+        _launch(prog, (1, heads), merge_params(merges, num, o_buf, ml_buf, heads, hd, c_bits, out), gm, dag, 0)
         c = dag.const(c_bits, 4)
         for h in range(heads):
             for d in range(hd):

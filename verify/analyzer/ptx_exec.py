@@ -1,8 +1,10 @@
-# Symbolic execution of a PTX kernel, one CTA at a time (gemm_chains.py runs grids of them).
-# Integers, predicates and addresses are concrete (typed wrap-around); floating-point values are
+# Symbolic execution of a PTX kernel, one CTA at a time (gemm_chains.py and attention_chains.py run
+# grids of them). Integers and addresses are concrete (typed wrap-around); floating-point values are
 # nodes of a hash-consed DAG (Dag) whose leaves are input elements (tensor, row, column) and
 # constants by their bits. Operations on constants are folded only where IEEE round-to-nearest
-# gives the folded bits (both operands constant); x + 0.0 is never x (x may be -0.0).
+# gives the folded bits (both operands constant); x + 0.0 is never x (x may be -0.0). Predicates
+# are concrete but for comparisons of floating-point values, which are nodes too (run_cta says how
+# a branch on one runs).
 # Memory is by byte: each byte an int (a concrete byte) or (node, i), byte i of a node's value;
 # a 32-bit register read from memory holds its four byte entries (Bytes) until an instruction
 # takes them apart as two bf16 halves (mma.sync) or stores them back.
@@ -11,7 +13,9 @@
 # warp-collective instructions (ldmatrix, mma.sync) wait until every thread they need stands at
 # the same instruction; anything else (threads waiting at different barriers, a warp split at a
 # collective, a barrier after some threads exited) is refused.
-# Modelled as: cp.async copies at issue (commit_group and wait_group are no-ops), which assumes
+# Each thread has its own local memory (the entry's __local_depot); the parameter space holds each
+# parameter's bytes (a struct by value, or several scalars and pointers).
+# Modelled as: cp.async (and wgmma) at issue (commit_group and wait_group are no-ops), which assumes
 # the kernel's barrier protocol (a stage is read only after the wait and the barrier that order
 # it after its copy; racecheck tests that); membar and fences are no-ops (CTAs run one after
 # another, so every earlier CTA's stores are visible); atom is executed in thread order.
@@ -550,10 +554,10 @@ MAX_STEPS = 10_000_000  # group runs (each up to a branch) a CTA may take before
 def run_cta(cta: Cta) -> None:
     """Runs every thread of the CTA to its exit. Errors: ExecError (what and where).
     A branch on a predicate node (a comparison of floating-point values) runs its threads both ways
-    up to the branch's immediate post-dominator, one way after the other from the same registers,
-    and there joins every register the two ways wrote: select(predicate, taken, not taken) (Dag.select;
-    a value that cannot be joined so raises where it is used). Stores, barriers, warp-collectives and
-    exits on either way are refused."""
+    up to the branch's immediate post-dominator, one way after the other from the same registers and
+    local memory, and there joins every register (and local byte) the two ways left different:
+    select(predicate, taken, not taken) (Dag.select; a value that cannot be joined so raises where it
+    is used). Shared and global stores, barriers, warp-collectives and exits on either way are refused."""
     groups = [_Group(0, list(range(cta.n)))]
     exited = 0
     steps = 0
@@ -712,8 +716,9 @@ def _both_ways(cta: Cta, pc: int, dest: int, tids: list[int], P: list, neg: bool
         D = cta.dst(r)
         for i, t in enumerate(tids):
             a, b = None if A is None else A[i], D[t]
-            if a is b or a is None or b is None:
-                D[t] = a if a is b else None
+            if a is b or a is None or b is None or (type(a) is int and type(b) is int and a == b) or \
+                    (type(a) is Bytes and type(b) is Bytes and a.entries == b.entries):
+                D[t] = a if a is b or (a is not None and b is not None) else None
                 continue
             if (type(a) is int or type(b) is int) and r not in preds:
                 D[t] = _UNJOINED

@@ -1,8 +1,9 @@
 # The instructions of ptx_exec.py's symbolic execution: a PTX entry flattened into a Program, each
 # instruction compiled once into a handler over the CTA's registers (integer and predicate
-# operations as expression templates over whole thread lists, floating-point operations as DAG
-# nodes, loads, stores, cp.async and atom over byte memory, ldmatrix and mma.sync once per warp
-# with the PTX-ISA fragment layouts). An opcode or operand form not modelled raises ExecError.
+# operations as expression templates over whole thread lists, floating-point operations and their
+# comparisons as DAG nodes, loads, stores, cp.async and atom over byte memory, ldmatrix, mma.sync,
+# shfl.sync and wgmma once per warp with the PTX-ISA fragment layouts), and the joins of branches
+# on predicate nodes (join_of). An opcode or operand form not modelled raises ExecError.
 from __future__ import annotations
 
 import re
