@@ -205,7 +205,7 @@ class Machine:
         return out, missing
 
 
-def _item(case: Case, row: int, position: int, count: int, s0: int, s1: int, partial: int) -> dict:
+def _item(row: int, position: int, count: int, s0: int, s1: int, partial: int) -> dict:
     return {"seq": 0, "first_row": row, "first_position": position, "num_positions": count, "split_begin": s0,
             "split_end": s1, "partial": partial}
 
@@ -224,12 +224,12 @@ def run_path(path: str, progs: dict[str, ptx_ops.Program], case: Case, lay: Layo
     mc = Machine(case, inputs, scale_c(case.hd))
     kvh, splits = case.num_kv_heads, case.num_splits
     if path in ("folded", "folded2", "decode_fold", "wgmma"):
-        items = [_item(case, 0, case.positions[0], case.count, 0, splits, -1)]
+        items = [_item(0, case.positions[0], case.count, 0, splits, -1)]
         work = mc.work(lay, items)
         _launch(progs[path], (kvh, 1), mc.mma_params(lay, work, 1), mc.gm, dag, SMEM)
         return mc
     # one item per (row, split), partial slot row * splits + split; the merge folds each row's slots
-    items = [_item(case, r, p, 1, s, s + 1, r * splits + s) for r, p in enumerate(case.positions)
+    items = [_item(r, p, 1, s, s + 1, r * splits + s) for r, p in enumerate(case.positions)
              for s in range(splits)]
     work = mc.work(lay, items)
     _launch(progs[path], (kvh, min(case.ctas, len(items))), mc.mma_params(lay, work, len(items)), mc.gm, dag,
