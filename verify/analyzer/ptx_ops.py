@@ -29,7 +29,7 @@ class Program:
     shared: dict[str, tuple[int, int, int]]  # symbol -> (align, size or -1 for extern [], order)
     param_symbols: list[str]  # the entry's parameters in order (Cta.params: their bytes)
     local: dict[str, int]  # the entry's local arrays (at most one, its __local_depot) -> bytes
-    joins: dict[int, tuple[int, list[int]]] = field(default_factory=dict)  # see join_of
+    joins: dict[int, tuple[int, list[int], set[int]]] = field(default_factory=dict)  # branch -> join_of
 
     def line(self, pc: int) -> str:
         i = self.insts[pc]
