@@ -248,15 +248,30 @@ int main(int argc, char** argv) {
     };
     const std::vector<int> splits =
         c.kind == "prefill" ? std::vector<int>{512} : std::vector<int>{256, 512, 1024, 2048};
-    std::vector<std::pair<int, int>> configs;  // (split, folded rows)
-    for (int split : splits) configs.push_back({split, kAttnRowsPerCta});
+    // The per-split launch's CTAs a KV head in a decode graph (the runner's), which the plan folds
+    // decode rows against where the decode kernel runs (the runner's deployment).
+    const int graph_ctas = (2 * prop.multiProcessorCount + kKvHeads - 1) / kKvHeads;
+    const int fold_ctas = attention_decode_fits(kHd, kHeads / kKvHeads, kBlock) ? graph_ctas : 0;
+    struct Config {
+      int split, folded_rows;
+      bool cut;  // decode rows cut per split whatever the step (the plan before decode folding)
+    };
+    std::vector<Config> configs;
+    for (int split : splits) {
+      configs.push_back({split, kAttnRowsPerCta, false});
+      if (c.kind == "decode") configs.push_back({split, kAttnRowsPerCta, true});
+    }
     if (c.kind == "prefill")  // 128-row CTAs; the split's cost to prefill (each split's state is folded)
-      for (int split : {512, 1024, 2048}) configs.push_back({split, 2 * kAttnRowsPerCta});
-    for (const auto& [split, folded_rows] : configs) {
-      const std::string name =
-          base + " split " + std::to_string(split) + (folded_rows != kAttnRowsPerCta ? " rows 128" : "");
+      for (int split : {512, 1024, 2048}) configs.push_back({split, 2 * kAttnRowsPerCta, false});
+    for (const auto& [split, folded_rows, cut] : configs) {
+      const std::string name = base + " split " + std::to_string(split) +
+                               (folded_rows != kAttnRowsPerCta ? " rows 128" : "") + (cut ? " cut" : "");
       if (name.rfind(only, 0) != 0) continue;  // --case: only the configurations it names (a profile's)
-      const AttentionShape shape{kHeads, kKvHeads, kHd, split, folded_rows, c.window};
+      AttentionShape shape{kHeads, kKvHeads, kHd, split, folded_rows, c.window};
+      shape.decode_fold_ctas = cut ? 0 : fold_ctas;
+      if (cut && !attention_decode_rows_fold(positions, row_seq,
+                                             {kHeads, kKvHeads, kHd, split, folded_rows, c.window, fold_ctas}))
+        continue;  // the same plan as the configuration without the cut
       const int32_t capacity = seqs * attention_num_splits(c.len, split) + 16;
       AttentionPlan plan;
       const auto t0 = std::chrono::steady_clock::now();
@@ -272,10 +287,10 @@ int main(int argc, char** argv) {
         record(name + " no flush", timer.median_us(
                                        reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }, false));
       }
-      std::printf("    plan: %zu folded, %zu per-split items, %zu merges, %.1f us on the host\n", plan.folded.size(),
-                  plan.per_split.size(), plan.merges.size(), plan_us);
+      std::printf("    plan: %zu folded, %zu per-split items%s, %zu merges, %.1f us on the host\n", plan.folded.size(),
+                  plan.per_split.size(), plan.decode_folds ? " (folding decodes)" : "", plan.merges.size(), plan_us);
       if (c.kind == "decode" && plan.folded.empty()) {  // as a decode graph launches it
-        a.work = work.value().graph_view(m, (2 * prop.multiProcessorCount + kKvHeads - 1) / kKvHeads);
+        a.work = work.value().graph_view(m, graph_ctas);
         a.work.split = split;
         record(name + " graph grid",
                timer.median_us(reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }));

@@ -2,7 +2,8 @@
 // every query row is covered once per split it reads, items never mix tiles (of their last
 // positions, nor under a sliding window of their first) or sequences, splits are cut at
 // multiples of the deployment's split whatever the step, decodes run a CTA per split while
-// partial slots last and fold otherwise, and bad input is named.
+// partial slots last and fold otherwise (in the per-split kernel where enough of them fill its
+// CTAs), and bad input is named.
 #include "kernels/cuda/attention_plan.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <map>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace vosti {
@@ -101,9 +103,15 @@ TEST(AttentionPlan, CoversEveryRowOnceInItsOwnSplits) {
           rows.add(s++, context, count);
           if (rng() % 5 == 0) rows.positions.push_back(-1), rows.seq.push_back(0);  // padding
         }
-        for (int32_t capacity : {0, 7, 100000}) {
+        for (const auto& [capacity, fold_ctas] :
+             {std::pair{0, 0}, std::pair{7, 0}, std::pair{100000, 0}, std::pair{100000, 1}, std::pair{7, 33}}) {
+          shape.decode_fold_ctas = fold_ctas;
           AttentionPlan plan;
           ASSERT_TRUE(plan_attention(rows.positions, rows.seq, shape, capacity, &plan).ok());
+          EXPECT_EQ(plan.decode_folds, attention_decode_rows_fold(rows.positions, rows.seq, shape));
+          if (plan.decode_folds) {
+            EXPECT_TRUE(plan.merges.empty());
+          }
           EXPECT_EQ(plan.split, split);
           const Coverage cov = check_plan(rows, shape, plan, capacity);
           if (capacity == 0) {
@@ -160,6 +168,58 @@ TEST(AttentionPlan, DecodesRunASplitPerCtaUntilTheSlotsRunOut) {
   ASSERT_EQ(plan.per_split.size(), 1u);
   EXPECT_EQ(plan.per_split[0].partial, -1);
   EXPECT_TRUE(plan.merges.empty());
+}
+
+// Decode rows stay whole items of the per-split kernel (which folds their splits) where the
+// longest of them times the launch's CTAs is at most all of their tiles; otherwise they are cut
+// per split for the merge kernel.
+TEST(AttentionPlan, DecodesFoldInThePerSplitKernelWhenTheyFillItsCtas) {
+  AttentionShape shape{32, 8, 128, 1024};
+  shape.decode_fold_ctas = 33;
+  Rows batch;
+  for (int s = 0; s < 64; ++s) batch.add(s, 2047, 1);  // 2 splits, 32 tiles each: 64 x 32 >= 32 x 33
+  AttentionPlan plan;
+  ASSERT_TRUE(plan_attention(batch.positions, batch.seq, shape, 1000, &plan).ok());
+  EXPECT_TRUE(plan.decode_folds);
+  ASSERT_EQ(plan.per_split.size(), 64u);
+  for (const AttentionWork& w : plan.per_split) {
+    EXPECT_EQ(w.partial, -1);
+    EXPECT_EQ(w.split_begin, 0);
+    EXPECT_EQ(w.split_end, 2);
+  }
+  EXPECT_TRUE(plan.merges.empty());
+  EXPECT_TRUE(plan.folded.empty());
+  EXPECT_EQ(plan.num_partials, 0);
+  Rows few;  // 32 rows: 32 x 32 < 32 x 33
+  for (int s = 0; s < 32; ++s) few.add(s, 2047, 1);
+  ASSERT_TRUE(plan_attention(few.positions, few.seq, shape, 1000, &plan).ok());
+  EXPECT_FALSE(plan.decode_folds);
+  EXPECT_EQ(plan.merges.size(), 32u);
+  Rows long_one = batch;  // one row of 512 tiles beside them: it alone would outlast the rest
+  long_one.add(64, 32767, 1);
+  ASSERT_TRUE(plan_attention(long_one.positions, long_one.seq, shape, 1000, &plan).ok());
+  EXPECT_FALSE(plan.decode_folds);
+  EXPECT_EQ(plan.merges.size(), 65u);
+  Rows one_split;  // no decode has two splits: nothing to fold
+  for (int s = 0; s < 64; ++s) one_split.add(s, 1000, 1);
+  ASSERT_TRUE(plan_attention(one_split.positions, one_split.seq, shape, 1000, &plan).ok());
+  EXPECT_FALSE(plan.decode_folds);
+  shape.decode_fold_ctas = 0;  // the per-split kernel cannot fold
+  ASSERT_TRUE(plan_attention(batch.positions, batch.seq, shape, 1000, &plan).ok());
+  EXPECT_FALSE(plan.decode_folds);
+  EXPECT_EQ(plan.merges.size(), 64u);
+  shape.decode_fold_ctas = -1;
+  EXPECT_FALSE(plan_attention(batch.positions, batch.seq, shape, 1000, &plan).ok());
+}
+
+TEST(AttentionPlan, DecodeKernelFitsItsDeployments) {
+  EXPECT_TRUE(attention_decode_fits(128, 4, 16));
+  EXPECT_TRUE(attention_decode_fits(256, 16, 16));
+  EXPECT_FALSE(attention_decode_fits(256, 4, 8));    // a loader thread's 16 rows span two pages
+  EXPECT_FALSE(attention_decode_fits(128, 32, 16));  // two m16 blocks
+  EXPECT_FALSE(attention_decode_fits(32, 4, 16));    // head_dim below 64
+  EXPECT_FALSE(attention_decode_fits(128, 4, 24));   // not a power of two
+  EXPECT_FALSE(attention_decode_fits(128, 4, 128));  // past a tile
 }
 
 TEST(AttentionPlan, ChunksAreCutAtTilesAndPackedByGroup) {

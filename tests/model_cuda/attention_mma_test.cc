@@ -2,8 +2,8 @@
 // - bitwise: every query's output is the same bits as the query computed alone (one decode
 //   row in its step), whatever the step: whole prompts, chunks of 1, 7, 64 and 512, decode
 //   batches of 1..256 sequences in shuffled row order, prefill and decode rows mixed, another
-//   physical page layout, split states folded in one CTA or saved for the merge kernel, and a
-//   graph's persistent grid;
+//   physical page layout, split states folded in one CTA (a folding CTA's, or the decode
+//   kernel's) or saved for the merge kernel, and a graph's persistent grid;
 // - a planted violation (the split follows the batch) is caught by the same comparison;
 // - accuracy: against a float64 reference on the same bf16 cache, and against the per-query
 //   family (the engine's previous attention) within the bf16 policy;
@@ -140,6 +140,7 @@ struct RunOptions {
   int32_t per_split_ctas = 0;
   int split_override = 0;             // 0: the case's split
   int folded_rows = kAttnRowsPerCta;  // rows of a folding CTA (two m16 blocks per warp at 128)
+  int decode_fold_ctas = 0;           // AttentionShape::decode_fold_ctas (1: every step's decodes fold)
   DType out_dtype = DType::kF32;
 };
 
@@ -161,6 +162,8 @@ class Stepper {
     if (work.ok()) work_ = std::move(work).value();
   }
 
+  const AttentionPlan& plan() const { return plan_; }
+
   // Runs one step whose rows are `rows` (consecutive positions of a sequence adjacent); returns
   // [rows, heads * hd] f32 outputs (bf16 outputs widened).
   std::vector<float> run(const Pool::Device& dev, const std::vector<Query>& rows, const RunOptions& opt) {
@@ -181,6 +184,7 @@ class Stepper {
     AttentionShape shape{c_.num_heads,    c_.num_kv_heads,
                          c_.head_dim,     opt.split_override > 0 ? opt.split_override : c_.split,
                          opt.folded_rows, c_.window};
+    shape.decode_fold_ctas = opt.decode_fold_ctas;
     const int32_t capacity = opt.partial_capacity < 0 ? capacity_ : opt.partial_capacity;
     const Status planned = plan_attention(pos, seq, shape, capacity, &plan_);
     EXPECT_TRUE(planned.ok()) << planned.to_string();
@@ -319,6 +323,17 @@ TEST_P(AttentionMma, EveryQueryHasTheBitsItHasAlone) {
     RunOptions folded = plain;
     folded.partial_capacity = 0;  // every split folded in one CTA
     expect_alone(run_step(dev, rows, folded), rows, "decode batch, splits folded");
+    if (attention_decode_fits(c.head_dim, c.num_heads / c.num_kv_heads, kBlockSize)) {
+      RunOptions in_decode = plain;
+      in_decode.decode_fold_ctas = 1;  // each decode row's splits folded by the decode kernel
+      expect_alone(run_step(dev, rows, in_decode), rows, "decode batch, splits folded by the decode kernel");
+      const bool several = std::any_of(rows.begin(), rows.end(), [&](const Query& q) {
+        return attention_num_splits(q.pos, c.split) > attention_window_first(q.pos, c.window) / c.split + 1;
+      });
+      EXPECT_EQ(stepper.plan().decode_folds, several) << "decode batch " << batch;
+      in_decode.per_split_ctas = 3;
+      expect_alone(run_step(dev, rows, in_decode), rows, "decode batch folded by the decode kernel in a graph's grid");
+    }
     std::vector<Query> mixed = rows;
     for (int p = 600; p < 700; ++p) mixed.push_back({3, p});
     expect_alone(run_step(dev, mixed, plain), mixed, "decode batch beside a prefill chunk");

@@ -3,14 +3,17 @@
 // docs/VERIFICATION.md): every row of a work item shares the KV tile of the item's last position,
 // the KV tile of its first position f (attention.h: under a sliding window f = p - window + 1)
 // and its splits; a folded item covers splits [f / split, splits of its last position); a
-// per-split item is one split of one decode row, or a whole one-split decode. Exhaustive over
-// runs of one sequence starting at every position in [0, kMaxFirst) with every length in
-// [1, kMaxCount], for every group size, split and window below, with and without partial slots.
+// per-split item is one split of one decode row, or a whole decode (all its splits, which the
+// decode kernel folds). Exhaustive over runs of one sequence starting at every position in
+// [0, kMaxFirst) with every length in [1, kMaxCount], for every group size, split and window
+// below, with and without partial slots, and for a decode with and without the decode kernel's
+// fold.
 //   vosti_attention_plans     prints "attention plans: N items checked" or the first violation;
 //                             exits 1 on a violation.
 #include <cstdint>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/attention_plan.h"
@@ -42,10 +45,10 @@ bool check_item(const vosti::AttentionWork& w, int split, int window, bool per_s
     *why = "a folded item does not cover exactly its rows' splits";
     return false;
   }
-  if (per_split && !((w.num_positions == 1 && w.split_end == w.split_begin + 1 && w.split_begin >= split0 &&
-                      w.split_end <= splits && w.partial >= 0) ||
-                     (splits - split0 == 1 && w.split_begin == split0 && w.split_end == splits && w.partial == -1))) {
-    *why = "a per-split item is neither one split of a decode nor a one-split decode";
+  if (per_split && !(w.num_positions == 1 && ((w.split_end == w.split_begin + 1 && w.split_begin >= split0 &&
+                                               w.split_end <= splits && w.partial >= 0) ||
+                                              (w.split_begin == split0 && w.split_end == splits && w.partial == -1)))) {
+    *why = "a per-split item is neither one split of a decode nor a whole decode";
     return false;
   }
   return true;
@@ -59,10 +62,11 @@ int main() {
   for (const int group : {1, 2, 4, 8, 16, 32, 64}) {
     for (const int split : {64, 128, 512, 1024}) {
       for (const int window : {0, 333}) {
-        const vosti::AttentionShape shape{group * 2, 2, 128, split, vosti::kAttnRowsPerCta, window};
-        for (const int32_t capacity : {0, 1000}) {
+        vosti::AttentionShape shape{group * 2, 2, 128, split, vosti::kAttnRowsPerCta, window};
+        for (const auto& [capacity, fold_ctas] : {std::pair{0, 0}, std::pair{1000, 0}, std::pair{1000, 1}}) {
+          shape.decode_fold_ctas = fold_ctas;
           for (int32_t first = 0; first < kMaxFirst; ++first) {
-            for (int32_t count = 1; count <= kMaxCount; ++count) {
+            for (int32_t count = 1; count <= (fold_ctas > 0 ? 1 : kMaxCount); ++count) {  // a fold: decodes only
               std::vector<int32_t> positions(static_cast<size_t>(count)), seq(static_cast<size_t>(count), 7);
               for (int32_t i = 0; i < count; ++i) positions[static_cast<size_t>(i)] = first + i;
               const vosti::Status st = vosti::plan_attention(positions, seq, shape, capacity, &plan);

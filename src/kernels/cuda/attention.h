@@ -54,8 +54,9 @@
 //   out[d] = A.O[d] / A.L (the correctly rounded f32 quotient, as one IEEE division; computed
 //   without a branch an element, attention_mma.cu's divide_row), rounded once to the output
 //   dtype. One CTA folds
-//   the splits in registers and shared memory, or each split runs on its own CTA and saves its
-//   state (exact f32 values) for the merge kernel, which folds the same way: the same values.
+//   the splits in registers and shared memory (a folding CTA, or the decode kernel for a decode
+//   row the plan keeps whole), or each split runs on its own CTA and saves its state (exact f32
+//   values) for the merge kernel, which folds the same way: the same values.
 //   The tiles a row visits, its masked positions and its split cuts depend on p (and W) alone.
 //
 // 2. The per-query family (attention.cu; every other deployment, f32 pools among them), one CTA
@@ -130,6 +131,7 @@ struct AttentionWorkView {
   const AttentionWork* per_split = nullptr;  // [*num_per_split] device
   const int32_t* num_per_split = nullptr;    // device scalar
   int32_t per_split_grid = 0;                // host: CTA rows launched; each strides over the items
+  bool per_split_folds = false;              // host: some per-split item folds its splits (AttentionPlan::decode_folds)
   const AttentionMerge* merges = nullptr;    // [*num_merges] device
   const int32_t* num_merges = nullptr;       // device scalar
   int32_t merge_grid = 0;                    // host: CTAs launched (>= *num_merges)

@@ -16,10 +16,11 @@
 // On sm_90a (H100, H200), folded items of 128-row CTAs at head_dim 64 and 128 run
 // attention_wgmma_kernel: two warpgroups, the same stream and fold, the two chains of a tile on
 // wgmma (each k16 step gives each element the bits of mma.sync's: wgmma_ptx.cuh).
-// Decode items (one position: group <= 16 rows, one m16 block; where decode_fits) run
+// Decode items (one position: group <= 16 rows, one m16 block; where attention_decode_fits) run
 // attention_decode_kernel, whose four warps split each tile's scores and head-dim columns
 // between them and compute every value with tile_step's operations (see there); the merge
-// kernel folds their splits.
+// kernel folds their splits, or, where the plan keeps a decode row whole, the decode kernel
+// folds them itself with end_split's operations in the same order.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -1245,9 +1246,11 @@ __device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t 
 
 // The end of a decode item's split: O / L, or the state for the merge kernel, of this warp's
 // columns (M and L by warp 0).
+// Writes the block's rows of this warp's columns: O / L, or the split's state for the merge
+// kernel (M and L by warp 0) where w.partial >= 0.
 template <int kHd, typename OutT>
-__device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWork& w, int kv_head,
-                                           const DecodeState<kHd>& st) {
+__device__ __forceinline__ void decode_store(const MmaParams& p, const AttentionWork& w, int kv_head,
+                                             const DecodeState<kHd>& st, const float (&L)[2]) {
   constexpr int kDp = DecodeShape<kHd>::kDp;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int col = warp * kDp * 16 + 2 * (lane & 3);
@@ -1255,7 +1258,6 @@ __device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWo
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int row = (lane >> 2) + 8 * i;
-    const float L = quad_sum(st.l[i]);
     if (row >= rows) continue;
     const int64_t q_row = w.first_row + row / p.group;
     const int head = kv_head * p.group + row % p.group;
@@ -1264,38 +1266,124 @@ __device__ __forceinline__ void decode_end(const MmaParams& p, const AttentionWo
       float* dst = p.partial_o + slot_head * kHd + col;
 #pragma unroll
       for (int dt = 0; dt < 2 * kDp; ++dt) store_pair(dst + dt * 8, st.o[dt][2 * i], st.o[dt][2 * i + 1]);
-      if (warp == 0 && (lane & 3) == 0) store_pair(p.partial_ml + slot_head * 2, st.m[i], L);
+      if (warp == 0 && (lane & 3) == 0) store_pair(p.partial_ml + slot_head * 2, st.m[i], L[i]);
     } else {
       store_divided_row(static_cast<OutT*>(p.out) + q_row * p.out_row_stride + static_cast<int64_t>(head) * kHd + col,
-                        st.o, i, L);
+                        st.o, i, L[i]);
     }
   }
 }
 
-// The per-split items where decode_fits (a KV head's rows in one m16 block, head_dim >= 64, a
-// loader thread's rows in one page): the stream of attention_mma_kernel (stream_items), each tile
-// computed by the four warps together (decode_tile_step).
+// The fold so far of a decode item's splits, this thread's values: M and L in registers, O (in
+// DecodeState::o's layout) in the thread's local memory, as FoldO keeps it for two blocks a warp:
+// read and written only at a split's end.
+template <int kHd>
+struct DecodeFold {
+  float m[2];
+  float l[2];
+  float4 o[2 * DecodeShape<kHd>::kDp];
+  __device__ __forceinline__ void pin() { asm volatile("" : : "l"(this) : "memory"); }
+  __device__ __forceinline__ void clear() {
+    m[0] = m[1] = l[0] = l[1] = 0.f;
+#pragma unroll
+    for (int dt = 0; dt < 2 * DecodeShape<kHd>::kDp; ++dt) o[dt] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+};
+
+// The end of split s of a decode item, this warp's columns of the block's rows: L over the row's
+// quad, then decode_store where the item is one split; where it holds several, the fold of
+// end_split in split order (the first split's state copied, each later one folded with fold_coef
+// and fold: the merge kernel's operations too), and O / L after the last.
+template <int kHd, typename OutT>
+__device__ __forceinline__ void decode_end_split(const MmaParams& p, const AttentionWork& w, int kv_head, int s,
+                                                 DecodeState<kHd>& st, DecodeFold<kHd>& acc) {
+  constexpr int kNt = 2 * DecodeShape<kHd>::kDp;
+  const float L[2] = {quad_sum(st.l[0]), quad_sum(st.l[1])};
+  if (w.split_end - w.split_begin == 1) {
+    decode_store<kHd, OutT>(p, w, kv_head, st, L);
+    return;
+  }
+  if (s == w.split_begin) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      acc.m[i] = st.m[i];
+      acc.l[i] = L[i];
+    }
+#pragma unroll
+    for (int dt = 0; dt < kNt; ++dt) acc.o[dt] = make_float4(st.o[dt][0], st.o[dt][1], st.o[dt][2], st.o[dt][3]);
+    return;
+  }
+  FoldCoef f[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    f[i] = fold_coef(acc.m[i], st.m[i], p.c);
+    acc.l[i] = fold(acc.l[i], L[i], f[i]);
+    acc.m[i] = f[i].m;
+  }
+#pragma unroll
+  for (int dt = 0; dt < kNt; ++dt) {
+    const float4 x = acc.o[dt];
+    st.o[dt][0] = fold(x.x, st.o[dt][0], f[0]);
+    st.o[dt][1] = fold(x.y, st.o[dt][1], f[0]);
+    st.o[dt][2] = fold(x.z, st.o[dt][2], f[1]);
+    st.o[dt][3] = fold(x.w, st.o[dt][3], f[1]);
+  }
+  if (s == w.split_end - 1) {
+    decode_store<kHd, OutT>(p, w, kv_head, st, acc.l);
+  } else {
+#pragma unroll
+    for (int dt = 0; dt < kNt; ++dt) acc.o[dt] = make_float4(st.o[dt][0], st.o[dt][1], st.o[dt][2], st.o[dt][3]);
+  }
+}
+
+template <int kHd>
+__device__ __forceinline__ void decode_reset(DecodeState<kHd>& st) {
+#pragma unroll
+  for (int dt = 0; dt < 2 * DecodeShape<kHd>::kDp; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st.o[dt][e] = 0.f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+}
+
+// The per-split items where attention_decode_fits (a KV head's rows in one m16 block, head_dim
+// >= 64, a loader thread's rows in one page): the stream of attention_mma_kernel (stream_items),
+// each tile computed by the four warps together (decode_tile_step); an item's splits, where it
+// holds several, folded at each split's end (decode_end_split).
 template <int kHd, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1) attention_decode_kernel(const MmaParams p) {
   using S = DecodeShape<kHd>;
   extern __shared__ __align__(128) char smem[];
   const int kv_head = static_cast<int>(blockIdx.x);
   const uint32_t base = smem_addr(smem);
-  DecodeState<kHd> state;  // an item is one split (the plan's per-split items)
+  DecodeState<kHd> state;  // the split being computed
+  DecodeFold<kHd> fold;    // the fold of the item's earlier splits
+  fold.pin();
+  // The split of the tile being computed and the end of its tiles (tracked as attention_mma_kernel
+  // does: an item's first tile is in its first split, its tiles come in order).
+  int split = 0, split_end = 0;
   const auto begin_item = [&](const AttentionWork& w) {
     load_q<kHd, 16>(p, w, kv_head, smem + S::kQ);
-#pragma unroll
-    for (int dt = 0; dt < 2 * S::kDp; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) state.o[dt][e] = 0.f;
-    state.m[0] = state.m[1] = -INFINITY;
-    state.l[0] = state.l[1] = 0.f;
+    split = w.split_begin;
+    split_end = (w.split_begin + 1) * p.tiles_per_split;
+    decode_reset(state);
+    // The fold is written at an item's first split's end before any read; cleared here too so
+    // that verify/analyzer sees no read meet the previous item's values.
+    fold.clear();
   };
   const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
+    if (t + p.tiles_per_split == split_end) {  // a split's first tile
+      asm volatile("");                        // a branch, not a select of every state register on every tile
+      decode_reset(state);
+    }
     decode_tile_step<kHd>(state, base + S::kQ, base + S::kK + stage * S::kTileBytes,
                           base + S::kV + stage * S::kTileBytes, t, tiles.masked(t, p.window),
                           RowSpan{w.first_position, w.num_positions * p.group, p.group, p.window}, p.c, smem);
-    if (t + 1 == tiles.t_end && w.split_end - w.split_begin == 1) decode_end<kHd, OutT>(p, w, kv_head, state);
+    if (t + 1 == tiles.t_end || t + 1 == split_end) decode_end_split<kHd, OutT>(p, w, kv_head, split, state, fold);
+    if (t + 1 == split_end) {
+      ++split;
+      split_end += p.tiles_per_split;
+    }
   };
   stream_items<S>(p, base, begin_item, tile);
 }
@@ -1443,16 +1531,22 @@ Status launch_for_head_dim(int hd, const MmaParams& p, int items, int heads, boo
   }
 }
 
-// The per-split items: attention_decode_kernel where a KV head's rows fit one m16 block, head_dim
-// >= 64 and a page holds a loader thread's rows (decode_fits: functions of the deployment), else
-// the streaming kernel's one-split form.
+// The per-split items: attention_decode_kernel where attention_decode_fits (functions of the
+// deployment), else the streaming kernel's one-split form.
 template <int kHd>
 bool decode_fits(const MmaParams& p) {
-  return p.group <= 16 && p.block_shift >= 0 && (1 << p.block_shift) >= DecodeShape<kHd>::kRowsPerThread;
+  static_assert(DecodeShape<kHd>::kRowsPerThread == kHd / 16, "attention_decode_fits' block size");
+  return attention_decode_fits(kHd, p.group, p.block_size);
 }
 
 template <typename OutT>
-Status launch_per_split(int hd, const MmaParams& p, int items, int heads, cudaStream_t stream) {
+Status launch_per_split(int hd, const MmaParams& p, int items, int heads, bool folds, cudaStream_t stream) {
+  if (folds && !attention_decode_fits(hd, p.group, p.block_size))
+    return invalid_argument(
+        "attention (tensor cores): the plan folds decode rows in the per-split kernel, which "
+        "needs attention_decode_fits (head_dim " +
+        std::to_string(hd) + ", group " + std::to_string(p.group) + ", block size " + std::to_string(p.block_size) +
+        ")");
   switch (hd) {
     case 64:
       if (decode_fits<64>(p))
@@ -1544,7 +1638,7 @@ Status launch_all(const AttentionArgs& a, const CudaKvLayer& kv, cudaStream_t st
     p.work = w.per_split;
     p.num_work_dev = w.num_per_split;
     p.num_work_host = 0;
-    VOSTI_RETURN_IF_ERROR(launch_per_split<OutT>(hd, p, w.per_split_grid, kv.num_kv_heads, stream));
+    VOSTI_RETURN_IF_ERROR(launch_per_split<OutT>(hd, p, w.per_split_grid, kv.num_kv_heads, w.per_split_folds, stream));
   }
   if (w.merge_grid > 0) {
     const dim3 grid(static_cast<unsigned>(w.merge_grid), static_cast<unsigned>(a.num_heads));

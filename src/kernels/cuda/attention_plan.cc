@@ -13,8 +13,9 @@ namespace {
 // at `row`: cut at the boundaries of the tiles of the positions and of their first positions
 // (f(q) reaches the next tile start 64 (t + 1) at q = 64 (t + 1) + window - 1), each piece's
 // positions spread evenly over as few CTAs as fit.
-void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decode, const AttentionShape& shape,
-              int32_t partial_capacity, AttentionPlan* plan) {
+// fold_decodes: attention_decode_rows_fold (decode rows stay whole items of the per-split kernel).
+void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decode, bool fold_decodes,
+              const AttentionShape& shape, int32_t partial_capacity, AttentionPlan* plan) {
   const int max_positions = (decode ? kAttnRowsPerCta : shape.folded_rows) / shape.group();
   int32_t p = first;
   const int32_t end = first + count;
@@ -38,7 +39,7 @@ void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decod
       w.split_begin = attention_window_first(a, shape.window) / shape.split;
       w.split_end = attention_num_splits(b - 1, shape.split);
       const int32_t splits = w.split_end - w.split_begin;
-      if (decode && splits == 1) {
+      if (decode && (splits == 1 || fold_decodes)) {
         plan->per_split.push_back(w);
       } else if (decode && plan->num_partials + splits <= partial_capacity) {
         plan->merges.push_back({w.first_row, plan->num_partials, splits});
@@ -58,7 +59,53 @@ void plan_run(int32_t seq, int32_t row, int32_t first, int32_t count, bool decod
   }
 }
 
+// Calls fn(r, e) for each run [r, e) of consecutive positions of one sequence (padding rows
+// skipped): a sequence's rows are one run in the runner's steps; any other row order is planned
+// run by run. A one-row run is a decode.
+template <class Fn>
+void for_each_run(std::span<const int32_t> positions, std::span<const int32_t> row_seq, Fn&& fn) {
+  const auto m = static_cast<int32_t>(positions.size());
+  int32_t r = 0;
+  while (r < m) {
+    if (positions[r] < 0) {  // padding row
+      ++r;
+      continue;
+    }
+    int32_t e = r + 1;
+    while (e < m && row_seq[e] == row_seq[r] && positions[e] == positions[e - 1] + 1) ++e;
+    fn(r, e);
+    r = e;
+  }
+}
+
+// KV tiles a query at position p reads (from its first position's tile to its own).
+int32_t row_tiles(int32_t p, int window) {
+  return p / kAttnKvTile - attention_window_first(p, window) / kAttnKvTile + 1;
+}
+
 }  // namespace
+
+bool attention_decode_fits(int head_dim, int group, int block_size) {
+  return (head_dim == 64 || head_dim == 128 || head_dim == 256) && group <= 16 && block_size <= kAttnKvTile &&
+         (block_size & (block_size - 1)) == 0 && block_size >= head_dim / 16;
+}
+
+bool attention_decode_rows_fold(std::span<const int32_t> positions, std::span<const int32_t> row_seq,
+                                const AttentionShape& shape) {
+  if (shape.decode_fold_ctas <= 0 || positions.size() != row_seq.size()) return false;
+  int64_t sum = 0, longest = 0;
+  bool several = false;
+  for_each_run(positions, row_seq, [&](int32_t r, int32_t e) {
+    if (e - r != 1) return;
+    const int32_t p = positions[r];
+    const int32_t tiles = row_tiles(p, shape.window);
+    sum += tiles;
+    longest = std::max<int64_t>(longest, tiles);
+    several =
+        several || attention_num_splits(p, shape.split) > attention_window_first(p, shape.window) / shape.split + 1;
+  });
+  return several && longest * shape.decode_fold_ctas <= sum;
+}
 
 bool attention_two_blocks_fit(int head_dim, int block_size) {
   return head_dim <= 128 && block_size <= kAttnKvTile && (block_size & (block_size - 1)) == 0 &&
@@ -95,6 +142,8 @@ Status check_attention_shape(const AttentionShape& s) {
                             std::to_string(kAttnKvTile));
   }
   if (s.window < 0) return invalid_argument("attention: negative sliding window " + std::to_string(s.window));
+  if (s.decode_fold_ctas < 0)
+    return invalid_argument("attention: negative decode_fold_ctas " + std::to_string(s.decode_fold_ctas));
   return Status();
 }
 
@@ -107,21 +156,11 @@ Status plan_attention(std::span<const int32_t> positions, std::span<const int32_
   plan->window = shape.window;
   if (positions.size() != row_seq.size())
     return invalid_argument("attention plan: positions and row_seq differ in length");
-  const int32_t m = static_cast<int32_t>(positions.size());
-  int32_t r = 0;
-  while (r < m) {
-    if (positions[r] < 0) {  // padding row
-      ++r;
-      continue;
-    }
-    // The run of consecutive positions of one sequence starting at row r (a sequence's rows
-    // are one run in the runner's steps; any other row order is planned run by run).
-    int32_t e = r + 1;
-    while (e < m && row_seq[e] == row_seq[r] && positions[e] == positions[e - 1] + 1) ++e;
-    // A one-row run is a decode.
-    plan_run(row_seq[r], r, positions[r], e - r, e - r == 1, shape, partial_capacity, plan);
-    r = e;
-  }
+  const bool fold_decodes = attention_decode_rows_fold(positions, row_seq, shape);
+  plan->decode_folds = fold_decodes;
+  for_each_run(positions, row_seq, [&](int32_t r, int32_t e) {
+    plan_run(row_seq[r], r, positions[r], e - r, e - r == 1, fold_decodes, shape, partial_capacity, plan);
+  });
   // One-split items first: their CTAs need no shared memory for the fold.
   const auto multi = std::partition(plan->folded.begin(), plan->folded.end(),
                                     [](const AttentionWork& w) { return w.split_end - w.split_begin == 1; });

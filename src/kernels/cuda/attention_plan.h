@@ -15,8 +15,10 @@
 // - Where an item's splits run (one CTA folding them in order, or one CTA per split with the
 //   merge kernel folding the saved states in the same order) is a choice of place only: both
 //   paths run the same operations on every row. The plan puts a split on its own CTA only
-//   for a sequence with one row in the step (a decode) while partial slots remain; everything
-//   else folds in one CTA.
+//   for a sequence with one row in the step (a decode) while partial slots remain, and only
+//   where the step's decodes are too few to fill the per-split launch's CTAs with whole rows
+//   (decode_rows_fold); everything else folds in one CTA: a decode in the per-split kernel
+//   (AttentionShape::decode_fold_ctas), any other row in a folding CTA.
 // Thread safety: plan_attention is a pure function of its arguments.
 #pragma once
 
@@ -45,6 +47,9 @@ struct AttentionShape {
   // the K/V fragments loaded once for both). Where a row is computed, never how.
   int folded_rows = kAttnRowsPerCta;
   int window = 0;  // the model's sliding window (attention.h): 0 = none
+  // CTAs a KV head that the per-split launch runs at once where its kernel folds a decode row's
+  // splits itself (attention_decode_fits); 0: it does not, and decode rows are cut per split.
+  int decode_fold_ctas = 0;
   int group() const { return num_heads / num_kv_heads; }
 };
 
@@ -60,6 +65,9 @@ struct AttentionWork {
   int32_t partial = -1;  // -1: fold the splits and write the output; >= 0: (one position, one split) save the
                          // split's state in partial slot `partial`
 };
+// AttentionPlan::per_split holds three kinds of items: one split of a decode row (partial >= 0),
+// a decode row of one split, and a decode row whose splits the per-split kernel folds in order
+// (partial -1, decode_fold_ctas > 0).
 static_assert(sizeof(AttentionWork) == 28, "AttentionWork is copied to the device as 7 int32");
 
 // One decode row whose splits ran on separate CTAs: the merge kernel folds slots
@@ -77,13 +85,15 @@ struct AttentionPlan {
   // the hardware hands the next one to whichever SM is free: the longest start first).
   std::vector<AttentionWork> folded;
   int32_t num_folded_one_split = 0;
-  std::vector<AttentionWork> per_split;  // one split each (partial >= 0), or a one-split decode (partial -1)
+  std::vector<AttentionWork> per_split;  // decode rows: one split each (partial >= 0), or whole (partial -1)
   std::vector<AttentionMerge> merges;
   int32_t num_partials = 0;       // partial slots used
   int split = kAttnDefaultSplit;  // the split the plan was made for
   int folded_rows = kAttnRowsPerCta;
-  int window = 0;  // the sliding window the plan was made for
+  int window = 0;             // the sliding window the plan was made for
+  bool decode_folds = false;  // per_split holds decode rows of several splits (attention_decode_rows_fold)
   void clear() {
+    decode_folds = false;
     folded.clear();
     num_folded_one_split = 0;
     per_split.clear();
@@ -117,6 +127,20 @@ bool attention_two_blocks_fit(int head_dim, int block_size);
 // 1,024 tokens 84 / 110 us, 2,048 223 / 214, 8 x 1,024 507 / 443; wgmma at 128 rows 67, 167, 398:
 // docs/BENCHMARKS.md.)
 int attention_folded_rows(const AttentionShape& shape, int block_size, int64_t positions, int sms, bool wgmma);
+
+// Whether the per-split items run attention_decode_kernel (which folds a decode row's splits in
+// order where an item holds several): a KV head's rows in one m16 block (group <= 16), head_dim
+// 64, 128 or 256, and a power-of-two block size of head_dim / 16 to 64 positions (its loader
+// copies head_dim / 16 consecutive positions a thread from one page). Otherwise the streaming
+// kernel's one-split form runs them.
+bool attention_decode_fits(int head_dim, int group, int block_size);
+
+// Whether the step's decode rows fold their splits in the per-split kernel rather than split
+// across CTAs: where shape.decode_fold_ctas > 0, some decode row has several splits, and the
+// longest decode's tiles times decode_fold_ctas is at most all decodes' tiles (each CTA then gets
+// at least one whole row's work, so no merge is needed to keep the CTAs busy). A choice of place.
+bool attention_decode_rows_fold(std::span<const int32_t> positions, std::span<const int32_t> row_seq,
+                                const AttentionShape& shape);
 
 // Checks a shape for the tensor-core family: heads, group, head_dim in kAttnHeadDims, split,
 // window >= 0.

@@ -82,6 +82,7 @@ Result<AttentionWorkView> AttentionWorkBuffers::upload(const AttentionPlan& plan
   v.num_folded = static_cast<int32_t>(n_folded);
   v.num_folded_one_split = plan.num_folded_one_split;
   v.per_split_grid = static_cast<int32_t>(n_per_split);
+  v.per_split_folds = plan.decode_folds;
   v.merge_grid = static_cast<int32_t>(n_merges);
   return v;
 }

@@ -38,7 +38,8 @@ class AttentionWorkBuffers {
 
   // The view a CUDA graph captures for steps of up to num_rows single-row sequences: grids
   // fixed by the capacity, the kernels reading the step's counts on the device; per_split_ctas
-  // is the per-split launch's CTA rows. REQUIRES: the step's plan has no folded items.
+  // is the per-split launch's CTA rows. REQUIRES: the step's plan has no folded items, and folds
+  // decode rows in the per-split kernel only where attention_decode_fits.
   AttentionWorkView graph_view(int64_t num_rows, int32_t per_split_ctas) const;
 
   int32_t partial_capacity() const { return partial_capacity_; }

@@ -254,6 +254,9 @@ Status CudaRunner::allocate() {
                                                    attn_shape_.head_dim, attn_shape_.split, attn_shape_.window));
     // A decode graph's per-split launch: about two CTAs per SM, each striding over the items.
     graph_ctas_ = static_cast<int32_t>(std::max<int64_t>(1, cdiv(2 * dev.gemm.num_sms, c.num_kv_heads)));
+    // Enough decode rows fold their splits in the per-split kernel, where it can (no merge).
+    if (attention_decode_fits(attn_shape_.head_dim, attn_shape_.group(), static_cast<int>(bs)))
+      attn_shape_.decode_fold_ctas = graph_ctas_;
     num_sms_ = dev.gemm.num_sms;
     has_wgmma_ = dev.gemm.has_wgmma;
     attn_pos_.reserve(static_cast<size_t>(token_cap_));
