@@ -11,7 +11,7 @@
 #   wgmma:     attention_wgmma_kernel<hd, OutT, true> from the sm_90a PTX (128-row CTAs, its chains on
 #              wgmma: each k16 step the node of mma.sync's step on the same operands);
 #   decode_fold: attention_decode_kernel given the whole row (partial -1), folding its splits itself
-#              (where this build's kernel does: NO_DECODE_FOLD).
+#              (the planner's choice where a step's decode rows fill its CTAs: decode_fold_ctas).
 # Floating-point values are nodes of one hash-consed Dag, so equal DAGs are the same node: an output
 # value is compared by identity. What makes two paths' DAGs equal where their operations differ only
 # in an order that cannot change a bit is normalised in the Dag (ptx_exec.py), each an assumption
@@ -379,14 +379,6 @@ class CaseOutcome:
     differences: list[str] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)  # paths this build does not have (NO_DECODE_FOLD)
-
-
-# Where attention_decode_kernel stores nothing for a decode row of several splits (partial -1), it
-# does not fold a row's splits itself, and the planner never gives it such an item (attention_plan.h:
-# decode_fold_ctas): not a path of this build. Any other item it leaves unstored is a difference.
-NO_DECODE_FOLD = ("decode_fold: attention_decode_kernel stores nothing for a decode row of several splits "
-                  "(partial -1): it does not fold a row's splits in this build, and that path was not compared")
 
 
 def describe(n, depth: int = 0) -> str:
@@ -441,16 +433,13 @@ def run_case(ptx: str, spec_path: str, case: Case, entries: dict[str, str] | Non
         stored = {}
         for path in case.paths:
             got, missing = run_path(path, progs, case, lay, inputs, dag).stored(dag)
-            if path == "decode_fold" and not got:
-                res.notes.append(NO_DECODE_FOLD)
-                continue
             if missing:
                 r, c = missing[0]
                 res.differences.append(f"{path}: out[{r}][{c}] not stored ({len(missing)} values)")
             stored[path] = got
         ref_path = case.paths[0]
         ref = stored[ref_path]
-        for path in [p for p in case.paths[1:] if p in stored]:
+        for path in case.paths[1:]:
             for (r, col), node in stored[path].items():
                 want = ref.get((r, col))
                 if want is None:
@@ -560,7 +549,6 @@ def compare(ptx: str, spec_path: str, workers: int = 2, todo: list | None = None
         f"node on every path (the merge alone: the in-order fold's); {busy:.1f} s of runs, "
         f"{time.time() - t0:.1f} s wall",
         "  paths: " + "; ".join(names[p] for p in paths),
-        *sorted({"  " + n for o in outcomes for n in o.notes}),
         "  cases: " + "; ".join(c.name() for c in todo),
         "  assumptions: " + "; ".join(ASSUMPTIONS)]
     return ChainVerdict(summary, reasons)
