@@ -7,7 +7,7 @@
 # comparison (gemm_chains.py) gets mutants/gemm_chains_planted.cu, compiled with nvcc to sm_80 PTX:
 # a clean copy of the kernel and two planted chain orders; the tensor-core attention's split-path
 # comparison (attention_chains.py) gets mutants/attention_chains_planted.cu (the real kernels and
-# planted copies of the folded kernel and the merge kernel), likewise.
+# planted copies of the folded kernel, the merge kernel and the decode kernel), likewise.
 #   python3 verify/analyzer/mutants.py [--build build]
 # Ends with "analyzer mutants: N killed, M not"; exits 1 if any survives or the clean one fails.
 from __future__ import annotations
@@ -181,12 +181,25 @@ def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
     return killed, survived
 
 
-# (name, planted folded kernel's kPlant, planted merge's kPlant, planted?): the split-path kill table.
-# Each runs the planted folded kernel against the real decode kernel with the planted merge.
-ATTENTION_MUTANTS = [("attention split paths, clean copies of the folded and merge kernels", 0, 0, False),
-                     ("a folded kernel summing each lane's l in decreasing j", 1, 0, True),
-                     ("a folded kernel skipping the O rescale where alpha > 0.99, not only where it is 1", 2, 0, True),
-                     ("a merge folding the splits last to first", 0, 3, True)]
+# (name, the planted kernels (path -> entry), the paths compared, planted?): the split-path kill table.
+# Planted folded kernels and merges run against the real decode kernel per split, the planted decode
+# kernel (folding a row's splits itself) against the real folded kernel.
+_FOLD = "planted_fold_kernelILi{{hd}}E{{out}}Li{}EEEv"
+_MERGE = "planted_merge_kernelI{{out}}Li{}EEEv"
+_DECODE = "planted_decode_kernelILi{{hd}}E{{out}}Li{}EEEv"
+ATTENTION_MUTANTS = [
+    ("attention split paths, clean copies of the folded and merge kernels",
+     {"folded": _FOLD.format(0), "merge": _MERGE.format(0)}, ("folded", "decode"), False),
+    ("a folded kernel summing each lane's l in decreasing j",
+     {"folded": _FOLD.format(1), "merge": _MERGE.format(0)}, ("folded", "decode"), True),
+    ("a folded kernel skipping the O rescale where alpha > 0.99, not only where it is 1",
+     {"folded": _FOLD.format(2), "merge": _MERGE.format(0)}, ("folded", "decode"), True),
+    ("a merge folding the splits last to first",
+     {"folded": _FOLD.format(0), "merge": _MERGE.format(3)}, ("folded", "decode"), True),
+    ("attention split paths, clean copy of the decode kernel folding a row's splits",
+     {"decode_fold": _DECODE.format(0)}, ("folded", "decode_fold"), False),
+    ("a decode kernel folding each lane's l before the row's quad sum",
+     {"decode_fold": _DECODE.format(4)}, ("folded", "decode_fold"), True)]
 
 
 def attention_mutants(build: str, nvcc: str) -> tuple[int, int]:
@@ -205,11 +218,9 @@ def attention_mutants(build: str, nvcc: str) -> tuple[int, int]:
     if r.returncode != 0:
         print(f"  FAIL  attention split-path mutants: nvcc: {r.stderr[:300]}")
         return 0, len(ATTENTION_MUTANTS)
-    case = attention_chains.Case(64, 4, 1, 2 * attention_chains.TILE + 37, 1, 1, paths=("folded", "decode"))
     killed = survived = 0
-    for name, fold, merge, planted in ATTENTION_MUTANTS:
-        entries = {"folded": f"planted_fold_kernelILi{{hd}}E{{out}}Li{fold}EEEv",
-                   "merge": f"planted_merge_kernelI{{out}}Li{merge}EEEv"}
+    for name, entries, paths, planted in ATTENTION_MUTANTS:
+        case = attention_chains.Case(64, 4, 1, 2 * attention_chains.TILE + 37, 1, 1, paths=paths)
         verdict = attention_chains.compare(ptx, os.path.join(HERE, "kernels.toml"), 1, [case], entries)
         refused = [w for w in verdict.reasons if "not executed" in w or "not compared" in w]
         if not planted:

@@ -9,7 +9,12 @@
 //       2  the O rescale is skipped where alpha > 0.99 (not only where alpha == 1);
 //   planted_merge_kernel: attention_merge_kernel's fold without its staging:
 //       0  the clean copy (splits folded in order);
-//       3  the splits folded last to first.
+//       3  the splits folded last to first;
+//   planted_decode_kernel: a copy of attention_decode_kernel (which folds a decode row's splits
+//     itself where an item holds several) whose fold step is a copy of decode_end_split's:
+//       0  the clean copy;
+//       4  L folded before the row's quad sum (each lane folds its own class sum l, then the quad
+//          sums the folded values).
 // Each kernel is batch invariant on its own; only the comparison of the paths catches them. Never
 // linked into the engine.
 #include "kernels/cuda/attention_mma.cu"
@@ -195,6 +200,88 @@ __global__ void __launch_bounds__(kMergeThreads)
   store_pair(out + mg.row * out_row_stride + static_cast<int64_t>(head) * hd + d, x[0], x[1]);
 }
 
+// decode_end_split; kPlant 4 folds each lane's l before the quad sum.
+template <int kHd, typename OutT, int kPlant>
+__device__ __forceinline__ void planted_decode_end(const MmaParams& p, const AttentionWork& w, int kv_head, int s,
+                                                   DecodeState<kHd>& st, DecodeFold<kHd>& acc) {
+  constexpr int kNt = 2 * DecodeShape<kHd>::kDp;
+  const float L[2] = {kPlant == 4 ? st.l[0] : quad_sum(st.l[0]), kPlant == 4 ? st.l[1] : quad_sum(st.l[1])};
+  if (w.split_end - w.split_begin == 1) {
+    decode_store<kHd, OutT>(p, w, kv_head, st, L);
+    return;
+  }
+  if (s == w.split_begin) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      acc.m[i] = st.m[i];
+      acc.l[i] = L[i];
+    }
+#pragma unroll
+    for (int dt = 0; dt < kNt; ++dt) acc.o[dt] = make_float4(st.o[dt][0], st.o[dt][1], st.o[dt][2], st.o[dt][3]);
+    return;
+  }
+  FoldCoef f[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    f[i] = fold_coef(acc.m[i], st.m[i], p.c);
+    acc.l[i] = fold(acc.l[i], L[i], f[i]);
+    acc.m[i] = f[i].m;
+  }
+#pragma unroll
+  for (int dt = 0; dt < kNt; ++dt) {
+    const float4 x = acc.o[dt];
+    st.o[dt][0] = fold(x.x, st.o[dt][0], f[0]);
+    st.o[dt][1] = fold(x.y, st.o[dt][1], f[0]);
+    st.o[dt][2] = fold(x.z, st.o[dt][2], f[1]);
+    st.o[dt][3] = fold(x.w, st.o[dt][3], f[1]);
+  }
+  if (s == w.split_end - 1) {
+    const float l[2] = {kPlant == 4 ? quad_sum(acc.l[0]) : acc.l[0], kPlant == 4 ? quad_sum(acc.l[1]) : acc.l[1]};
+    decode_store<kHd, OutT>(p, w, kv_head, st, l);
+  } else {
+#pragma unroll
+    for (int dt = 0; dt < kNt; ++dt) acc.o[dt] = make_float4(st.o[dt][0], st.o[dt][1], st.o[dt][2], st.o[dt][3]);
+  }
+}
+
+// attention_decode_kernel with planted_decode_end.
+template <int kHd, typename OutT, int kPlant>
+__global__ void __launch_bounds__(kThreads, 1) planted_decode_kernel(const MmaParams p) {
+  using S = DecodeShape<kHd>;
+  extern __shared__ __align__(128) char smem[];
+  const int kv_head = static_cast<int>(blockIdx.x);
+  const uint32_t base = smem_addr(smem);
+  DecodeState<kHd> state;
+  DecodeFold<kHd> fold;
+  fold.pin();
+  int split = 0, split_end = 0;
+  const auto begin_item = [&](const AttentionWork& w) {
+    load_q<kHd, 16>(p, w, kv_head, smem + S::kQ);
+    split = w.split_begin;
+    split_end = (w.split_begin + 1) * p.tiles_per_split;
+    decode_reset(state);
+    fold.clear();
+  };
+  const auto tile = [&](const AttentionWork& w, const ItemTiles& tiles, int t, int stage) {
+    if (t + p.tiles_per_split == split_end) {
+      asm volatile("");
+      decode_reset(state);
+    }
+    decode_tile_step<kHd>(state, base + S::kQ, base + S::kK + stage * S::kTileBytes,
+                          base + S::kV + stage * S::kTileBytes, t, tiles.masked(t, p.window),
+                          RowSpan{w.first_position, w.num_positions * p.group, p.group, p.window}, p.c, smem);
+    if (t + 1 == tiles.t_end || t + 1 == split_end)
+      planted_decode_end<kHd, OutT, kPlant>(p, w, kv_head, split, state, fold);
+    if (t + 1 == split_end) {
+      ++split;
+      split_end += p.tiles_per_split;
+    }
+  };
+  stream_items<S>(p, base, begin_item, tile);
+}
+
+template __global__ void planted_decode_kernel<64, float, 0>(MmaParams);
+template __global__ void planted_decode_kernel<64, float, 4>(MmaParams);
 template __global__ void planted_fold_kernel<64, float, 0>(MmaParams);
 template __global__ void planted_fold_kernel<64, float, 1>(MmaParams);
 template __global__ void planted_fold_kernel<64, float, 2>(MmaParams);
