@@ -26,7 +26,11 @@
 #            kernels' barrier protocol; docs/VERIFICATION.md);
 #   control  a register defined in a region that a variant branch controls, and used outside that
 #            region, carries the branch's labels (a variant loop bound that reaches a loop-carried
-#            value, a variant if that picks a value); a guarded definition carries its guard.
+#            value, a variant if that picks a value); a guarded definition carries its guard. Except
+#            a copy that cannot change the register (_same_copy): d = x where d already equals x at
+#            the branch, x is not redefined in the region and every definition of d there is that
+#            copy: whichever way the branch goes, d leaves the region holding x's value (the
+#            compiler places such copies of loop-carried values on every path out of a branch).
 # Verdict: a floating-point register whose labels are not empty is a violation: a batch-variant
 # value reached an operand, a loop bound or a choice of a floating-point computation. Variant values
 # may reach addresses, masks of whole-element stores and the bounds of loops that carry no
@@ -167,6 +171,8 @@ class _Analysis:
             for c2 in self.succ.get(b, ()):
                 self.pred.setdefault(c2, []).append(b)
         self.branch_label: dict[str, frozenset[str]] = {}
+        self.copies_out: dict[str, frozenset] | None = None  # _copies_at_branch, computed when first needed
+        self.same_copy: dict[tuple[int, str], bool] = {}
         self.changed = False
 
     # ---- memory accesses ----
@@ -334,6 +340,77 @@ class _Analysis:
                     work.append(c2)
         return labels[0] not in cover_blocks
 
+    # ---- copies that cannot change a register (the control rule's exception) ----
+    @staticmethod
+    def _copy_key(inst: Inst) -> tuple | None:
+        """(destination, source) of an unguarded mov of one register or one immediate, else None."""
+        if inst.kind != "move" or inst.pred or len(inst.dsts) != 1 or not inst.op.startswith("mov") \
+                or inst.special or inst.symbols:
+            return None
+        if len(inst.srcs) == 1:
+            return (inst.dsts[0], ("reg", inst.srcs[0]))
+        if not inst.srcs and len(inst.args) == 2:
+            return (inst.dsts[0], ("imm", inst.args[1].strip()))
+        return None
+
+    def _copies_at_branch(self) -> dict[str, frozenset]:
+        """Available copies: for each block, the (d, source) pairs with d equal to the source at its
+        end on every path from the entry (forward, intersection at joins)."""
+        if self.copies_out is not None:
+            return self.copies_out
+        out: dict[str, frozenset | None] = {lab: None for lab in self.labels}  # None: not reached yet
+        entry = self.labels[0] if self.labels else None
+
+        def transfer(lab: str, cur: set) -> frozenset:
+            for inst in self.blocks[lab].insts:
+                if id(inst) in self.dead:
+                    continue
+                for x in inst.dsts:
+                    cur = {c for c in cur if c[0] != x and c[1] != ("reg", x)}
+                key = self._copy_key(inst)
+                if key and key[1] != ("reg", key[0]):
+                    cur.add(key)
+            return frozenset(cur)
+
+        changed = True
+        while changed:
+            changed = False
+            for lab in self.labels:
+                ins = [out[q] for q in self.pred.get(lab, []) if out[q] is not None]
+                if lab == entry:
+                    cur: set = set()
+                elif not ins:
+                    continue
+                else:
+                    cur = set(ins[0]).intersection(*ins[1:])
+                new = transfer(lab, cur)
+                if new != out[lab]:
+                    out[lab] = new
+                    changed = True
+        self.copies_out = {lab: v or frozenset() for lab, v in out.items()}
+        return self.copies_out
+
+    def _same_copy(self, inst: Inst, d: str, a: str) -> bool:
+        """Whether inst's definition of d inside branch a's region leaves d as it was at the branch."""
+        key = self._copy_key(inst)
+        if key is None or key[0] != d:
+            return False
+        if (id(inst), a) in self.same_copy:
+            return self.same_copy[(id(inst), a)]
+        ok = key in self._copies_at_branch().get(a, frozenset())
+        src = key[1][1] if key[1][0] == "reg" else None
+        for lab in self.regions[a] if ok else ():
+            for other in self.blocks[lab].insts:
+                if id(other) in self.dead:
+                    continue
+                if (d in other.dsts and self._copy_key(other) != key) or (src is not None and src in other.dsts):
+                    ok = False
+                    break
+            if not ok:
+                break
+        self.same_copy[(id(inst), a)] = ok
+        return ok
+
     def escapes_region(self, d: str, a: str) -> bool:
         if (d, a) not in self.escapes:
             self.escapes[(d, a)] = any(u not in self.regions[a] for u in self.where_used.get(d, ()))
@@ -406,7 +483,7 @@ class _Analysis:
         for d in inst.dsts:
             extra = EMPTY
             for a in ctrl_regions:
-                if self.escapes_region(d, a):
+                if self.escapes_region(d, a) and not self._same_copy(inst, d, a):
                     extra = extra | self.branch_label[a]
             own = v | extra
             if not own <= self.origin.get(d, EMPTY):
