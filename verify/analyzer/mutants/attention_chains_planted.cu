@@ -23,8 +23,8 @@ namespace vosti {
 namespace {
 
 template <int kPlant>
-__device__ __forceinline__ void planted_softmax(float (&s)[kTileNt][4], float (&m)[2], float (&l)[2],
-                                                float (&alpha)[2], uint32_t (&pa)[kTile / 16][4], float c) {
+__device__ __forceinline__ void planted_softmax(float (&s)[kTileNt][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                uint32_t (&pa)[kTile / 16][4], float c) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float mx = -INFINITY;
@@ -155,11 +155,11 @@ __global__ void __launch_bounds__(kThreads, 1) planted_fold_kernel(const MmaPara
         asm volatile("");
         reset(state);
       }
-      planted_tile_step<kHd, kPlant>(state, q_rows, base + S::kK + stage * S::kTileBytes,
-                                     base + S::kV + stage * S::kTileBytes, base + S::kZero, t,
-                                     tiles.masked(t, p.window), RowSpan{w.first_position, rows, p.group, p.window},
-                                     p.c);
-      if (t + 1 == tiles.t_end || t + 1 == split_end) end_split<kHd, 1, OutT, true>(p, w, kv_head, split, state, fold_o);
+      planted_tile_step<kHd, kPlant>(
+          state, q_rows, base + S::kK + stage * S::kTileBytes, base + S::kV + stage * S::kTileBytes, base + S::kZero, t,
+          tiles.masked(t, p.window), RowSpan{w.first_position, rows, p.group, p.window}, p.c);
+      if (t + 1 == tiles.t_end || t + 1 == split_end)
+        end_split<kHd, 1, OutT, true>(p, w, kv_head, split, state, fold_o);
     }
     if (t + 1 == split_end) {
       ++split;
@@ -208,6 +208,7 @@ __device__ __forceinline__ void planted_decode_end(const MmaParams& p, const Att
   const float L[2] = {kPlant == 4 ? st.l[0] : quad_sum(st.l[0]), kPlant == 4 ? st.l[1] : quad_sum(st.l[1])};
   if (w.split_end - w.split_begin == 1) {
     decode_store<kHd, OutT>(p, w, kv_head, st, L);
+    acc.clear();
     return;
   }
   if (s == w.split_begin) {
@@ -238,6 +239,7 @@ __device__ __forceinline__ void planted_decode_end(const MmaParams& p, const Att
   if (s == w.split_end - 1) {
     const float l[2] = {kPlant == 4 ? quad_sum(acc.l[0]) : acc.l[0], kPlant == 4 ? quad_sum(acc.l[1]) : acc.l[1]};
     decode_store<kHd, OutT>(p, w, kv_head, st, l);
+    acc.clear();
   } else {
 #pragma unroll
     for (int dt = 0; dt < kNt; ++dt) acc.o[dt] = make_float4(st.o[dt][0], st.o[dt][1], st.o[dt][2], st.o[dt][3]);
@@ -253,7 +255,6 @@ __global__ void __launch_bounds__(kThreads, 1) planted_decode_kernel(const MmaPa
   const uint32_t base = smem_addr(smem);
   DecodeState<kHd> state;
   DecodeFold<kHd> fold;
-  fold.pin();
   int split = 0, split_end = 0;
   const auto begin_item = [&](const AttentionWork& w) {
     load_q<kHd, 16>(p, w, kv_head, smem + S::kQ);
