@@ -147,6 +147,17 @@ CHAIN_MUTANTS = [(0, "mma.sync GEMM, clean copy", False),
 CHAIN_CLASSES = {(3, 3): {(16, 1), (16, 3), (64, 1), (128, 1)}}
 
 
+def _planted_ptx(build: str, nvcc: str, name: str) -> tuple[str, str]:
+    """Compiles mutants/NAME.cu to compute_80 PTX under build/ptx/mutants: (path, nvcc's error or "")."""
+    ptx = os.path.join(build, "ptx", "mutants", f"{name}.ptx")
+    repo = os.path.join(HERE, "..", "..")
+    r = subprocess.run([nvcc, "-O3", "-DNDEBUG", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
+                        "--generate-code=arch=compute_80,code=compute_80", "-ptx",
+                        os.path.join(HERE, "mutants", f"{name}.cu"), "-o", ptx],
+                       capture_output=True, text=True)
+    return ptx, (r.stderr[:300] or "failed") if r.returncode != 0 else ""
+
+
 def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
     """(killed, survived) of the mma.sync chain mutants: each planted variant must be reported as a
     plan storing another DAG than the contract's, the clean copy must pass."""
@@ -154,14 +165,9 @@ def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
     if not os.path.exists(nvcc):
         print("  skip  mma.sync chain mutants (no nvcc)")
         return 0, 0
-    ptx = os.path.join(build, "ptx", "mutants", "gemm_chains_planted.ptx")
-    repo = os.path.join(HERE, "..", "..")
-    r = subprocess.run([nvcc, "-O3", "-DNDEBUG", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
-                        "--generate-code=arch=compute_80,code=compute_80", "-ptx",
-                        os.path.join(HERE, "mutants", "gemm_chains_planted.cu"), "-o", ptx],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"  FAIL  mma.sync chain mutants: nvcc: {r.stderr[:300]}")
+    ptx, error = _planted_ptx(build, nvcc, "gemm_chains_planted")
+    if error:
+        print(f"  FAIL  mma.sync chain mutants: nvcc: {error}")
         return 0, len(CHAIN_MUTANTS)
     killed = survived = 0
     for plant, name, planted in CHAIN_MUTANTS:
@@ -209,14 +215,9 @@ def attention_mutants(build: str, nvcc: str) -> tuple[int, int]:
     if not os.path.exists(nvcc):
         print("  skip  attention split-path mutants (no nvcc)")
         return 0, 0
-    ptx = os.path.join(build, "ptx", "mutants", "attention_chains_planted.ptx")
-    repo = os.path.join(HERE, "..", "..")
-    r = subprocess.run([nvcc, "-O3", "-DNDEBUG", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
-                        "--generate-code=arch=compute_80,code=compute_80", "-ptx",
-                        os.path.join(HERE, "mutants", "attention_chains_planted.cu"), "-o", ptx],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"  FAIL  attention split-path mutants: nvcc: {r.stderr[:300]}")
+    ptx, error = _planted_ptx(build, nvcc, "attention_chains_planted")
+    if error:
+        print(f"  FAIL  attention split-path mutants: nvcc: {error}")
         return 0, len(ATTENTION_MUTANTS)
     killed = survived = 0
     for name, entries, paths, planted in ATTENTION_MUTANTS:

@@ -1244,8 +1244,6 @@ __device__ __forceinline__ void decode_tile_step(DecodeState<kHd>& st, uint32_t 
   }
 }
 
-// The end of a decode item's split: O / L, or the state for the merge kernel, of this warp's
-// columns (M and L by warp 0).
 // Writes the block's rows of this warp's columns: O / L, or the split's state for the merge
 // kernel (M and L by warp 0) where w.partial >= 0.
 template <int kHd, typename OutT>

@@ -33,9 +33,10 @@ namespace vosti {
 inline constexpr int kAttnKvTile = 64;      // KV positions per tile (deployment constant)
 inline constexpr int kAttnRowsPerCta = 64;  // query rows (position x head of the group) per CTA
 // KV positions per split unless the deployment says otherwise. 1,024 (512 until 2026-12-03): on
-// the H200, decode 64 x 2,048 at 84-86% of copy (at the goal's 85%; 2,048 gives 89-92% but one
-// sequence's decode attention 1.5x slower at 2,048-8,192 positions), 1 x 32,768 at 61-62%, and an
-// 8 x 1,024 prefill's items in one split (docs/BENCHMARKS.md, issue 19).
+// the H200, decode 64 x 2,048 at 84-86% of copy cut per split (89% since the decode kernel folds
+// the splits of enough decodes; 2,048 gave 89-92% cut but one sequence's decode attention 1.5x
+// slower at 2,048-8,192 positions), 1 x 32,768 at 61-62%, and an 8 x 1,024 prefill's items in one
+// split (docs/BENCHMARKS.md, issue 19).
 inline constexpr int kAttnDefaultSplit = 1024;
 
 struct AttentionShape {
