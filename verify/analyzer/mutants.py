@@ -158,6 +158,20 @@ def _planted_ptx(build: str, nvcc: str, name: str) -> tuple[str, str]:
     return ptx, (r.stderr[:300] or "failed") if r.returncode != 0 else ""
 
 
+def _report(name: str, planted: bool, reasons: list[str], refused: list[str], tag: str) -> bool:
+    """Prints one chain comparison's verdict; whether it is the expected one: a clean copy proven, a
+    planted variant rejected for its DAGs (not refused by the executor)."""
+    if not planted:
+        ok = not reasons
+        print(f"  {'ok   ' if ok else 'FAIL '} clean control '{name}' {'proven' if ok else 'NOT proven'}"
+              f"{'' if ok else ': ' + reasons[0][:200]}")
+    else:
+        ok = bool(reasons) and not refused
+        print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [{tag}] "
+              f"{(reasons or ['nothing found'])[0][:200]}")
+    return ok
+
+
 def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
     """(killed, survived) of the mma.sync chain mutants: each planted variant must be reported as a
     plan storing another DAG than the contract's, the clean copy must pass."""
@@ -174,15 +188,8 @@ def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
         source = gemm_chains.Source(ptx, gemm_chains.ENTRY.replace("EEEv", f"ELi{plant}EEEv"))
         verdict = gemm_chains.compare(source, os.path.join(HERE, "kernels.toml"), CHAIN_CLASSES)
         refused = [w for w in verdict.reasons if "not executed" in w or "not run" in w]
-        if not planted:
-            ok = not verdict.reasons
-            print(f"  {'ok   ' if ok else 'FAIL '} clean control '{name}' {'proven' if ok else 'NOT proven'}"
-                  f"{'' if ok else ': ' + verdict.reasons[0][:200]}")
-        else:
-            ok = bool(verdict.reasons) and not refused
-            print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [plan] "
-                  f"{(verdict.reasons or ['nothing found'])[0][:200]}")
-            killed += 1 if ok else 0
+        ok = _report(name, planted, verdict.reasons, refused, "plan")
+        killed += 1 if ok and planted else 0
         survived += 0 if ok else 1
     return killed, survived
 
@@ -224,15 +231,8 @@ def attention_mutants(build: str, nvcc: str) -> tuple[int, int]:
         case = attention_chains.Case(64, 4, 1, 2 * attention_chains.TILE + 37, 1, 1, paths=paths)
         verdict = attention_chains.compare(ptx, os.path.join(HERE, "kernels.toml"), 1, [case], entries)
         refused = [w for w in verdict.reasons if "not executed" in w or "not compared" in w]
-        if not planted:
-            ok = not verdict.reasons
-            print(f"  {'ok   ' if ok else 'FAIL '} clean control '{name}' {'proven' if ok else 'NOT proven'}"
-                  f"{'' if ok else ': ' + verdict.reasons[0][:200]}")
-        else:
-            ok = bool(verdict.reasons) and not refused
-            print(f"  {'ok   ' if ok else 'FAIL '} mutant '{name}' {'rejected' if ok else 'SURVIVED'} [split paths] "
-                  f"{(verdict.reasons or ['nothing found'])[0][:200]}")
-            killed += 1 if ok else 0
+        ok = _report(name, planted, verdict.reasons, refused, "split paths")
+        killed += 1 if ok and planted else 0
         survived += 0 if ok else 1
     return killed, survived
 

@@ -830,12 +830,12 @@ def _ldmatrix(prog: Program, inst: Inst):
         parts = parts[:5] + parts[6:]
     if num is None or parts[5:] != ["shared", "b16"]:
         raise ExecError(f"{inst.op} not modelled")
-    if trans:
-        return _ldmatrix_trans(prog, inst, num)
     dsts = [_dst(prog, t) for t in split_outside(inst.args[0].strip()[1:-1], "{[", "}]")]
     if len(dsts) != num:
         raise ExecError(f"{inst.op}: {len(dsts)} destinations")
     addr = _address_getter(prog, inst.args[1])
+    if trans:
+        return _ldmatrix_trans(dsts, addr, num)
 
     def run(cta, warp_base):
         A = addr(cta)
@@ -857,12 +857,7 @@ def _ldmatrix(prog: Program, inst: Inst):
     return run
 
 
-def _ldmatrix_trans(prog: Program, inst: Inst, num: int):
-    dsts = [_dst(prog, t) for t in split_outside(inst.args[0].strip()[1:-1], "{[", "}]")]
-    if len(dsts) != num:
-        raise ExecError(f"{inst.op}: {len(dsts)} destinations")
-    addr = _address_getter(prog, inst.args[1])
-
+def _ldmatrix_trans(dsts: list, addr, num: int):
     def run(cta, warp_base):
         A = addr(cta)
         dag = cta.dag
