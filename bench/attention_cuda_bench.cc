@@ -1,4 +1,4 @@
-// Benchmark of the paged attention on the GPU (kernels/cuda/attention.h) at the cases of the
+// Benchmark of the paged attention on the GPU (kernels/cuda/attention/attention.h) at the cases of the
 // peers' anchors (../shared/anchors/attn_anchors.py: 32 query heads, 8 KV heads, head_dim 128,
 // bf16): causal prefill of whole prompts (B x L) and decode (B sequences attending over ctx
 // positions), the KV in a shuffled paged pool (block 16). Each case: the tensor-core family
@@ -21,9 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/attention_plan.h"
-#include "model/cuda/attention_work.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_plan.h"
+#include "kernels/cuda/attention/attention_kernels.h"
+#include "kernels/cuda/cuda_device.h"
+#include "tests/model_cuda/device_attention_plan.h"
 
 namespace {
 
@@ -171,6 +173,7 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const AttentionKernels kernels = prepare_attention_kernels(read_cuda_device().value(), kHd).value();
   Timer timer;
   std::mt19937 rng(1);
 
@@ -240,6 +243,7 @@ int main(int argc, char** argv) {
     a.out_row_stride = kHeads * kHd;
     a.out_dtype = DType::kBF16;
     a.m = m;
+    a.kernels = &kernels;
     const auto record = [&](const std::string& name, double us) {
       Measured r{name, us, flops(c) / (us * 1e-6) / 1e12, kv_bytes(c) / (us * 1e-6) / 1e12, 0};
       r.copy_fraction = r.kv_tbps / copy_tbps;
@@ -277,9 +281,8 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       CHECK_OK(plan_attention(positions, row_seq, shape, capacity, &plan));
       const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      auto work = AttentionWorkBuffers::allocate(m, capacity, kHeads, kHd, split, c.window);
-      CHECK_OK(work.status());
-      auto view = work.value().upload(plan, nullptr);
+      cuda_test::DeviceAttentionPlan work(m, capacity, kHeads, kHd);
+      auto view = work.upload(plan);
       CHECK_OK(view.status());
       a.work = view.value();
       record(name, timer.median_us(reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }));
@@ -290,8 +293,7 @@ int main(int argc, char** argv) {
       std::printf("    plan: %zu folded, %zu per-split items%s, %zu merges, %.1f us on the host\n", plan.folded.size(),
                   plan.per_split.size(), plan.decode_folds ? " (folding decodes)" : "", plan.merges.size(), plan_us);
       if (c.kind == "decode" && plan.folded.empty()) {  // as a decode graph launches it
-        a.work = work.value().graph_view(m, graph_ctas);
-        a.work.split = split;
+        a.work = work.graph_view(split, c.window, m, graph_ctas);
         record(name + " graph grid",
                timer.median_us(reps, [&] { CHECK_OK(attention_tensor_cores(a, pool.layer, nullptr)); }));
       }

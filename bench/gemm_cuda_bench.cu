@@ -37,9 +37,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/gemm_bf16.h"
-#include "dev/cuda/logits_postprocess/logits_kernels.h"
-#include "kernels/cuda/row_kernels.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/gemm/gemm_bf16.h"
+#include "kernels/cuda/rows/row_kernels.h"
 
 namespace {
 
@@ -76,6 +76,7 @@ struct Timing {
 void* g_flush = nullptr;
 constexpr size_t kFlushBytes = size_t{256} << 20;
 bool g_read_flush = false;         // --flush read: evict L2 by reading the buffer, leaving clean lines
+vosti::GemmDevice g_device;        // the GPU, read once in main
 int g_placements = 1;              // --placements P: operand copies a GEMM's rounds rotate through
 int g_round = 0;                   // the round time_interleaved is in (warm-ups: 0, 1, 2)
 __device__ unsigned g_flush_sink;  // a global, not an allocation: allocations move the benchmark's buffers
@@ -198,8 +199,6 @@ double bf16_rel_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>
 
 const char* instruction_name(vosti::GemmInstruction i) {
   switch (i) {
-    case vosti::GemmInstruction::kWgmmaM64N128K16:
-      return "wgmma";
     case vosti::GemmInstruction::kWgmmaTmaWarpSpecialized:
       return "wgmma_tma";
     default:
@@ -257,7 +256,7 @@ void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::Ge
   std::vector<std::function<void()>> fns = {cublas};
   for (size_t i = 0; i < plans.size(); ++i) {
     fns.push_back([t = scheds[i], a, l = plans[i]] {
-      CKS(vosti::gemm_bf16_with_launch(t, a, l, {nullptr, 0}, nullptr));
+      CKS(vosti::gemm_bf16_with_launch(t, a, l, {nullptr, 0}, nullptr, g_device));
     });
   }
   const std::vector<Timing> t = time_interleaved(fns, reps);
@@ -296,26 +295,19 @@ void sweep_plans(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmAr
   int best_bm = 0, best_groups = 0;
   std::string list;
   for (int bm : {16, 64, 128}) {
-    if (bm == 16 && sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16) continue;
     for (int groups = 1; groups <= sched.num_segments; ++groups) {
       if (sched.num_segments % groups != 0) continue;
-      const bool wgmma = sched.instruction == vosti::GemmInstruction::kWgmmaM64N128K16;
-      for (int in_flight = wgmma ? 0 : 1; in_flight <= 1; ++in_flight) {
-        vosti::GemmLaunch l = vosti::make_gemm_launch(sched, m, bm, groups, num_sms);
-        l.wgmma_batches_in_flight = in_flight;
-        if (l.split_segments && size_t(l.num_m_tiles) * l.num_n_tiles * 4 > l.counter_bytes) continue;
-        const Timing t = time_it([&] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, ws, nullptr)); }, 10);
-        char item[96];
-        std::snprintf(item, sizeof(item), "%s[%d, %d, %d, %.2f]", list.empty() ? "" : ", ", bm, groups, in_flight,
-                      t.median_us);
-        list += item;
-        if (t.median_us < best) best = t.median_us, best_bm = bm, best_groups = groups;
-      }
+      const vosti::GemmLaunch l = vosti::make_gemm_launch(sched, m, bm, groups, num_sms);
+      if (l.split_segments && size_t(l.num_m_tiles) * l.num_n_tiles * 4 > l.counter_bytes) continue;
+      const Timing t = time_it([&] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, ws, nullptr, g_device)); }, 10);
+      char item[96];
+      std::snprintf(item, sizeof(item), "%s[%d, %d, %.2f]", list.empty() ? "" : ", ", bm, groups, t.median_us);
+      list += item;
+      if (t.median_us < best) best = t.median_us, best_bm = bm, best_groups = groups;
     }
   }
-  std::printf(
-      "    plans (bm, groups, in flight, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
-      list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
+  std::printf("    plans (bm, groups, us): %s | best bm %d groups %d %.2f us = %.2fx default, %.2fx cublas\n",
+              list.c_str(), best_bm, best_groups, best, best / default_us, best / cublas_us);
   const char* iname = instruction_name(sched.instruction);
   std::string obj = "{\"kind\": \"gemm_plans\", \"instruction\": \"" + std::string(iname) + "\", \"shape\": \"" +
                     std::string(s.name) + "\", \"M\": " + std::to_string(m) + ", \"plans_bm_groups_inflight_us\": [" +
@@ -376,7 +368,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
       b.y = o.y;
       return b;
     };
-    auto ours_placed = [&] { CKS(vosti::gemm_bf16(sched, placed_args(), {ws, ws_bytes}, nullptr)); };
+    auto ours_placed = [&] { CKS(vosti::gemm_bf16(sched, placed_args(), {ws, ws_bytes}, nullptr, g_device)); };
     auto cublas_placed = [&] {
       const Operands& o = set[static_cast<size_t>(g_round % g_placements)];
       CKB(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, m, s.k, &alpha, o.w, CUDA_R_16BF, s.k, o.x, CUDA_R_16BF,
@@ -388,7 +380,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     vosti::GemmLaunch flipped_hint = l;
     flipped_hint.tma_stream_weights = !l.tma_stream_weights;
     auto flipped_placed = [&] {
-      CKS(vosti::gemm_bf16_with_launch(sched, placed_args(), flipped_hint, {ws, ws_bytes}, nullptr));
+      CKS(vosti::gemm_bf16_with_launch(sched, placed_args(), flipped_hint, {ws, ws_bytes}, nullptr, g_device));
     };
     std::vector<std::function<void()>> fns = {ours_placed, cublas_placed, ours_placed};
     if (tma) fns.push_back(flipped_placed);
@@ -401,7 +393,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     if (tma) {
       vosti::GemmArgs t = a;
       t.row_capacity = 0;
-      tight = time_it([&] { CKS(vosti::gemm_bf16(sched, t, {ws, ws_bytes}, nullptr)); }, reps);
+      tight = time_it([&] { CKS(vosti::gemm_bf16(sched, t, {ws, ws_bytes}, nullptr, g_device)); }, reps);
     }
     // Agreement with cuBLAS and row-0 invariance of both.
     std::vector<uint16_t> ho(size_t(m) * s.n), hc(size_t(m) * s.n), row(s.n);
@@ -414,7 +406,7 @@ void bench_gemm(cublasHandle_t handle, const Shape& s, vosti::GemmInstruction in
     a.m = 1;
     a.row_capacity = 0;
     a.y = y1;
-    CKS(vosti::gemm_bf16(sched, a, {ws, ws_bytes}, nullptr));
+    CKS(vosti::gemm_bf16(sched, a, {ws, ws_bytes}, nullptr, g_device));
     CK(cudaMemcpy(row.data(), y1, size_t(s.n) * 2, cudaMemcpyDeviceToHost));
     const bool ours_inv = std::memcmp(row.data(), ho.data(), size_t(s.n) * 2) == 0;
     const double bytes = 2.0 * (double(m) * s.k + double(s.n) * s.k + double(m) * s.n);
@@ -558,32 +550,6 @@ void bench_rows(double copy_tbps, int reps) {
           [&] { CKS(vosti::embedding_gather(reinterpret_cast<const uint16_t*>(table), vocab, h, ids, m, b, nullptr)); },
           reps),
       copy_tbps);
-  // Logits post-processing: 500 rows of a Llama-3 vocabulary (128256) in a; bytes = the logits
-  // read once (+ the logprobs written); the kernel's second and third reads of a row hit cache.
-  const int64_t lrows = 500, lvocab = 128256;
-  auto* lstats = dalloc<vosti::LogitsRowStats>(size_t(lrows));
-  const size_t lws_bytes = vosti::logits_workspace_bytes(lrows, lvocab);
-  auto* lws = dalloc<unsigned char>(lws_bytes);
-  report_row(
-      "logits stats 128256", double(lrows) * lvocab * 4,
-      time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, nullptr, lws, lws_bytes, nullptr)); },
-              reps),
-      copy_tbps);
-  report_row(
-      "logits +log_softmax", double(lrows) * lvocab * 8,
-      time_it([&] { CKS(vosti::logits_postprocess(a, lrows, lvocab, lstats, b, lws, lws_bytes, nullptr)); }, reps),
-      copy_tbps);
-  // 64 rows (33 MB) fit the L2, so the log-softmax pass re-reads them from there, not from HBM.
-  report_row("logits +log_softmax x64", 64.0 * lvocab * 8,
-             time_it([&] { CKS(vosti::logits_postprocess(a, 64, lvocab, lstats, b, lws, lws_bytes, nullptr)); }, reps),
-             copy_tbps);
-  // Decode: one row (latency, not bandwidth: 16 blocks cannot fill the GPU).
-  const Timing t1 =
-      time_it([&] { CKS(vosti::logits_postprocess(a, 1, lvocab, lstats, nullptr, lws, lws_bytes, nullptr)); }, reps);
-  std::printf("%-22s %8.2f us (one row, stats only)\n", "logits 1 x 128256", t1.median_us);
-  json_add("{\"kind\": \"logits_one_row\", \"vocab\": 128256, \"us\": " + std::to_string(t1.median_us) + "}");
-  CK(cudaFree(lstats));
-  CK(cudaFree(lws));
   CK(cudaFree(a));
   CK(cudaFree(b));
   CK(cudaFree(wt));
@@ -626,6 +592,7 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
+  g_device = vosti::read_cuda_device().value().gemm();
   std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   if (g_placements > 1)
     std::printf("placements: %d copies of each GEMM's buffers, round r on copy r %% %d\n", g_placements, g_placements);
@@ -653,10 +620,7 @@ int main(int argc, char** argv) {
   const std::vector<Shape> shapes = {
       {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
   std::vector<vosti::GemmInstruction> instructions = {vosti::GemmInstruction::kMmaSyncM16N8K16};
-  if (prop.major == 9 && prop.minor == 0) {
-    instructions.push_back(vosti::GemmInstruction::kWgmmaM64N128K16);
-    instructions.push_back(vosti::GemmInstruction::kWgmmaTmaWarpSpecialized);
-  }
+  if (g_device.has_wgmma) instructions.push_back(vosti::GemmInstruction::kWgmmaTmaWarpSpecialized);
   for (vosti::GemmInstruction instruction : instructions) {
     if (!only.empty() && std::find(only.begin(), only.end(), instruction_name(instruction)) == only.end()) continue;
     for (const Shape& s : shapes) {

@@ -10,7 +10,6 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
-#include "runner/cpu_runner.h"
 #include "runner/load_device_model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -131,7 +130,7 @@ int cmd_generate(int argc, char** argv) {
   if (o.device == "cpu") {
     auto cpu = Model::load(o.model, load_options);
     if (cpu.ok()) {
-      model = std::shared_ptr<const DeviceModel>(std::make_shared<const CpuDeviceModel>(*cpu));
+      model = cpu_device_model(*cpu);
     } else {
       model = cpu.status();
     }

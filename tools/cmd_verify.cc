@@ -24,7 +24,7 @@ int cmd_verify(int argc, char** argv) {
   app.add_option("--model", models, "model file or directory (repeatable; default: the default model)");
   app.add_flag("--full", full, "the longer matrix: more requests, longer generations");
   app.add_option("--device", device, "where the model runs: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--backend", backend, "cpu kernel backend: cpu, ref (cpu-planted-bug: a deliberately broken kernel)");
+  app.add_option("--backend", backend, "cpu kernel backend: cpu or ref");
   app.add_option("--kv-cache-dtype", kv_dtype, "cuda: KV pool dtype (auto = bf16, or f32)")
       ->check(CLI::IsMember({"auto", "bf16", "f32"}));
   app.add_option("--seed", seed, "seed of the generated request set");

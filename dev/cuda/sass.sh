@@ -4,7 +4,7 @@
 # for sm_90a as the build does, and for each kernel whose mangled name matches REGEX prints
 # registers, spill bytes and the count of local loads and stores inside the span of its HMMAs
 # (the tile loop's) and outside it; the SASS goes to $SASS_OUT (default /tmp/vosti.sass).
-#   dev/cuda/sass.sh src/kernels/cuda/attention_mma.cu 'attention_mma_kernelILi128E13__nv_bfloat16'
+#   dev/cuda/sass.sh src/kernels/cuda/attention/attention_mma_stream.cu 'attention_mma_kernelILi128E13__nv_bfloat16'
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 file=$1 regex=${2:-.}

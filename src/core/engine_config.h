@@ -25,13 +25,9 @@ struct EngineConfig {
   // --gpu-memory-utilization; the KV pool takes what is left when num_blocks == 0.
   double gpu_memory_utilization = 0.9;
   bool cuda_graphs = true;  // cuda: replay decode steps from CUDA graphs (never changes a bit)
-  // (D) cuda: KV positions per attention split (a multiple of 64; 0: 512). A query's KV is cut
-  // at multiples of it and the pieces' states folded in order (kernels/cuda/attention.h).
+  // (D) cuda: KV positions per attention split (a multiple of 64; 0: 1024). A query's KV is cut
+  // at multiples of it and the pieces' states folded in order (kernels/cuda/attention/attention.h).
   int32_t attention_split = 0;
-  // Test only, a planted violation of rule 1: the attention split follows the step's sequence
-  // count (twice the deployment's with several sequences in the step). The determinism harness must
-  // report differences with it on (tests/engine_cuda); never set it otherwise.
-  bool attention_split_follows_batch = false;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 0;  // 0: the model's max_position_embeddings (capped by the cache)

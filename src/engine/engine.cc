@@ -17,8 +17,8 @@
 
 #include "engine/live_request.h"
 #include "model/model.h"
-#include "runner/cpu_runner.h"
 #include "runner/device_model.h"
+#include "runner/load_device_model.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -240,7 +240,7 @@ bool EngineImpl::step() {
 }
 
 void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
-  size_t next_row = 0;  // rows come in plan order (runner/step_rows.h)
+  size_t next_row = 0;  // rows come in plan order (runner/step_batch.h: wanted order)
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const ScheduledRequest& s = plan.requests[i];
     LiveRequest& r = *live_.at(s.id);
@@ -389,7 +389,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
   if (config.device != "cpu")
     return invalid_argument("a loaded Model runs on the cpu device; for --device " + config.device +
                             " load the model with load_device_model()");
-  return create(std::make_shared<const CpuDeviceModel>(std::move(model)), config, std::move(tokenizer));
+  return create(cpu_device_model(std::move(model)), config, std::move(tokenizer));
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel> model, const EngineConfig& input,

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/weight_type.h"
-#include "kernels/cuda/host_device.h"
+#include "core/host_device.h"
 
 namespace vosti {
 
@@ -115,7 +115,7 @@ class KernelBackend {
   virtual void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) = 0;
   // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset);
   // a negative slot marks a padding row, which is skipped.
-  virtual void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) = 0;
+  virtual void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) = 0;
   // out[m, num_heads, head_dim] = softmax(q k^T * scale) v over each query's positions first..position,
   // with grouped-query heads (head h reads kv head h / (num_heads / num_kv_heads)).
   virtual void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv,
@@ -126,10 +126,5 @@ class KernelBackend {
 std::unique_ptr<KernelBackend> make_ref_backend();
 // The SIMD + threaded backend (kernels/cpu); `pool` outlives the backend.
 std::unique_ptr<KernelBackend> make_cpu_backend(ThreadPool* pool);
-// TEST ONLY: the CPU backend with a planted batch-invariance bug
-// (PlantedBug::kSplitKByRowCount: matmul splits its k reduction in two when m > 1,
-// so a row's bits depend on the row count). Never used in production; it exists so
-// the invariance tests and `vosti verify` can show they catch a broken kernel.
-std::unique_ptr<KernelBackend> make_cpu_backend_with_planted_bug(ThreadPool* pool);
 
 }  // namespace vosti

@@ -139,8 +139,8 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
   const int64_t T = batch.num_tokens();
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int64_t I = c.intermediate_size, qkv_width = (nh + 2 * nkv) * hd;
-  VOSTI_CHECK(batch.positions.size() == static_cast<size_t>(T) && batch.slot_mapping.size() == static_cast<size_t>(T) &&
-                  batch.block_tables.size() == static_cast<size_t>(T),
+  VOSTI_CHECK(batch.positions.size() == static_cast<size_t>(T) && batch.slots.size() == static_cast<size_t>(T) &&
+                  batch.row_seq.size() == static_cast<size_t>(T),
               "ForwardBatch arrays disagree in length");
   if (T == 0) return;
 
@@ -171,7 +171,9 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
   queries.resize(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     const auto ts = static_cast<size_t>(t);
-    queries[ts] = {batch.block_tables[ts], batch.positions[ts],
+    const size_t table = static_cast<size_t>(batch.row_seq[ts]) * static_cast<size_t>(batch.block_table_stride);
+    VOSTI_CHECK(table < batch.block_tables.size(), "a row's sequence has no block table");
+    queries[ts] = {batch.block_tables.data() + table, batch.positions[ts],
                    attention_window_first(batch.positions[ts], static_cast<int32_t>(c.sliding_window))};
     // The rotary angles of each token, once per step (every layer rotates by the same ones).
     rope_cos_sin(batch.positions[ts], inv_freq_.data(), half, rope_cos.data() + t * half, rope_sin.data() + t * half);
@@ -196,7 +198,7 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
                  c.rope_layout);
     PagedKvView layer_kv = kv.layer(li);
     // Rule 4: write this step's K/V first, then every query reads through the cache.
-    kernels.kv_write(k.data(), v.data(), T, batch.slot_mapping.data(), layer_kv);
+    kernels.kv_write(k.data(), v.data(), T, batch.slots.data(), layer_kv);
     kernels.attention(q.data(), T, static_cast<int>(nh), queries.data(), layer_kv, scale, attn.data());
     kernels.matmul(attn.data(), T, L.wo.matrix, nullptr, proj.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
@@ -207,16 +209,23 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
   }
 
-  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  final_logits(batch.logit_rows, x, kernels, logits, scratch);
+}
+
+void Model::final_logits(std::span<const int32_t> logit_rows, const std::vector<float>& x, KernelBackend& kernels,
+                         float* logits, ForwardScratch& scratch) const {
+  const int64_t H = config_.hidden_size, T = static_cast<int64_t>(x.size()) / H;
+  const auto R = static_cast<int64_t>(logit_rows.size());
   if (R == 0) return;
-  std::vector<float>& rows = sized(scratch.rows, R * H);  // [R, H]
+  std::vector<float>& rows = scratch.rows;  // [R, H]
+  rows.resize(static_cast<size_t>(R * H));
   for (int64_t r = 0; r < R; ++r) {
-    const int64_t t = batch.logit_rows[static_cast<size_t>(r)];
+    const int64_t t = logit_rows[static_cast<size_t>(r)];
     VOSTI_CHECK(t >= 0 && t < T, "logit row out of range");
     std::memcpy(&rows[static_cast<size_t>(r * H)], &x[static_cast<size_t>(t * H)],
                 static_cast<size_t>(H) * sizeof(float));
   }
-  kernels.rms_norm(rows.data(), R, H, weights_.final_norm.data, eps, rows.data());
+  kernels.rms_norm(rows.data(), R, H, weights_.final_norm.data, static_cast<float>(config_.rms_norm_eps), rows.data());
   kernels.matmul(rows.data(), R, weights_.lm_head.matrix, nullptr, logits);
 }
 

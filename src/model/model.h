@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,13 +59,16 @@ struct ModelWeights {
   FloatTensor lm_head;     // [vocab, hidden] (the embedding when tied)
 };
 
-// How the batch's tokens map onto sequences and cache slots; built by the runner.
+// How a step's token rows map onto sequences and cache slots: a view of the runner's StepBatch
+// (runner/step_batch.h, which holds the slot formula), valid for one forward() call.
 struct ForwardBatch {
-  std::vector<int32_t> token_ids;            // [num_tokens]
-  std::vector<int32_t> positions;            // [num_tokens]
-  std::vector<int64_t> slot_mapping;         // [num_tokens] block * block_size + offset
-  std::vector<const int32_t*> block_tables;  // [num_tokens] the token's sequence's block table
-  std::vector<int32_t> logit_rows;           // [num_logit_rows] indices into the tokens whose logits are wanted
+  std::span<const int32_t> token_ids;     // [T]
+  std::span<const int32_t> positions;     // [T]
+  std::span<const int32_t> slots;         // [T] cache slot of each row's K/V
+  std::span<const int32_t> row_seq;       // [T] the row's sequence
+  std::span<const int32_t> block_tables;  // [num_seqs, block_table_stride] physical blocks of each sequence
+  int32_t block_table_stride = 0;
+  std::span<const int32_t> logit_rows;  // [R] token rows whose logits are wanted
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
 };
 
@@ -146,6 +150,9 @@ class Model {
  private:
   // x[H] = row `id` of the embedding, decoded.
   void embed_row(int32_t id, float* x) const;
+  // logits [R, vocab] of the residual rows x[logit_rows[r]] ([T, H]): final norm, lm_head.
+  void final_logits(std::span<const int32_t> logit_rows, const std::vector<float>& x, KernelBackend& kernels,
+                    float* logits, ForwardScratch& scratch) const;
 
   std::string path_;
   ModelConfig config_;

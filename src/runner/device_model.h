@@ -1,5 +1,5 @@
 // DeviceModel: one model's weights loaded on one device, shared by every engine (and so
-// every runner) made from it: the CPU's f32 Model (runner/cpu_runner.h) or the GPU's bf16
+// every runner) made from it: the CPU's f32 Model (runner/cpu/cpu_runner.h) or the GPU's bf16
 // CudaModel (runner/cuda/cuda_runner.h). load_device_model() (runner/load_device_model.h)
 // picks one from EngineConfig::device.
 // Thread safety: immutable after loading; make_runner() may be called from any thread.

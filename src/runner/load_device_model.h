@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/model.h"
 #include "model/model_file.h"
 #include "runner/device_model.h"
 
@@ -19,6 +20,9 @@ Result<std::shared_ptr<const DeviceModel>> load_device_model(const std::string& 
 // The same for a model file already opened (e.g. one whose tensors a weight update replaced).
 Result<std::shared_ptr<const DeviceModel>> load_device_model(const std::shared_ptr<const ModelFile>& file,
                                                              const std::string& device);
+
+// A model already loaded on the host, served by the cpu device.
+std::shared_ptr<const DeviceModel> cpu_device_model(std::shared_ptr<const Model> model);
 
 // Whether this build has the CUDA runner.
 bool built_with_cuda();

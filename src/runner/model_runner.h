@@ -1,6 +1,6 @@
 // ModelRunner: executes one StepPlan on one device and returns what the engine needs to
 // emit tokens: per wanted row the chosen (or scored) token, its logprob and top-n, and on
-// request the logits digest or the whole row. Implementations: runner/cpu_runner.h (host
+// request the logits digest or the whole row. Implementations: runner/cpu/cpu_runner.h (host
 // kernels) and runner/cuda/cuda_runner.h (the GPU). A runner owns its batch buffers, its KV
 // memory and (CUDA) its graphs; which physical block holds which positions is decided by
 // the scheduler (src/cache), never here.

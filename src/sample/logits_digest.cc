@@ -2,10 +2,19 @@
 
 #include <xxhash.h>
 
+#include "sample/xxh3.h"
+
 namespace vosti {
 
 LogitsDigest logits_digest(std::span<const float> logits) {
-  const XXH128_hash_t h = XXH3_128bits(logits.data(), logits.size_bytes());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(logits.data());
+  if (logits.size_bytes() >= xxh3::kMinLongBytes) {  // every logits row of a real vocabulary
+    static constexpr uint8_t kSecret[] = VOSTI_XXH3_SECRET_BYTES;
+    LogitsDigest d{};
+    xxh3::hash128_long(bytes, logits.size_bytes(), kSecret, &d[0], &d[1]);
+    return d;
+  }
+  const XXH128_hash_t h = XXH3_128bits(bytes, logits.size_bytes());  // XXH3's short paths
   return {h.low64, h.high64};
 }
 

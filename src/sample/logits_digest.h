@@ -1,7 +1,8 @@
 // LogitsDigest: the 128-bit fingerprint of one output position's logits row, by which two
 // runs (or two servers) are compared bit for bit without shipping the rows: XXH3-128 of the
-// row's raw little-endian f32 bytes, {low64, high64}. The CUDA runner computes the same
-// function on the device (kernels/cuda/digest_kernels.h); tests check the two agree.
+// row's raw little-endian f32 bytes, {low64, high64}, by sample/xxh3.h's long path (rows of
+// 61 floats or more; libxxhash below that), the source the CUDA runner's device digest
+// (kernels/cuda/sampler/digest_kernels.h) compiles too. tests/sample checks it against libxxhash.
 // Thread safety: pure functions.
 #pragma once
 

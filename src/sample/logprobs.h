@@ -40,8 +40,7 @@ struct LogSoftmaxStats {
   double log_sum = 0.0;  // log(Z)
 };
 
-// NaN -> -inf; every other value unchanged.
-inline float sanitize_logit(float x) { return x != x ? -std::numeric_limits<float>::infinity() : x; }
+// sanitize_logit (sampler_scalar.h): NaN -> -inf, every other value unchanged.
 
 // REQUIRES: !logits.empty().
 LogSoftmaxStats log_softmax_stats(std::span<const float> logits /*[vocab]*/);

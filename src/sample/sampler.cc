@@ -212,17 +212,9 @@ Candidates select_candidates(const SamplingParams& params, size_t vocab, Sampler
 // Step 8 (sampler.h): the lane, then the token within it.
 int32_t draw(const Candidates& c, size_t vocab, const SamplerScratch& scratch, double u) {
   const float* w = scratch.weights.data();
-  const double target = u * c.sums.total();
-  // The running lane sum repeats the additions of total() and ends at W > target (u < 1),
-  // so some lane is chosen, and a chosen lane has a positive weight.
-  size_t lane = 0;
-  double before = 0.0;
-  for (; lane + 1 < kSumLanes; ++lane) {
-    const double next = before + c.sums.lane[lane];
-    if (next > target) break;
-    before = next;
-  }
-  const double lane_target = target - before;
+  const LanePick pick = pick_lane(c.sums.lane.data(), u);
+  const auto lane = static_cast<size_t>(pick.lane);
+  const double lane_target = pick.lane_target;
   double acc = 0.0;
   int32_t last_positive = -1;
   auto visit = [&](int32_t id) {

@@ -43,10 +43,6 @@
 
 namespace vosti {
 
-// Temperatures below this sample greedily (vLLM's epsilon): dividing by a smaller one
-// would overflow ordinary logits to infinity.
-inline constexpr float kGreedyTemperature = 1e-5f;
-
 // Reusable buffers so that sampling allocates only when the vocabulary grows. Its
 // contents never influence a result: every call overwrites what it reads, and the
 // counters are left at zero.

@@ -255,7 +255,44 @@ std::optional<Value> value_filter(const std::string& name, const Value& v, CallA
   return std::nullopt;
 }
 
-// Filters on sequences and numbers.
+// Filters on numbers.
+std::optional<Value> number_filter(const std::string& name, const Value& v, CallArgs& args) {
+  if (name == "int") {
+    if (v.type() == Value::Type::kInt || v.type() == Value::Type::kBool)
+      return Value(v.type() == Value::Type::kBool ? int64_t{v.as_bool()} : v.as_int());
+    if (v.type() == Value::Type::kFloat) return Value(static_cast<int64_t>(v.as_double()));
+    try {
+      return Value(static_cast<int64_t>(std::stoll(v.to_str())));
+    } catch (const std::exception&) {
+      return args.get(0, "default", Value(int64_t{0}));
+    }
+  }
+  if (name == "float") {
+    if (v.is_number()) return Value(v.as_double());
+    try {
+      return Value(std::stod(v.to_str()));
+    } catch (const std::exception&) {
+      return args.get(0, "default", Value(0.0));
+    }
+  }
+  if (name == "abs") {
+    if (v.type() == Value::Type::kInt) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+    if (v.type() == Value::Type::kFloat) return Value(std::fabs(v.as_double()));
+  }
+  if (name == "sum") {
+    Value total(int64_t{0});
+    for (const auto& item : iterate(v)) {
+      if (!item.is_number()) throw TemplateError("TypeError: sum of non-numbers");
+      total = (total.type() == Value::Type::kInt && item.type() == Value::Type::kInt)
+                  ? Value(total.as_int() + item.as_int())
+                  : Value(total.as_double() + item.as_double());
+    }
+    return total;
+  }
+  return std::nullopt;
+}
+
+// Filters on sequences.
 std::optional<Value> collection_filter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "first" || name == "last") {
     const List items = iterate(v);
@@ -315,38 +352,6 @@ std::optional<Value> collection_filter(const std::string& name, const Value& v, 
     }
     return Value::list(std::move(out));
   }
-  if (name == "int") {
-    if (v.type() == Value::Type::kInt || v.type() == Value::Type::kBool)
-      return Value(v.type() == Value::Type::kBool ? int64_t{v.as_bool()} : v.as_int());
-    if (v.type() == Value::Type::kFloat) return Value(static_cast<int64_t>(v.as_double()));
-    try {
-      return Value(static_cast<int64_t>(std::stoll(v.to_str())));
-    } catch (const std::exception&) {
-      return args.get(0, "default", Value(int64_t{0}));
-    }
-  }
-  if (name == "float") {
-    if (v.is_number()) return Value(v.as_double());
-    try {
-      return Value(std::stod(v.to_str()));
-    } catch (const std::exception&) {
-      return args.get(0, "default", Value(0.0));
-    }
-  }
-  if (name == "abs") {
-    if (v.type() == Value::Type::kInt) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
-    if (v.type() == Value::Type::kFloat) return Value(std::fabs(v.as_double()));
-  }
-  if (name == "sum") {
-    Value total(int64_t{0});
-    for (const auto& item : iterate(v)) {
-      if (!item.is_number()) throw TemplateError("TypeError: sum of non-numbers");
-      total = (total.type() == Value::Type::kInt && item.type() == Value::Type::kInt)
-                  ? Value(total.as_int() + item.as_int())
-                  : Value(total.as_double() + item.as_double());
-    }
-    return total;
-  }
   return std::nullopt;
 }
 
@@ -355,6 +360,7 @@ std::optional<Value> collection_filter(const std::string& name, const Value& v, 
 Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
   if (auto r = value_filter(name, v, args)) return *r;
   if (auto r = collection_filter(name, v, args)) return *r;
+  if (auto r = number_filter(name, v, args)) return *r;
   throw TemplateError("the '" + name + "' filter is not supported by Vosti's chat-template interpreter");
 }
 

@@ -7,7 +7,8 @@
 #include <cstdlib>
 
 #include "model/model.h"
-#include "runner/cpu_runner.h"
+#include "runner/load_device_model.h"
+#include "tests/support/planted.h"
 #include "tools/harness/determinism_harness.h"
 
 namespace vosti {
@@ -15,9 +16,8 @@ namespace {
 
 const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
 
-EngineConfig reference_config(const std::string& backend) {
+EngineConfig reference_config() {
   EngineConfig c;
-  c.backend = backend;
   c.block_size = 16;
   c.max_model_len = 128;
   c.num_blocks = 64;
@@ -26,13 +26,16 @@ EngineConfig reference_config(const std::string& backend) {
   return c;
 }
 
-HarnessReport run(const std::string& path, const std::string& backend) {
+// The harness on the model at `path`, its cpu runners' kernels the product's or, planted, a
+// matmul whose reduction reads the row count (tests/support/planted.h).
+HarnessReport run(const std::string& path, bool planted = false) {
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
-  const EngineConfig ref = reference_config(backend);
-  auto report =
-      run_determinism_harness(std::make_shared<const CpuDeviceModel>(*model),
-                              make_harness_requests((*model)->config(), false, 7), ref, make_variations(ref, false));
+  const EngineConfig ref = reference_config();
+  const std::shared_ptr<const DeviceModel> device =
+      planted ? planted_cpu_device_model(*model) : cpu_device_model(*model);
+  auto report = run_determinism_harness(device, make_harness_requests((*model)->config(), false, 7), ref,
+                                        make_variations(ref, false));
   EXPECT_TRUE(report.ok()) << report.status().to_string();
   std::printf("%s", format_report_table({*report}).c_str());
   return std::move(report).value();
@@ -41,7 +44,7 @@ HarnessReport run(const std::string& path, const std::string& backend) {
 class TinyModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TinyModels, EveryVariationIsBitwiseIdentical) {
-  const HarnessReport report = run(kModels + "/" + GetParam(), "cpu");
+  const HarnessReport report = run(kModels + "/" + GetParam());
   ASSERT_FALSE(report.results.empty());
   for (const auto& r : report.results) {
     EXPECT_TRUE(r.identical) << r.name << ": " << r.first_difference;
@@ -69,12 +72,12 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyModels,
 TEST(Determinism, DefaultModelEveryVariationIsBitwiseIdentical) {
   const char* path = std::getenv("VOSTI_DEFAULT_MODEL");
   if (!path || !*path) GTEST_SKIP() << "VOSTI_DEFAULT_MODEL is not set (scripts/test sets it; run scripts/fetch-model)";
-  const HarnessReport report = run(path, "cpu");
+  const HarnessReport report = run(path);
   for (const auto& r : report.results) EXPECT_TRUE(r.identical) << r.name << ": " << r.first_difference;
 }
 
 TEST(Determinism, APlantedBatchVariantKernelIsCaught) {
-  const HarnessReport report = run(kModels + "/llama-tiny", "cpu-planted-bug");
+  const HarnessReport report = run(kModels + "/llama-tiny", /*planted=*/true);
   EXPECT_FALSE(report.all_identical()) << "the harness missed a kernel whose reduction depends on the row count";
   int64_t caught = 0;
   for (const auto& r : report.results) caught += r.identical ? 0 : 1;

@@ -10,7 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "model/model.h"
-#include "model/single_sequence.h"
+#include "runner/single_sequence.h"
 #include "sample/logprobs.h"
 
 namespace vosti {

@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "runner/load_device_model.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
+#include "tests/support/planted.h"
 #include "tools/harness/determinism_harness.h"
 
 namespace vosti {
@@ -127,9 +128,10 @@ TEST(CudaEngine, TheHarnessCatchesASplitThatFollowsTheBatch) {
   VOSTI_SKIP_WITHOUT_CUDA();
   auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  EngineConfig ref = cuda_reference();
-  ref.attention_split_follows_batch = true;
-  auto report = run_determinism_harness(*model, make_harness_requests((*model)->config(), false, 7), ref,
+  const EngineConfig ref = cuda_reference();
+  const std::shared_ptr<const DeviceModel> planted = planted_cuda_device_model(*model);
+  ASSERT_NE(planted, nullptr);
+  auto report = run_determinism_harness(planted, make_harness_requests((*model)->config(), false, 7), ref,
                                         make_variations(ref, false));
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   int differing = 0;

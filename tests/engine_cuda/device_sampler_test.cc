@@ -1,4 +1,4 @@
-// The device sampler and digests (kernels/cuda/sampler_kernels.h, digest_kernels.h) against
+// The device sampler and digests (kernels/cuda/sampler/sampler_kernels.h, digest_kernels.h) against
 // the host's sample_token / score_token / logits_digest on the same rows, bit for bit: random
 // rows with ties, infinities, NaN and signed zeros, flat and peaked, under random sampling
 // parameters (greedy, temperature, top-k, top-p, min-p, penalties, logit bias) and seeds, in
@@ -12,10 +12,10 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/digest_kernels.h"
-#include "kernels/cuda/sampler_kernels.h"
+#include "kernels/cuda/sampler/digest_kernels.h"
+#include "kernels/cuda/sampler/sampler_kernels.h"
 #include "runner/cuda/device_rows.h"
-#include "runner/host_rows.h"
+#include "runner/cpu/host_rows.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 
 namespace vosti {
@@ -102,13 +102,13 @@ DeviceRun run_device(const std::vector<Case>& cases, int64_t vocab) {
     t.seed = cases[i].seed;
     t.prompt = cases[i].prompt;
     t.outputs = cases[i].outputs;
+    SamplerRowTask st = sampler_task(t, cases[i].wanted);
     if (cases[i].wanted.kind == RowKind::kScore) {
-      tasks.push_back(score_task(t, cases[i].wanted));
+      tasks.push_back(st);
       continue;
     }
-    SamplerRowTask st = sample_task(t);
     const size_t before = adjusts.size();
-    build_adjusts(t, adjusts);
+    append_sampler_adjusts(t, adjusts);
     st.adjust_begin = static_cast<int32_t>(before);
     st.adjust_count = static_cast<int32_t>(adjusts.size() - before);
     tasks.push_back(st);

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernel_backend.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/support/planted.h"
 
 namespace vosti {
 namespace {
@@ -66,7 +67,7 @@ TEST(BatchInvariance, MatmulRowIsIndependentOfBatchAtModelWidth) {
 TEST(BatchInvariance, PlantedSplitKBugIsDetected) {
   ThreadPool one(1), two(2);
   auto alone = make_cpu_backend(&one);
-  auto broken = make_cpu_backend_with_planted_bug(&two);
+  auto broken = make_planted_cpu_backend(&two);
   EXPECT_NE(broken->name(), alone->name());
   const int mismatches = count_matmul_row_mismatches(*alone, *broken, 77, 247, 70, nullptr);
   EXPECT_GT(mismatches, 0) << "the invariance check must catch a reduction split that reads the row count";

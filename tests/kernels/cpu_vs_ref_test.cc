@@ -134,7 +134,7 @@ TEST_F(CpuVsRef, KvWriteIsBitExact) {
   testing::PagedPool pc(6, 4, 2, 8), pr(6, 4, 2, 8);
   const auto kn = testing::random_floats(5 * 2 * 8, 1);
   const auto vn = testing::random_floats(5 * 2 * 8, 2);
-  const std::vector<int64_t> slots = {23, 0, -1, 9, 14};
+  const std::vector<int32_t> slots = {23, 0, -1, 9, 14};
   cpu_->kv_write(kn.data(), vn.data(), 5, slots.data(), pc.view);
   ref_->kv_write(kn.data(), vn.data(), 5, slots.data(), pr.view);
   EXPECT_EQ(pc.k, pr.k);

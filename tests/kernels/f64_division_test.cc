@@ -1,4 +1,4 @@
-// The arithmetic fact the tensor-core attention's divide_row (src/kernels/cuda/attention_mma.cu)
+// The arithmetic fact the tensor-core attention's divide_row (src/kernels/cuda/attention/attention_mma_tile.cuh)
 // rests on: for f32 x and l > 0, f32(f64(x) * RN64(1 / l)) is the correctly rounded quotient x / l
 // (one IEEE f32 division) wherever that result is normal or x is 0; a subnormal result can differ
 // (the quotient can be a midpoint between two subnormals), which is why divide_row divides such a

@@ -129,7 +129,7 @@ TEST(RefBackend, KvWriteSkipsPaddingSlots) {
   testing::PagedPool pool(2, 2, 1, 2);
   const std::vector<float> kn = {1, 2, 3, 4};  // [2, 1, 2]
   const std::vector<float> vn = {5, 6, 7, 8};
-  const std::vector<int64_t> slots = {3, -1};
+  const std::vector<int32_t> slots = {3, -1};
   ref->kv_write(kn.data(), vn.data(), 2, slots.data(), pool.view);
   EXPECT_EQ(pool.k[6], 1.0f);
   EXPECT_EQ(pool.k[7], 2.0f);

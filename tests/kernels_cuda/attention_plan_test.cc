@@ -1,10 +1,10 @@
-// Tests of the tensor-core attention's launch plan (kernels/cuda/attention_plan.h) on the CPU:
+// Tests of the tensor-core attention's launch plan (kernels/cuda/attention/attention_plan.h) on the CPU:
 // every query row is covered once per split it reads, items never mix tiles (of their last
 // positions, nor under a sliding window of their first) or sequences, splits are cut at
 // multiples of the deployment's split whatever the step, decodes run a CTA per split while
 // partial slots last and fold otherwise (in the per-split kernel where enough of them fill its
 // CTAs), and bad input is named.
-#include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/attention/attention_plan.h"
 
 #include <gtest/gtest.h>
 

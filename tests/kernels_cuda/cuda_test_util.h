@@ -1,5 +1,5 @@
 // Helpers for the CUDA backend's tests: device detection (tests skip with "no CUDA
-// device" without one), an owning device buffer, random bf16/f32 data, and the relative
+// device" without one) and its description, an owning device buffer, random bf16/f32 data, and the relative
 // error ||out - ref|| / ||ref|| that METHOD-style accuracy checks use.
 // Thread safety: none needed (tests are single-threaded).
 #pragma once
@@ -10,10 +10,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cuda/attention/attention_kernels.h"
+#include "kernels/cuda/cuda_device.h"
 
 namespace vosti::cuda_test {
 
@@ -22,10 +25,27 @@ inline bool cuda_device_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+// The test process's device, read once (the product reads it once per model: CudaDevice).
+// REQUIRES: cuda_device_available().
+inline const CudaDevice& device() {
+  static const CudaDevice d = read_cuda_device().value();
+  return d;
+}
+
 #define VOSTI_SKIP_WITHOUT_CUDA()                                                       \
   do {                                                                                  \
     if (!::vosti::cuda_test::cuda_device_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
+
+// The attention kernels of head_dim on the test process's device, prepared once per head_dim
+// (the product prepares them once per model: CudaModel::attention_kernels). REQUIRES: a device.
+inline const AttentionKernels* attention_kernels(int head_dim) {
+  static std::map<int, AttentionKernels> prepared;
+  auto it = prepared.find(head_dim);
+  if (it == prepared.end())
+    it = prepared.emplace(head_dim, prepare_attention_kernels(device(), head_dim).value()).first;
+  return &it->second;
+}
 
 // An owning device allocation of n elements of T (poisoned with 0xFF bytes: NaN for floats).
 template <typename T>

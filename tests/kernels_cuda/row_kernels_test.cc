@@ -1,8 +1,8 @@
-// Tests of the row-wise CUDA kernels (src/kernels/cuda/row_kernels.h): accuracy against
+// Tests of the row-wise CUDA kernels (src/kernels/cuda/rows/row_kernels.h): accuracy against
 // f64 CPU references (exact where the op is one IEEE operation per element), and bitwise
 // row invariance: row r of an m-row call equals the row computed alone, for every m in
 // 1..300 and samples up to 4096, at rows {0, m/2, m-1}, other rows freshly drawn.
-#include "kernels/cuda/row_kernels.h"
+#include "kernels/cuda/rows/row_kernels.h"
 
 #include <gtest/gtest.h>
 

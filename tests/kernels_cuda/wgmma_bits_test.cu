@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "tests/kernels_cuda/cuda_test_util.h"
-#include "kernels/cuda/gemm_bf16.h"
-#include "kernels/cuda/mma_ptx.cuh"
-#include "kernels/cuda/wgmma_ptx.cuh"
+#include "kernels/cuda/gemm/gemm_bf16.h"
+#include "kernels/cuda/ptx/mma_ptx.cuh"
+#include "kernels/cuda/ptx/wgmma_ptx.cuh"
 
 namespace vosti {
 namespace {
@@ -158,9 +158,7 @@ uint16_t to_bf16(float x) {  // round to nearest even (no NaN here)
 
 TEST(WgmmaBits, EveryK16StepEqualsMmaSync) {
   VOSTI_SKIP_WITHOUT_CUDA();
-  const Result<bool> has = device_has_wgmma();
-  ASSERT_TRUE(has.ok()) << has.status().to_string();
-  if (!has.value()) GTEST_SKIP() << "the GPU has no wgmma (sm_90 only)";
+  if (!cuda_test::device().has_wgmma) GTEST_SKIP() << "the GPU has no wgmma (sm_90 only)";
   constexpr int kTiles = 1024;
   const size_t tile = size_t{kRows} * kHd, ptile = size_t{kRows} * kPos;
   std::vector<uint16_t> q(kTiles * tile), k(kTiles * tile), v(kTiles * tile), p(kTiles * ptile);

@@ -20,7 +20,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernel_backend.h"
 #include "model/model.h"
-#include "model/single_sequence.h"
+#include "runner/single_sequence.h"
 #include "sample/logits_digest.h"
 #include "tests/model/quant_models.h"
 
@@ -75,23 +75,21 @@ Digests batched_digests(const Model& model, KernelBackend& kernels, const Prompt
   int64_t num_blocks = 0;
   for (const auto& p : prompts) num_blocks += (static_cast<int64_t>(p.size()) + block - 1) / block;
   KvStorage kv(model.config(), num_blocks, block);
-  std::vector<std::vector<int32_t>> tables;
+  StepPlan plan;  // every prompt a sequence of its own, blocks 0, 1, ... in prompt order
   int32_t next = 0;
   for (const auto& p : prompts) {
-    tables.emplace_back();
-    for (size_t b = 0; b * block < p.size(); ++b) tables.back().push_back(next++);
+    ScheduledRequest& r = plan.requests.emplace_back();
+    r.num_new_tokens = static_cast<int32_t>(p.size());
+    r.token_ids = p;
+    for (size_t b = 0; b * block < p.size(); ++b) r.block_table.push_back(next++);
+    plan.num_batched_tokens += r.num_new_tokens;
   }
-  ForwardBatch batch;
-  for (size_t s = 0; s < prompts.size(); ++s) {
-    for (size_t i = 0; i < prompts[s].size(); ++i) {
-      batch.logit_rows.push_back(static_cast<int32_t>(batch.token_ids.size()));
-      batch.token_ids.push_back(prompts[s][i]);
-      batch.positions.push_back(static_cast<int32_t>(i));
-      batch.slot_mapping.push_back(static_cast<int64_t>(tables[s][i / block]) * block +
-                                   static_cast<int64_t>(i % block));
-      batch.block_tables.push_back(tables[s].data());
-    }
-  }
+  const std::vector<RequestLogitsTask> tasks(prompts.size());
+  StepBatch step;
+  build_step_batch(plan, tasks, block, StepBatchOptions{}, step);
+  std::vector<int32_t> rows(static_cast<size_t>(step.num_tokens()));  // every row's logits
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int32_t>(i);
+  const ForwardBatch batch = forward_batch(step, rows);
   const int64_t vocab = model.config().vocab_size;
   std::vector<float> logits(batch.logit_rows.size() * static_cast<size_t>(vocab));
   ForwardScratch scratch;

@@ -1,4 +1,4 @@
-// Tests of the tensor-core paged attention (kernels/cuda/attention.h, family 1) on the GPU:
+// Tests of the tensor-core paged attention (kernels/cuda/attention/attention.h, family 1) on the GPU:
 // - bitwise: every query's output is the same bits as the query computed alone (one decode
 //   row in its step), whatever the step: whole prompts, chunks of 1, 7, 64 and 512, decode
 //   batches of 1..256 sequences in shuffled row order, prefill and decode rows mixed, another
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/attention_plan.h"
-#include "model/cuda/attention_work.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_plan.h"
+#include "tests/model_cuda/device_attention_plan.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 
 namespace vosti {
@@ -156,11 +156,8 @@ class Stepper {
         out_(static_cast<size_t>(kMaxRows) * pool.row_floats()),
         out16_(static_cast<size_t>(kMaxRows) * pool.row_floats()),
         pos_(kMaxRows),
-        seq_(kMaxRows) {
-    auto work = AttentionWorkBuffers::allocate(kMaxRows, partial_capacity, c.num_heads, c.head_dim, c.split, c.window);
-    EXPECT_TRUE(work.ok()) << work.status().to_string();
-    if (work.ok()) work_ = std::move(work).value();
-  }
+        seq_(kMaxRows),
+        work_(kMaxRows, partial_capacity, c.num_heads, c.head_dim) {}
 
   const AttentionPlan& plan() const { return plan_; }
 
@@ -188,13 +185,12 @@ class Stepper {
     const int32_t capacity = opt.partial_capacity < 0 ? capacity_ : opt.partial_capacity;
     const Status planned = plan_attention(pos, seq, shape, capacity, &plan_);
     EXPECT_TRUE(planned.ok()) << planned.to_string();
-    auto view = work_.upload(plan_, nullptr);
+    auto view = work_.upload(plan_);
     EXPECT_TRUE(view.ok()) << view.status().to_string();
     AttentionWorkView w = view.value();
     if (opt.per_split_ctas > 0) {
       EXPECT_TRUE(plan_.folded.empty()) << "a graph's view runs per-split items only";
-      w = work_.graph_view(m, opt.per_split_ctas);
-      w.split = shape.split;
+      w = work_.graph_view(shape.split, c_.window, m, opt.per_split_ctas);
     }
     AttentionArgs a;
     a.q = q_.get();
@@ -211,6 +207,7 @@ class Stepper {
     a.out_dtype = opt.out_dtype;
     a.m = m;
     a.work = w;
+    a.kernels = cuda_test::attention_kernels(c_.head_dim);
     out_.poison();
     const Status st = attention_tensor_cores(a, dev.layer, nullptr);
     EXPECT_TRUE(st.ok()) << st.to_string();
@@ -230,7 +227,7 @@ class Stepper {
   DeviceBuffer<uint16_t> out16_;
   DeviceBuffer<int32_t> pos_, seq_;
   AttentionPlan plan_;
-  AttentionWorkBuffers work_;
+  cuda_test::DeviceAttentionPlan work_;
 };
 
 class AttentionMma : public ::testing::TestWithParam<MmaCase> {};
@@ -451,6 +448,7 @@ TEST_P(AttentionMma, MatchesFloat64AndThePerQueryFamily) {
   a.out = per_query.get();
   a.out_row_stride = width;
   a.m = static_cast<int64_t>(rows.size());
+  a.kernels = cuda_test::attention_kernels(c.head_dim);
   ASSERT_TRUE(attention_per_query(a, dev.layer, nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> old = per_query.download();
@@ -494,6 +492,7 @@ TEST(AttentionMmaErrors, BadPlansAndShapesAreNamed) {
   a.out = buf.get();
   a.out_row_stride = 256;
   a.m = 1;
+  a.kernels = cuda_test::attention_kernels(64);
   EXPECT_TRUE(attention_tensor_cores(a, kv, nullptr).ok()) << "an empty plan launches nothing";
   AttentionArgs bad = a;
   bad.work.per_split_grid = 1;  // items without their arrays

@@ -3,7 +3,7 @@
 
 #include <cuda_bf16.h>
 
-#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/attention/attention_device.cuh"
 #include "kernels/cuda/cuda_status.h"
 
 namespace vosti::cuda_test {

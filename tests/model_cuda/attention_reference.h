@@ -1,5 +1,5 @@
 // The simple form of the CUDA paged attention, kept for the tests only: one warp per (query,
-// head) walking its KV tiles in order, exactly the order kernels/cuda/attention.h documents.
+// head) walking its KV tiles in order, exactly the order kernels/cuda/attention/attention.h documents.
 // The production kernel spreads the same operations over a CTA; the attention tests check
 // the two give the same bits on every query.
 // Thread safety: stateless.
@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 
 namespace vosti::cuda_test {
 

@@ -1,4 +1,4 @@
-// Tests of the per-query CUDA paged attention (src/kernels/cuda/attention.h, family 2: the f32
+// Tests of the per-query CUDA paged attention (src/kernels/cuda/attention/attention.h, family 2: the f32
 // pools' path and the engine's previous one) and kv_write: accuracy
 // against the scalar oracle (kernels/ref) on shuffled physical blocks with grouped-query
 // heads, bf16 and f32 pools (the oracle reads the bf16 pool's values), and bitwise invariance: a query computed alone
@@ -7,7 +7,7 @@
 // Bound: both sides are f32 with different orders (fma dot vs rounded products, online
 // softmax over 32-position tiles vs two-pass, expf vs the oracle's exp): ~1e-6 relative per
 // (query, head) row; 2e-5 leaves head room and any indexing or masking error gives > 1e-2.
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 
 #include <gtest/gtest.h>
 
@@ -154,6 +154,7 @@ TEST_P(AttentionCase, MatchesOracleAndIsBatchInvariant) {
     a.out_row_stride = row;
     a.out_dtype = dtype;
     a.m = count;
+    a.kernels = cuda_test::attention_kernels(s.head_dim);  // raises the per-query kernels' shared memory
     ASSERT_TRUE(
         (reference ? cuda_test::reference_attention(a, kv, nullptr) : attention_per_query(a, kv, nullptr)).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);

@@ -79,7 +79,7 @@ class Bf16InputBackend final : public KernelBackend {
     }
     inner_->kv_write(k_rounded_.data(), v_rounded_.data(), m, slots, kv);
   }
-  // The tensor-core attention's rounding points (kernels/cuda/attention.h, family 1) with plain
+  // The tensor-core attention's rounding points (kernels/cuda/attention/attention.h, family 1) with plain
   // f32 sums: q rounded to bf16; per KV tile of 64 positions the online softmax in base 2 with
   // c = scale * log2(e); the weights rounded to bf16 for the P.V products (the row sum L taken
   // from the unrounded weights). Splits are not emulated: the golden prompts are shorter than

@@ -1,7 +1,7 @@
 // A test's single-sequence forward over CudaModel::forward: one sequence whose KV blocks are
-// 0, 1, 2, ... of a private pool, appended in chunks, every row's logits returned. It is what
-// the old CudaSequence was, kept only in the tests: the engine's path is the CUDA runner
-// (runner/cuda/cuda_runner.h), which tests/engine_cuda drives.
+// 0, 1, 2, ... of a private pool, appended in chunks, every row's logits returned, with the
+// runner's activation buffers and a device copy of each step's attention plan of its own. The
+// engine's path is the CUDA runner (runner/cuda/cuda_runner.h), which tests/engine_cuda drives.
 // Thread safety: none (tests are single-threaded).
 #pragma once
 
@@ -13,10 +13,11 @@
 #include <span>
 #include <vector>
 
-#include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/attention/attention_plan.h"
 #include "kernels/cuda/cuda_status.h"
-#include "model/cuda/attention_work.h"
 #include "model/cuda/cuda_model.h"
+#include "runner/cuda/device_buffers.h"
+#include "tests/model_cuda/device_attention_plan.h"
 
 namespace vosti::cuda_test {
 
@@ -65,10 +66,7 @@ class CudaForwardFixture {
               kAttnRowsPerCta,
               static_cast<int>(c.sliding_window)};
     if (!kv_.empty() && tensor_core_attention(kv_[0], shape_.num_heads)) {
-      auto work =
-          AttentionWorkBuffers::allocate(rows, 64, shape_.num_heads, shape_.head_dim, shape_.split, shape_.window);
-      EXPECT_TRUE(work.ok()) << work.status().to_string();
-      if (work.ok()) work_ = std::move(work).value();
+      work_ = DeviceAttentionPlan(rows, 64, shape_.num_heads, shape_.head_dim);
       tensor_cores_ = true;
     }
   }
@@ -102,7 +100,7 @@ class CudaForwardFixture {
     b.logit_rows = logit_rows_.as<int32_t>();
     if (tensor_cores_) {
       VOSTI_RETURN_IF_ERROR(plan_attention(pos, seq, shape_, work_.partial_capacity(), &plan_));
-      VOSTI_ASSIGN_OR_RETURN(b.attention, work_.upload(plan_, nullptr));
+      VOSTI_ASSIGN_OR_RETURN(b.attention, work_.upload(plan_));
     }
     VOSTI_RETURN_IF_ERROR(model_->forward(b, acts_.view(), kv_.data(), logits_.as<float>(), nullptr));
     const int64_t vocab = model_->config().vocab_size, vocab_rows = model_->dims().vocab_rows;
@@ -124,7 +122,7 @@ class CudaForwardFixture {
   bool tensor_cores_ = false;  // the deployment runs the tensor-core attention: plan every append
   AttentionShape shape_;
   AttentionPlan plan_;
-  AttentionWorkBuffers work_;
+  DeviceAttentionPlan work_;
 };
 
 }  // namespace vosti::cuda_test

@@ -39,7 +39,7 @@
 #include "model/cuda/cuda_model.h"
 #include "model/model.h"
 #include "model/model_file.h"
-#include "model/single_sequence.h"
+#include "runner/single_sequence.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 #include "tests/model_cuda/bf16_policy.h"
 #include "tests/model_cuda/cuda_forward_fixture.h"

@@ -1,4 +1,4 @@
-// vosti_attention_plans: checks, on the real plan_attention (src/kernels/cuda/attention_plan.cc),
+// vosti_attention_plans: checks, on the real plan_attention (src/kernels/cuda/attention/attention_plan.cc),
 // the invariant the kernel analyzer assumes for the tensor-core attention (A-plan,
 // docs/VERIFICATION.md): every row of a work item shares the KV tile of the item's last position,
 // the KV tile of its first position f (attention.h: under a sliding window f = p - window + 1)
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/attention/attention_plan.h"
 #include "kernels/kernel_backend.h"
 
 namespace {

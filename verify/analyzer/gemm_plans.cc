@@ -16,14 +16,14 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/cuda/gemm_schedule.h"
+#include "kernels/cuda/gemm/gemm_schedule.h"
 
 namespace {
 
 // The enum names: the per-tile translation units (gemm_tma/<name>.cu, build/ptx/.../<name>.ptx).
 constexpr const char* kTileIds[] = {
 #define VOSTI_GEMM_TMA_TILE(tile, ...) #tile,
-#include "kernels/cuda/gemm_tma_tiles.def"
+#include "kernels/cuda/gemm/gemm_tma_tiles.def"
 #undef VOSTI_GEMM_TMA_TILE
 };
 static_assert(std::size(kTileIds) == vosti::kNumGemmTmaTiles, "one name per GemmTmaTile");
@@ -36,8 +36,6 @@ const char* instruction_name(GemmInstruction i) {
   switch (i) {
     case GemmInstruction::kMmaSyncM16N8K16:
       return "mma_sync_m16n8k16";
-    case GemmInstruction::kWgmmaM64N128K16:
-      return "wgmma_m64n128k16";
     case GemmInstruction::kWgmmaTmaWarpSpecialized:
       return "wgmma_tma_warp_specialized";
   }
@@ -48,9 +46,9 @@ const char* instruction_name(GemmInstruction i) {
 std::string describe(const GemmSchedule& s, const GemmLaunch& l) {
   std::ostringstream o;
   if (s.instruction == GemmInstruction::kWgmmaTmaWarpSpecialized) {
-    o << "tma " << static_cast<int>(l.tma_tile) << ' ' << vosti::gemm_tma_tile_segments(l.tma_tile) << ' '
-      << l.tma_split_n << ' ' << static_cast<int>(l.tma_tail_tile) << ' '
-      << vosti::gemm_tma_tile_segments(l.tma_tail_tile);
+    // "1": the k segments each instantiation evaluates (the family evaluates one since issue 38).
+    o << "tma " << static_cast<int>(l.tma_tile) << " 1 " << l.tma_split_n << ' ' << static_cast<int>(l.tma_tail_tile)
+      << " 1";
   } else {
     o << "mma " << l.block_m << ' ' << l.num_groups;
   }
@@ -95,8 +93,7 @@ int run_line(const std::string& line, int line_no) {
 
 int main() {
   for (const vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) {
-    std::cout << "tile " << static_cast<int>(tile) << ' ' << kTileIds[static_cast<int>(tile)] << ' '
-              << vosti::gemm_tma_tile_segments(tile) << "\n";
+    std::cout << "tile " << static_cast<int>(tile) << ' ' << kTileIds[static_cast<int>(tile)] << " 1\n";
   }
   std::string line;
   int line_no = 0, status = 0;

@@ -1,5 +1,5 @@
 # The GEMM launch-plan check of vosti-analyze: runs the real plan rule (vosti_gemm_plans, which
-# links src/kernels/cuda/gemm_schedule.cc) over every m in 1..max_m for every weight shape of the
+# links src/kernels/cuda/gemm/gemm_schedule.cc) over every m in 1..max_m for every weight shape of the
 # deployment's model families on every GPU of shapes.toml, and requires that every plan it selects
 # runs kernels the analysis proved, under that plan, and that all of them evaluate each element by
 # the same chain (signature.py: the k order of the tensor-core steps, the accumulator's start, the

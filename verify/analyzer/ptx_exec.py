@@ -210,7 +210,7 @@ FLT_MIN = 0x00800000  # the bits of the smallest normal f32
 
 
 def _quotient(c, d: Node, q: Node) -> Node | None:
-    """divide_row's quotient (src/kernels/cuda/attention_mma.cu): c ? d : q is d where d = div.rn.f32(x, l),
+    """divide_row's quotient (src/kernels/cuda/attention/attention_mma_tile.cuh): c ? d : q is d where d = div.rn.f32(x, l),
     q = cvt.rn.f32.f64(mul.rn.f64(cvt.f64.f32(x), rcp.rn.f64(cvt.f64.f32(l)))) and c holds (as itself
     or one of the terms of its or) the term x != 0 and |q| < FLT_MIN: where c is false, that term is,
     so q is normal, infinite, NaN or from x = 0, and then q is div.rn's quotient (divide_row's theorem,

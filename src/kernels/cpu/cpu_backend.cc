@@ -27,19 +27,14 @@
 namespace vosti {
 namespace {
 
-enum class PlantedBug : uint8_t { kNone, kSplitKByRowCount };
-
 class CpuBackend final : public KernelBackend {
  public:
-  CpuBackend(ThreadPool* pool, PlantedBug bug)
+  explicit CpuBackend(ThreadPool* pool)
       : pool_(pool),
-        bug_(bug),
         tiles_(static_cast<size_t>(pool != nullptr ? pool->num_threads() : 1),
                std::vector<float>(static_cast<size_t>(kMatmulTileFloats))) {}
 
-  std::string_view name() const override {
-    return bug_ == PlantedBug::kNone ? "cpu" : "cpu-planted-bug-split-k-by-row-count";
-  }
+  std::string_view name() const override { return "cpu"; }
 
   using KernelBackend::matmul;
   using KernelBackend::rope;
@@ -50,7 +45,6 @@ class CpuBackend final : public KernelBackend {
     if (m == 0) return;
     int64_t num_chunks = 0;
     for (int p = 0; p < w.num_parts; ++p) num_chunks += (w.parts[p].num_rows + kMatmulColChunk - 1) / kMatmulColChunk;
-    const bool planted = bug_ == PlantedBug::kSplitKByRowCount;
     parallel(static_cast<size_t>(num_chunks), 1, [&](size_t b, size_t e, int worker) {
       float* tile = tiles_[static_cast<size_t>(worker)].data();
       // Walk the parts to chunk b, then run chunks [b, e) part by part.
@@ -69,11 +63,7 @@ class CpuBackend final : public KernelBackend {
         const int64_t c0 = (chunk - chunk0) * kMatmulColChunk;
         const int64_t c1 = std::min(part.num_rows, (last - chunk0) * kMatmulColChunk);
         const float* part_bias = bias != nullptr ? bias + first_col : nullptr;
-        if (planted) {
-          matmul_part_columns_split_k_by_row_count(x, m, w.k, part, part_bias, y + first_col, w.n, c0, c1, tile);
-        } else {
-          matmul_part_columns_avx2(x, m, w.k, part, part_bias, y + first_col, w.n, c0, c1, tile);
-        }
+        matmul_part_columns_avx2(x, m, w.k, part, part_bias, y + first_col, w.n, c0, c1, tile);
         chunk = last;
       }
     });
@@ -118,7 +108,7 @@ class CpuBackend final : public KernelBackend {
     });
   }
 
-  void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) override {
+  void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
     const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;  // floats per token
     const size_t bytes = sizeof(float) * static_cast<size_t>(row);
     for (int64_t r = 0; r < m; ++r) {
@@ -219,18 +209,11 @@ class CpuBackend final : public KernelBackend {
   }
 
   ThreadPool* pool_;
-  PlantedBug bug_;
   std::vector<std::vector<float>> tiles_;  // [threads][kMatmulTileFloats]: each thread's matmul decode tile
 };
 
 }  // namespace
 
-std::unique_ptr<KernelBackend> make_cpu_backend(ThreadPool* pool) {
-  return std::make_unique<CpuBackend>(pool, PlantedBug::kNone);
-}
-
-std::unique_ptr<KernelBackend> make_cpu_backend_with_planted_bug(ThreadPool* pool) {
-  return std::make_unique<CpuBackend>(pool, PlantedBug::kSplitKByRowCount);
-}
+std::unique_ptr<KernelBackend> make_cpu_backend(ThreadPool* pool) { return std::make_unique<CpuBackend>(pool); }
 
 }  // namespace vosti

@@ -125,19 +125,4 @@ void matmul_part_columns_avx2(const float* x, int64_t m, int64_t k, const Weight
   VOSTI_CHECK(known, "matmul: weight type without a CPU decoder");
 }
 
-void matmul_part_columns_split_k_by_row_count(const float* x, int64_t m, int64_t k, const WeightRows& part,
-                                              const float* bias, float* y, int64_t ldy, int64_t col_begin,
-                                              int64_t col_end, float* tile) {
-  const int64_t split = m > 1 ? k / 2 : k;  // the planted bug: the split point reads the row count
-  for (int64_t c = col_begin; c < col_end; ++c) {
-    decode_values(part.type, part.rows[c], k, tile);  // tile [k]: row c
-    for (int64_t r = 0; r < m; ++r) {
-      float s = avx2::dot_lane8(x + r * k, tile, split);
-      if (split < k) s += avx2::dot_lane8(x + r * k + split, tile + split, k - split);
-      if (bias != nullptr) s += bias[c];
-      y[r * ldy + c] = s;
-    }
-  }
-}
-
 }  // namespace vosti

@@ -51,11 +51,4 @@ void matmul_row_columns_avx512(const float* x, int64_t k, const WeightRows& part
 // Whether this CPU runs matmul_row_columns_avx512 (read once per process).
 bool cpu_has_avx512_rows();
 
-// TEST ONLY, deliberately NOT batch invariant (PlantedBug::kSplitKByRowCount): when
-// m > 1 each element is the sum of two lane-8 dots over k halves, so a row's bits
-// depend on how many rows share the call. Used to show the invariance checks catch it.
-void matmul_part_columns_split_k_by_row_count(const float* x, int64_t m, int64_t k, const WeightRows& part,
-                                              const float* bias, float* y, int64_t ldy, int64_t col_begin,
-                                              int64_t col_end, float* tile);
-
 }  // namespace vosti

@@ -89,7 +89,7 @@ class RefBackend final : public KernelBackend {
     }
   }
 
-  void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) override {
+  void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
     const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;  // floats per token
     for (int64_t r = 0; r < m; ++r) {
       if (slots[r] < 0) continue;  // padding row

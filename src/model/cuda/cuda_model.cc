@@ -10,7 +10,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/row_kernels.h"
+#include "kernels/cuda/rows/row_kernels.h"
 
 namespace vosti {
 
@@ -66,24 +66,6 @@ Status check_cuda_supported(const ModelConfig& c) {
     return unimplemented("CUDA backend: vocabulary or context beyond 2^31");
   }
   return Status();
-}
-
-Result<CudaDevice> current_cuda_device() {
-  int num_devices = 0;
-  const cudaError_t count_err = cudaGetDeviceCount(&num_devices);
-  if (count_err != cudaSuccess || num_devices == 0) {
-    (void)cudaGetLastError();
-    return failed_precondition(std::string("no CUDA device: cudaGetDeviceCount: ") +
-                               (count_err == cudaSuccess ? "0 devices" : cudaGetErrorString(count_err)));
-  }
-  CudaDevice d;
-  VOSTI_ASSIGN_OR_RETURN(d.gemm, gemm_device_info());
-  cudaDeviceProp prop{};
-  VOSTI_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, d.gemm.device));
-  d.name = prop.name;
-  d.total_memory = prop.totalGlobalMem;
-  d.compute_capability = prop.major * 10 + prop.minor;
-  return d;
 }
 
 Result<std::shared_ptr<const CudaModel>> CudaModel::load(const ModelFile& file) {
@@ -157,9 +139,11 @@ Result<std::shared_ptr<const CudaModel>> CudaModel::upload(const Model& model) {
 }
 
 Result<std::shared_ptr<const CudaModel>> CudaModel::build(const Source& source) {
-  VOSTI_ASSIGN_OR_RETURN(CudaDevice device, current_cuda_device());
+  VOSTI_ASSIGN_OR_RETURN(CudaDevice device, read_cuda_device());
   VOSTI_RETURN_IF_ERROR(check_cuda_supported(source.config));
   std::shared_ptr<CudaModel> m(new CudaModel());
+  VOSTI_ASSIGN_OR_RETURN(m->attention_kernels_,
+                         prepare_attention_kernels(device, static_cast<int>(source.config.head_dim)));
   m->device_ = std::move(device);
   m->config_ = source.config;
   m->path_ = source.path;
@@ -180,7 +164,7 @@ Result<CudaGemmWeight> CudaModel::upload_gemm(const std::vector<uint16_t>& w, co
                                               int64_t k_cols, const std::string& what) {
   CudaGemmWeight g;
   VOSTI_ASSIGN_OR_RETURN(g.schedule,
-                         select_schedule(n_rows, k_cols, select_instruction(n_rows, k_cols, device_.gemm.has_wgmma)));
+                         select_schedule(n_rows, k_cols, select_instruction(n_rows, k_cols, device_.has_wgmma)));
   VOSTI_ASSIGN_OR_RETURN(g.w, DeviceMemory::upload(w.data(), w.size() * sizeof(uint16_t), what));
   num_weight_bytes_ += g.w.bytes();
   if (bias != nullptr) {
@@ -189,79 +173,85 @@ Result<CudaGemmWeight> CudaModel::upload_gemm(const std::vector<uint16_t>& w, co
   return g;
 }
 
-Status CudaModel::upload_weights(const Source& src) {
+// Layer li's weights: norms, then q/k/v stacked (+ bias), o, gate/up, down, each zero-padded to
+// the GEMM's shapes (the header's padding) and uploaded with its schedule.
+Status CudaModel::upload_layer(const Source& src, int64_t li) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int64_t I = c.intermediate_size;
-  dims_.qkv_rows = round_up((nh + 2 * nkv) * hd, 8);
-  dims_.attn_width = round_up(nh * hd, 64);
-  dims_.ffn_width = round_up(I, 64);
-  dims_.vocab_rows = round_up(c.vocab_size, 8);
-
-  auto vec_f32 = [&](WeightRole role, int64_t li, const std::string& what) -> Result<DeviceMemory> {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> v, src.f32(role, li));
+  auto vec_f32 = [&](WeightRole role, int64_t layer, const std::string& what) -> Result<DeviceMemory> {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> v, src.f32(role, layer));
     return upload_f32(v.data(), v.size(), what);
   };
-  layers_.resize(static_cast<size_t>(c.num_layers));
-  for (int64_t li = 0; li < c.num_layers; ++li) {
-    CudaLayerWeights& D = layers_[static_cast<size_t>(li)];
-    const std::string name = "layer " + std::to_string(li) + " ";
-    VOSTI_ASSIGN_OR_RETURN(D.attn_norm, vec_f32(WeightRole::kAttnNorm, li, name + "attn_norm"));
-    VOSTI_ASSIGN_OR_RETURN(D.ffn_norm, vec_f32(WeightRole::kFfnNorm, li, name + "ffn_norm"));
-    if (c.qk_norm) {
-      VOSTI_ASSIGN_OR_RETURN(D.q_norm, vec_f32(WeightRole::kQNorm, li, name + "q_norm"));
-      VOSTI_ASSIGN_OR_RETURN(D.k_norm, vec_f32(WeightRole::kKNorm, li, name + "k_norm"));
-    }
-
-    std::vector<uint16_t> wqkv = zero_bf16(dims_.qkv_rows, H);  // [qkv_rows, H]
-    int64_t row = 0;
-    for (const auto& [role, rows] : {std::pair{WeightRole::kQ, nh * hd}, std::pair{WeightRole::kK, nkv * hd},
-                                     std::pair{WeightRole::kV, nkv * hd}}) {
-      VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> part, src.bf16(role, li));
-      put_rows(part.data(), rows, H, wqkv, row, H);
-      row += rows;
-    }
-    std::vector<float> bqkv;  // [qkv_rows]
-    if (c.qkv_bias) {
-      bqkv.assign(static_cast<size_t>(dims_.qkv_rows), 0.0f);
-      size_t at = 0;
-      for (WeightRole role : {WeightRole::kQBias, WeightRole::kKBias, WeightRole::kVBias}) {
-        VOSTI_ASSIGN_OR_RETURN(std::vector<float> part, src.f32(role, li));
-        std::memcpy(bqkv.data() + at, part.data(), part.size() * sizeof(float));
-        at += part.size();
-      }
-    }
-    VOSTI_ASSIGN_OR_RETURN(D.qkv,
-                           upload_gemm(wqkv, bqkv.empty() ? nullptr : bqkv.data(), dims_.qkv_rows, H, name + "wqkv"));
-    wqkv = {};
-
-    std::vector<uint16_t> wo = zero_bf16(H, dims_.attn_width);  // [H, attn_width]
-    {
-      VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> o, src.bf16(WeightRole::kO, li));
-      for (int64_t r = 0; r < H; ++r) put_rows(o.data() + r * nh * hd, 1, nh * hd, wo, r, dims_.attn_width);
-    }
-    VOSTI_ASSIGN_OR_RETURN(D.o, upload_gemm(wo, nullptr, H, dims_.attn_width, name + "wo"));
-    wo = {};
-
-    std::vector<uint16_t> wgu = zero_bf16(2 * dims_.ffn_width, H);  // [2 * ffn_width, H]
-    {
-      VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> gate, src.bf16(WeightRole::kGate, li));
-      put_rows(gate.data(), I, H, wgu, 0, H);
-    }
-    {
-      VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> up, src.bf16(WeightRole::kUp, li));
-      put_rows(up.data(), I, H, wgu, dims_.ffn_width, H);
-    }
-    VOSTI_ASSIGN_OR_RETURN(D.gate_up, upload_gemm(wgu, nullptr, 2 * dims_.ffn_width, H, name + "w_gate_up"));
-    wgu = {};
-
-    std::vector<uint16_t> wd = zero_bf16(H, dims_.ffn_width);  // [H, ffn_width]
-    {
-      VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> down, src.bf16(WeightRole::kDown, li));
-      for (int64_t r = 0; r < H; ++r) put_rows(down.data() + r * I, 1, I, wd, r, dims_.ffn_width);
-    }
-    VOSTI_ASSIGN_OR_RETURN(D.down, upload_gemm(wd, nullptr, H, dims_.ffn_width, name + "w_down"));
+  CudaLayerWeights& D = layers_[static_cast<size_t>(li)];
+  const std::string name = "layer " + std::to_string(li) + " ";
+  VOSTI_ASSIGN_OR_RETURN(D.attn_norm, vec_f32(WeightRole::kAttnNorm, li, name + "attn_norm"));
+  VOSTI_ASSIGN_OR_RETURN(D.ffn_norm, vec_f32(WeightRole::kFfnNorm, li, name + "ffn_norm"));
+  if (c.qk_norm) {
+    VOSTI_ASSIGN_OR_RETURN(D.q_norm, vec_f32(WeightRole::kQNorm, li, name + "q_norm"));
+    VOSTI_ASSIGN_OR_RETURN(D.k_norm, vec_f32(WeightRole::kKNorm, li, name + "k_norm"));
   }
+
+  std::vector<uint16_t> wqkv = zero_bf16(dims_.qkv_rows, H);  // [qkv_rows, H]
+  int64_t row = 0;
+  for (const auto& [role, rows] :
+       {std::pair{WeightRole::kQ, nh * hd}, std::pair{WeightRole::kK, nkv * hd}, std::pair{WeightRole::kV, nkv * hd}}) {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> part, src.bf16(role, li));
+    put_rows(part.data(), rows, H, wqkv, row, H);
+    row += rows;
+  }
+  std::vector<float> bqkv;  // [qkv_rows]
+  if (c.qkv_bias) {
+    bqkv.assign(static_cast<size_t>(dims_.qkv_rows), 0.0f);
+    size_t at = 0;
+    for (WeightRole role : {WeightRole::kQBias, WeightRole::kKBias, WeightRole::kVBias}) {
+      VOSTI_ASSIGN_OR_RETURN(std::vector<float> part, src.f32(role, li));
+      std::memcpy(bqkv.data() + at, part.data(), part.size() * sizeof(float));
+      at += part.size();
+    }
+  }
+  VOSTI_ASSIGN_OR_RETURN(D.qkv,
+                         upload_gemm(wqkv, bqkv.empty() ? nullptr : bqkv.data(), dims_.qkv_rows, H, name + "wqkv"));
+  wqkv = {};
+
+  std::vector<uint16_t> wo = zero_bf16(H, dims_.attn_width);  // [H, attn_width]
+  {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> o, src.bf16(WeightRole::kO, li));
+    for (int64_t r = 0; r < H; ++r) put_rows(o.data() + r * nh * hd, 1, nh * hd, wo, r, dims_.attn_width);
+  }
+  VOSTI_ASSIGN_OR_RETURN(D.o, upload_gemm(wo, nullptr, H, dims_.attn_width, name + "wo"));
+  wo = {};
+
+  std::vector<uint16_t> wgu = zero_bf16(2 * dims_.ffn_width, H);  // [2 * ffn_width, H]
+  {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> gate, src.bf16(WeightRole::kGate, li));
+    put_rows(gate.data(), I, H, wgu, 0, H);
+  }
+  {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> up, src.bf16(WeightRole::kUp, li));
+    put_rows(up.data(), I, H, wgu, dims_.ffn_width, H);
+  }
+  VOSTI_ASSIGN_OR_RETURN(D.gate_up, upload_gemm(wgu, nullptr, 2 * dims_.ffn_width, H, name + "w_gate_up"));
+  wgu = {};
+
+  std::vector<uint16_t> wd = zero_bf16(H, dims_.ffn_width);  // [H, ffn_width]
+  {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> down, src.bf16(WeightRole::kDown, li));
+    for (int64_t r = 0; r < H; ++r) put_rows(down.data() + r * I, 1, I, wd, r, dims_.ffn_width);
+  }
+  VOSTI_ASSIGN_OR_RETURN(D.down, upload_gemm(wd, nullptr, H, dims_.ffn_width, name + "w_down"));
+  return Status();
+}
+
+Status CudaModel::upload_weights(const Source& src) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
+  dims_.qkv_rows = round_up((nh + 2 * nkv) * hd, 8);
+  dims_.attn_width = round_up(nh * hd, 64);
+  dims_.ffn_width = round_up(c.intermediate_size, 64);
+  dims_.vocab_rows = round_up(c.vocab_size, 8);
+  layers_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t li = 0; li < c.num_layers; ++li) VOSTI_RETURN_IF_ERROR(upload_layer(src, li));
 
   {
     std::vector<uint16_t> head = zero_bf16(dims_.vocab_rows, H);  // [vocab_rows, H]
@@ -279,55 +269,23 @@ Status CudaModel::upload_weights(const Source& src) {
     num_weight_bytes_ += embed_own_.bytes();
     embed_ = embed_own_.as<uint16_t>();
   }
-  VOSTI_ASSIGN_OR_RETURN(final_norm_, vec_f32(WeightRole::kFinalNorm, -1, "final_norm"));
+  {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> norm, src.f32(WeightRole::kFinalNorm, -1));
+    VOSTI_ASSIGN_OR_RETURN(final_norm_, upload_f32(norm.data(), norm.size(), "final_norm"));
+  }
   const std::vector<float> inv_freq = c.rope_inv_freq();  // [head_dim / 2]
   VOSTI_ASSIGN_OR_RETURN(inv_freq_, upload_f32(inv_freq.data(), inv_freq.size(), "rope inv_freq"));
   return Status();
 }
 
 size_t CudaModel::gemm_workspace_bytes(int64_t max_m) const {
-  const int sms = device_.gemm.num_sms;
+  const int sms = device_.num_sms;
   size_t bytes = vosti::gemm_workspace_bytes(lm_head_.schedule, max_m, sms);
   for (const CudaLayerWeights& L : layers_) {
     for (const CudaGemmWeight* g : {&L.qkv, &L.o, &L.gate_up, &L.down})
       bytes = std::max(bytes, vosti::gemm_workspace_bytes(g->schedule, max_m, sms));
   }
   return bytes;
-}
-
-Result<CudaActivationBuffers> CudaActivationBuffers::allocate(const CudaModel& model, int64_t rows, int64_t logit_rows,
-                                                              cudaStream_t stream) {
-  const CudaModelDims& d = model.dims();
-  const int64_t H = model.config().hidden_size;
-  CudaActivationBuffers b;
-  const auto alloc = [](DeviceMemory& m, int64_t count, size_t elem, const char* what) -> Status {
-    VOSTI_ASSIGN_OR_RETURN(m, DeviceMemory::allocate(static_cast<size_t>(count) * elem, what));
-    return Status();
-  };
-  VOSTI_RETURN_IF_ERROR(alloc(b.x_, rows * H, sizeof(float), "residual stream"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.h_, rows * H, sizeof(uint16_t), "normed activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.qkv_, rows * d.qkv_rows, sizeof(float), "qkv activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.attn_, rows * d.attn_width, sizeof(uint16_t), "attention output"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.proj_, rows * H, sizeof(float), "projection output"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.gate_up_, rows * 2 * d.ffn_width, sizeof(float), "gate_up activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.act_, rows * d.ffn_width, sizeof(uint16_t), "SwiGLU activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.h_logits_, logit_rows * H, sizeof(uint16_t), "final-normed logit rows"));
-  VOSTI_ASSIGN_OR_RETURN(b.workspace_, DeviceMemory::allocate(model.gemm_workspace_bytes(rows), "GEMM workspace"));
-  if (!b.workspace_.empty())
-    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.workspace_.as<void>(), 0, b.workspace_.bytes(), stream));
-  VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.attn_.as<void>(), 0, b.attn_.bytes(), stream));
-  b.view_ = CudaActivations{b.x_.as<float>(),
-                            b.h_.as<uint16_t>(),
-                            b.qkv_.as<float>(),
-                            b.attn_.as<uint16_t>(),
-                            b.proj_.as<float>(),
-                            b.gate_up_.as<float>(),
-                            b.act_.as<uint16_t>(),
-                            b.h_logits_.as<uint16_t>(),
-                            rows,
-                            logit_rows,
-                            {b.workspace_.as<void>(), b.workspace_.bytes()}};
-  return b;
 }
 
 Status CudaModel::gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y, int64_t row_capacity,
@@ -340,7 +298,7 @@ Status CudaModel::gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, fl
   args.out_dtype = DType::kF32;
   args.m = m;
   args.row_capacity = row_capacity;
-  return gemm_bf16(w.schedule, args, acts.workspace, stream, device_.gemm);
+  return gemm_bf16(w.schedule, args, acts.workspace, stream, device_.gemm());
 }
 
 Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivations& a, const CudaKvLayer& kv,
@@ -384,6 +342,7 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
   at.out_dtype = DType::kBF16;
   at.m = T;
   at.work = b.attention;
+  at.kernels = &attention_kernels_;
   VOSTI_RETURN_IF_ERROR(attention(at, kv, stream));
   VOSTI_RETURN_IF_ERROR(gemm(L.o, a.attn, T, a.proj, cap, a, stream));
   VOSTI_RETURN_IF_ERROR(add_rms_norm(a.x, a.proj, T, H, L.ffn_norm.as<float>(), eps, a.h, DType::kBF16, stream));

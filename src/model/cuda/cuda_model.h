@@ -1,8 +1,9 @@
 // CudaModel: one model's weights on the GPU, uploaded once, with the GEMM schedule of every
 // weight shape fixed at upload (DESIGN.md rule 1), and the decoder forward over a batch of
 // many sequences that reads and writes the paged device KV pool. The runner
-// (runner/cuda/cuda_runner.h) owns the batch buffers, the pool and the graphs; forward()
-// only enqueues kernels: no allocation, no synchronisation, no driver query.
+// (runner/cuda/cuda_runner.h) owns the batch buffers (CudaActivationBuffers among them), the pool
+// and the graphs; forward() only enqueues kernels: no allocation, no synchronisation, no driver
+// query (the device is described once, at upload: CudaDevice, AttentionKernels).
 //
 // Numeric policy of the CUDA deployment (part of D): the projection matrices (wqkv, wo,
 // w_gate_up, w_down, lm_head) and the embedding table are bf16 (a bf16 file's values as they
@@ -44,22 +45,16 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/gemm_bf16.h"
-#include "kernels/cuda/gemm_schedule.h"
-#include "model/cuda/device_memory.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_kernels.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/gemm/gemm_bf16.h"
+#include "kernels/cuda/gemm/gemm_schedule.h"
+#include "kernels/cuda/device_memory.h"
 #include "model/model.h"
 #include "model/model_file.h"
 
 namespace vosti {
-
-// The GPU a model was uploaded to, read once at upload.
-struct CudaDevice {
-  GemmDevice gemm;             // ordinal, multiprocessors, wgmma
-  std::string name;            // "NVIDIA H200"
-  size_t total_memory = 0;     // bytes
-  int compute_capability = 0;  // 90 for sm_90
-};
 
 // One projection on the device: y[m, n_rows] = x[m, k_cols] * w^T (+ bias).
 struct CudaGemmWeight {
@@ -103,25 +98,8 @@ struct CudaActivations {
   GemmWorkspace workspace;  // counters zeroed once by the owner
 };
 
-class CudaModel;
-
-// The device memory behind a CudaActivations view, owned by whoever runs the forward (the CUDA
-// runner; the tests' fixture): every buffer for `rows` token rows (the caller rounds rows up to
-// whole GEMM tiles) and `logit_rows` logit rows, the GEMM workspace with its counters zeroed and
-// attn's padding columns zeroed (wo's padding columns read them; attention never writes them).
-class CudaActivationBuffers {
- public:
-  // Errors: kResourceExhausted naming the buffer that does not fit; kInternal for CUDA failures.
-  static Result<CudaActivationBuffers> allocate(const CudaModel& model, int64_t rows, int64_t logit_rows,
-                                                cudaStream_t stream);
-  const CudaActivations& view() const { return view_; }
-
- private:
-  DeviceMemory x_, h_, qkv_, attn_, proj_, gate_up_, act_, h_logits_, workspace_;
-  CudaActivations view_;
-};
-
-// The batch of one step on the device (the runner's step buffer), see attention.h.
+// The batch of one step on the device (the runner's step buffer, runner/cuda/step_buffer.h), see
+// attention.h.
 struct CudaBatch {
   int64_t num_tokens = 0;                       // T (host value: grid sizes)
   const int32_t* token_ids = nullptr;           // [T]
@@ -132,7 +110,7 @@ struct CudaBatch {
   const int32_t* block_table_stride = nullptr;  // device scalar
   int64_t num_logit_rows = 0;                   // R (host value)
   const int32_t* logit_rows = nullptr;          // [R] distinct rows < T whose logits are wanted
-  // The tensor-core attention's plan of these rows (AttentionWorkBuffers::upload or graph_view);
+  // The tensor-core attention's plan of these rows (attention_eager_view or attention_graph_view);
   // unused where the deployment runs the per-query attention (tensor_core_attention()).
   AttentionWorkView attention;
 };
@@ -151,7 +129,9 @@ class CudaModel {
   const ModelConfig& config() const { return config_; }
   const std::string& path() const { return path_; }
   const CudaModelDims& dims() const { return dims_; }
-  const CudaDevice& device() const { return device_; }
+  const CudaDevice& device() const { return device_; }  // read once, at upload
+  // The attention kernels of this model's head_dim on its device, prepared at upload.
+  const AttentionKernels& attention_kernels() const { return attention_kernels_; }
   const CudaLayerWeights& layer(int64_t index) const { return layers_[static_cast<size_t>(index)]; }
   const uint16_t* embedding() const { return embed_; }                 // [vocab, hidden] bf16
   const float* final_norm() const { return final_norm_.as<float>(); }  // [hidden] f32
@@ -186,6 +166,7 @@ class CudaModel {
   CudaModel() = default;
   static Result<std::shared_ptr<const CudaModel>> build(const Source& source);
   Status upload_weights(const Source& source);
+  Status upload_layer(const Source& source, int64_t li);
   Result<CudaGemmWeight> upload_gemm(const std::vector<uint16_t>& w, const float* bias, int64_t n_rows, int64_t k_cols,
                                      const std::string& what);
   Result<DeviceMemory> upload_f32(const float* data, size_t count, const std::string& what);
@@ -198,6 +179,7 @@ class CudaModel {
   std::string path_;
   CudaModelDims dims_;
   CudaDevice device_;
+  AttentionKernels attention_kernels_;
   std::vector<CudaLayerWeights> layers_;
   DeviceMemory embed_own_;  // [vocab, hidden] bf16, empty when the embedding is tied to lm_head
   const uint16_t* embed_ = nullptr;
@@ -209,8 +191,5 @@ class CudaModel {
 
 // The CUDA deployment's support check for a config (also used before loading any weight).
 Status check_cuda_supported(const ModelConfig& config);
-
-// The current device's CudaDevice. Errors: kFailedPrecondition "no CUDA device"; kInternal.
-Result<CudaDevice> current_cuda_device();
 
 }  // namespace vosti

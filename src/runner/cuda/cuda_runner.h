@@ -1,25 +1,23 @@
 // The CUDA device: CudaDeviceModel holds one model's weights on the GPU (model/cuda);
-// CudaRunner runs engine steps there. A runner owns, for its engine:
-//   - the KV pool: per layer K and V [num_blocks, num_kv_heads, block_size, head_dim] in the
-//     deployment's KV dtype (bf16 by default), sized from the GPU's free memory times
-//     gpu_memory_utilization (or EngineConfig::num_blocks); the scheduler's BlockPool decides
-//     which block holds what, so prefix caching, eviction and preemption are the CPU's;
-//   - the step buffer: one pinned host buffer that the runner fills with the whole batch
-//     description (token ids, positions, slots, the sequence of every row, the block-table
-//     matrix, the logit rows, the sampler's row tasks and adjustments) and copies to the device
-//     in one transfer per step;
-//   - the activations, the logits and sampler buffers, the results it copies back (a
-//     SamplerRowResult per wanted row, digests, and whole rows only where asked);
-//   - CUDA graphs of decode steps (every request one token), one per padded batch size,
-//     captured on first use; padding rows have position -1 and slot -1 and touch nothing.
-// A step is: fill + one H2D copy -> forward (graph replay or eager launches) -> logits of the
-// wanted rows -> the device sampler (sampler_kernels.h) and digests -> one D2H copy of the
-// results -> one stream synchronisation -> logprobs finished on the host (its log) and rows the
-// device sampler hands back sampled on the host from the same logits.
+// CudaRunner (cuda_runner.cc) runs engine steps there. A runner owns its device memory
+// (device_buffers.h: the step buffer, activations, logits and sampler buffers, the KV pool, the
+// attention's split states) and its decode graphs (cuda_graphs.h).
+// A step is execute = fill -> launch -> collect:
+//   fill     the StepBatch (runner/step_batch.h) with the logits rows' sampler tasks, the attention
+//            plan of its rows, laid out in the pinned step buffer (step_buffer.h), one transfer;
+//   launch   the forward (a decode graph's replay, or eager launches with the score rows' logits
+//            in chunks of the logits buffer, each followed by the device sampler), the device
+//            sampler and digests of the sampled rows, the copies of the results back, one stream
+//            synchronisation;
+//   collect  the RowResults in wanted order: logprobs finished on the host (its log) from what the
+//            device reported, and rows the device sampler hands back sampled on the host from the
+//            same logits.
 // Thread safety: CudaDeviceModel is immutable and shared; a CudaRunner has one caller at a time.
 // After a CUDA failure a runner is unusable and every later step returns that error.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,5 +41,19 @@ class CudaDeviceModel final : public DeviceModel {
  private:
   std::shared_ptr<const CudaModel> model_;
 };
+
+// Seams through which the tests plant violations of the determinism rules in a CUDA runner
+// (tests/support/planted.h), to show the harness catches them. The product never sets one.
+struct CudaRunnerHooks {
+  // The attention split a step plans with, from its sequence count and the deployment's split. A
+  // function of the step, which a captured graph cannot follow: set, it turns the graphs off.
+  std::function<int(int64_t num_seqs, int split)> attention_split;
+};
+
+// A runner of `model` for `config` (what CudaDeviceModel::make_runner returns, with no hooks).
+// Errors: kInvalidArgument for a config the runner cannot serve (named); kUnimplemented for a
+// vocabulary above the device sampler's; kResourceExhausted when its memory does not fit.
+Result<std::unique_ptr<ModelRunner>> make_cuda_runner(std::shared_ptr<const CudaModel> model,
+                                                      const EngineConfig& config, const CudaRunnerHooks& hooks = {});
 
 }  // namespace vosti

@@ -1,6 +1,7 @@
 // Planted split-path violations for the tensor-core attention's split-path comparison
 // (verify/analyzer/attention_chains.py; verify/analyzer/mutants.py compiles this file to sm_80 PTX
-// and runs the comparison on it). It includes the real kernels (src/kernels/cuda/attention_mma.cu)
+// and runs the comparison on it). It includes the real kernels (src/kernels/cuda/attention/: the
+// streaming, decode and merge kernels' translation units)
 // and adds, with one more template argument kPlant:
 //   planted_fold_kernel: a copy of attention_mma_kernel<kHd, OutT, true, 1> (the folded path) whose
 //     tile step is a copy of tile_step and softmax_block:
@@ -17,7 +18,9 @@
 //          sums the folded values).
 // Each kernel is batch invariant on its own; only the comparison of the paths catches them. Never
 // linked into the engine.
-#include "kernels/cuda/attention_mma.cu"
+#include "kernels/cuda/attention/attention_decode.cu"
+#include "kernels/cuda/attention/attention_merge.cu"
+#include "kernels/cuda/attention/attention_mma_stream.cu"
 
 namespace vosti {
 namespace {

@@ -1,6 +1,6 @@
 // Planted chain violations for the mma.sync GEMM's chain comparison (verify/analyzer/gemm_chains.py;
 // verify/analyzer/mutants.py compiles this file to sm_80 PTX and runs the comparison on it). A copy
-// of gemm_bf16_kernel (src/kernels/cuda/gemm_bf16.cu, the loop a segment) with one more template
+// of gemm_bf16_kernel (src/kernels/cuda/gemm/gemm_bf16.cu, the loop a segment) with one more template
 // argument, kPlant:
 //   0  the clean copy: every plan must store the contract's DAG;
 //   1  the split path's last CTA sums the partials in reverse segment order (P_{S-1} + ... + P_0);
@@ -10,8 +10,8 @@
 // plans' chains with the contract catches them. Never linked into the engine.
 #include <cuda_bf16.h>
 
-#include "kernels/cuda/gemm_device.cuh"
-#include "kernels/cuda/mma_ptx.cuh"
+#include "kernels/cuda/gemm/gemm_device.cuh"
+#include "kernels/cuda/ptx/mma_ptx.cuh"
 
 namespace vosti::gemm_planted {
 

@@ -1,0 +1,32 @@
+# vosti_gemm_tma_sources(OUT_VAR): one translation unit per line of gemm_tma_tiles.def (the
+# CUTLASS instantiations of the sm_90a GEMM family, bf16 and f32 output), written into
+# ${CMAKE_CURRENT_BINARY_DIR}/gemm_tma/ (rewritten only when their text changes, so a
+# reconfigure rebuilds nothing) and returned in OUT_VAR. One unit per tile lets a build
+# compile them in parallel. Used by src/kernels/cuda/CMakeLists.txt and dev/cuda/gemm_sm90.
+set(vosti_gemm_tma_def ${CMAKE_CURRENT_LIST_DIR}/gemm_tma_tiles.def)
+function(vosti_gemm_tma_sources out_var)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${vosti_gemm_tma_def})
+  file(STRINGS ${vosti_gemm_tma_def} lines REGEX "^VOSTI_GEMM_TMA_TILE\\(")
+  set(srcs)
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^VOSTI_GEMM_TMA_TILE\\(([A-Za-z0-9_]+),.*" "\\1" tile "${line}")
+    set(text "// Generated from src/kernels/cuda/gemm/gemm_tma_tiles.def by gemm_tma_tiles.cmake: the\n")
+    string(APPEND text "// kWgmmaTmaWarpSpecialized instantiations with GemmTmaTile::${tile} (sm_90a only).\n")
+    string(APPEND text "#include <cstdint>\n\n#include \"kernels/cuda/gemm/gemm_bf16_sm90_tma.cuh\"\n\n")
+    string(APPEND text "namespace vosti::gemm_detail {\n\n")
+    string(APPEND text "template Status run_tma_gemm<GemmTmaTile::${tile}, uint16_t>(const TmaGemmCall&, cudaStream_t);\n")
+    string(APPEND text "template Status run_tma_gemm<GemmTmaTile::${tile}, float>(const TmaGemmCall&, cudaStream_t);\n\n")
+    string(APPEND text "}  // namespace vosti::gemm_detail\n")
+    set(file ${CMAKE_CURRENT_BINARY_DIR}/gemm_tma/${tile}.cu)
+    if(EXISTS ${file})
+      file(READ ${file} old)
+    else()
+      set(old "")
+    endif()
+    if(NOT old STREQUAL text)
+      file(WRITE ${file} "${text}")
+    endif()
+    list(APPEND srcs ${file})
+  endforeach()
+  set(${out_var} ${srcs} PARENT_SCOPE)
+endfunction()

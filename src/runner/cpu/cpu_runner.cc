@@ -1,0 +1,108 @@
+#include "runner/cpu/cpu_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "runner/cpu/host_rows.h"
+
+namespace vosti {
+
+Result<std::unique_ptr<KernelBackend>> make_host_backend(const std::string& name, ThreadPool* pool) {
+  if (name == "cpu") return make_cpu_backend(pool);
+  if (name == "ref") return make_ref_backend();
+  return invalid_argument("unknown backend \"" + name + "\" (choose cpu or ref)");
+}
+
+Result<std::unique_ptr<ModelRunner>> CpuDeviceModel::make_runner(const EngineConfig& config) const {
+  return CpuRunner::create(model_, config,
+                           [&config](ThreadPool* pool) { return make_host_backend(config.backend, pool); });
+}
+
+Result<std::unique_ptr<ModelRunner>> CpuRunner::create(std::shared_ptr<const Model> model, const EngineConfig& config,
+                                                       const KernelFactory& make_kernels) {
+  const ModelConfig& mc = model->config();
+  if (config.kv_cache_dtype != "auto" && config.kv_cache_dtype != "f32")
+    return invalid_argument("the cpu device keeps its KV cache in f32; kv_cache_dtype \"" + config.kv_cache_dtype +
+                            "\" needs --device cuda");
+  RunnerInfo info;
+  info.kv_cache_dtype = "f32";
+  info.block_size = config.block_size;
+  const int64_t bytes_per_block =
+      2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * static_cast<int64_t>(sizeof(float));
+  info.num_blocks = config.num_blocks > 0 ? config.num_blocks : config.kv_cache_bytes / bytes_per_block;
+  if (info.num_blocks <= 0) return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
+  info.num_blocks = std::min<int64_t>(info.num_blocks, (int64_t{1} << 31) / config.block_size - 1);  // int32 slots
+  info.kv_cache_bytes = info.num_blocks * bytes_per_block;
+  const int64_t cache_tokens = info.num_blocks * config.block_size;
+  int64_t max_len = config.max_model_len;
+  if (max_len <= 0) max_len = std::min(mc.max_position_embeddings, cache_tokens);
+  if (max_len > cache_tokens)
+    return invalid_argument("max_model_len " + std::to_string(max_len) + " exceeds the KV cache (" +
+                            std::to_string(cache_tokens) + " tokens): raise the cache size or lower max_model_len");
+  info.max_model_len = static_cast<int32_t>(max_len);
+  info.weight_bytes = model->weight_bytes();
+  const int32_t threads = config.num_threads > 0
+                              ? config.num_threads
+                              : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  auto pool = std::make_unique<ThreadPool>(threads);
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<KernelBackend> kernels, make_kernels(pool.get()));
+  info.device = "cpu (" + std::string(kernels->name()) + " kernels, " + std::to_string(threads) + " threads)";
+  return std::unique_ptr<ModelRunner>(new CpuRunner(std::move(model), std::move(pool), std::move(kernels), info));
+}
+
+CpuRunner::CpuRunner(std::shared_ptr<const Model> model, std::unique_ptr<ThreadPool> pool,
+                     std::unique_ptr<KernelBackend> kernels, RunnerInfo info)
+    : model_(std::move(model)),
+      pool_(std::move(pool)),
+      kernels_(std::move(kernels)),
+      info_(std::move(info)),
+      kv_(model_->config(), info_.num_blocks, info_.block_size) {}
+
+namespace {
+
+// A sampled row whose request asked for no logprobs: the token only (choose_token: the same
+// token as sample_token, without the raw log-softmax), then the digest and copy on request.
+RowResult sample_row_without_logprobs(std::span<const float> logits, const WantedRow& row,
+                                      const RequestLogitsTask& task, SamplerScratch& scratch) {
+  RowResult out;
+  out.plan_index = row.plan_index;
+  out.position = row.position;
+  out.kind = row.kind;
+  out.scored.token = choose_token(logits, *task.sampling, task.seed, static_cast<int64_t>(task.outputs.size()),
+                                  task.prompt, task.outputs, scratch);
+  if (task.digest) out.digest = logits_digest(logits);
+  if (task.full_logits) out.logits.assign(logits.begin(), logits.end());
+  return out;
+}
+
+}  // namespace
+
+Result<StepResult> CpuRunner::execute(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  build_step_batch(plan, tasks, info_.block_size, StepBatchOptions{}, batch_);
+  logit_rows_ = batch_.logit_token_rows();
+  const auto vocab = static_cast<size_t>(model_->config().vocab_size);
+  logits_.resize(logit_rows_.size() * vocab);
+  model_->forward(forward_batch(batch_, logit_rows_), kv_, *kernels_, logits_.data(), scratch_);
+  const auto t1 = Clock::now();
+  StepResult out;
+  out.rows.resize(batch_.wanted.size());
+  for (size_t i = 0; i < batch_.logit_order.size(); ++i) {  // logits order -> the wanted order of out.rows
+    const auto at = static_cast<size_t>(batch_.logit_order[i]);
+    const WantedRow& row = batch_.wanted[at];
+    const std::span<const float> logits(logits_.data() + i * vocab, vocab);
+    const RequestLogitsTask& task = tasks[static_cast<size_t>(row.plan_index)];
+    if (row.kind == RowKind::kSample && task.sampling != nullptr && !task.sampling->logprobs) {
+      out.rows[at] = sample_row_without_logprobs(logits, row, task, sampler_scratch_);
+    } else {
+      out.rows[at] = finish_row_on_host(logits, row, task, sampler_scratch_);
+    }
+  }
+  out.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
+  out.seconds_sampling = std::chrono::duration<double>(Clock::now() - t1).count();
+  return out;
+}
+
+}  // namespace vosti

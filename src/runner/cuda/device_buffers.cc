@@ -1,0 +1,134 @@
+#include "runner/cuda/device_buffers.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/cuda_status.h"
+
+namespace vosti {
+namespace {
+
+constexpr size_t kHeadroomBytes = 512ull << 20;  // left free beside the KV pool (graphs, CUDA's own)
+
+Status alloc(DeviceMemory& m, int64_t count, size_t elem, const char* what) {
+  VOSTI_ASSIGN_OR_RETURN(m, DeviceMemory::allocate(static_cast<size_t>(count) * elem, what));
+  return Status();
+}
+
+Status alloc_pinned(PinnedMemory& m, int64_t count, size_t elem, const char* what) {
+  VOSTI_ASSIGN_OR_RETURN(m, PinnedMemory::allocate(static_cast<size_t>(count) * elem, what));
+  return Status();
+}
+
+}  // namespace
+
+Result<CudaActivationBuffers> CudaActivationBuffers::allocate(const CudaModel& model, int64_t rows, int64_t logit_rows,
+                                                              cudaStream_t stream) {
+  const CudaModelDims& d = model.dims();
+  const int64_t H = model.config().hidden_size;
+  CudaActivationBuffers b;
+  VOSTI_RETURN_IF_ERROR(alloc(b.x_, rows * H, sizeof(float), "residual stream"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.h_, rows * H, sizeof(uint16_t), "normed activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.qkv_, rows * d.qkv_rows, sizeof(float), "qkv activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.attn_, rows * d.attn_width, sizeof(uint16_t), "attention output"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.proj_, rows * H, sizeof(float), "projection output"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.gate_up_, rows * 2 * d.ffn_width, sizeof(float), "gate_up activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.act_, rows * d.ffn_width, sizeof(uint16_t), "SwiGLU activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.h_logits_, logit_rows * H, sizeof(uint16_t), "final-normed logit rows"));
+  VOSTI_ASSIGN_OR_RETURN(b.workspace_, DeviceMemory::allocate(model.gemm_workspace_bytes(rows), "GEMM workspace"));
+  if (!b.workspace_.empty())
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.workspace_.as<void>(), 0, b.workspace_.bytes(), stream));
+  VOSTI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.attn_.as<void>(), 0, b.attn_.bytes(), stream));
+  b.view_ = CudaActivations{b.x_.as<float>(),
+                            b.h_.as<uint16_t>(),
+                            b.qkv_.as<float>(),
+                            b.attn_.as<uint16_t>(),
+                            b.proj_.as<float>(),
+                            b.gate_up_.as<float>(),
+                            b.act_.as<uint16_t>(),
+                            b.h_logits_.as<uint16_t>(),
+                            rows,
+                            logit_rows,
+                            {b.workspace_.as<void>(), b.workspace_.bytes()}};
+  return b;
+}
+
+Result<CudaRunnerBuffers> CudaRunnerBuffers::allocate(const CudaModel& model, const RunnerCapacity& cap,
+                                                      cudaStream_t stream) {
+  const int64_t vocab = model.config().vocab_size;
+  CudaRunnerBuffers b;
+  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.step_host_, cap.step_bytes, 1, "the step buffer"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.step_dev_, cap.step_bytes, 1, "the step buffer"));
+  constexpr int64_t kRowAlign = 256;  // activation rows: whole tiles of the GEMM's tallest x tile
+  const int64_t rows = (cap.tokens + kRowAlign - 1) / kRowAlign * kRowAlign;
+  VOSTI_ASSIGN_OR_RETURN(b.acts_, CudaActivationBuffers::allocate(model, rows, cap.logit_rows, stream));
+  VOSTI_RETURN_IF_ERROR(alloc(b.logits_, cap.logit_rows * model.dims().vocab_rows, sizeof(float), "logits"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.scratch_, cap.logit_rows * vocab, sizeof(float), "sampler scratch"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.results_dev_, cap.tokens, sizeof(SamplerRowResult), "sampler results"));
+  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.results_host_, cap.tokens, sizeof(SamplerRowResult), "sampler results"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.digests_dev_, cap.seqs * 2, sizeof(uint64_t), "digests"));
+  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.digests_host_, cap.seqs * 2, sizeof(uint64_t), "digests"));
+  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.rows_host_, cap.seqs * vocab, sizeof(float), "logits rows on the host"));
+  return b;
+}
+
+Status CudaRunnerBuffers::allocate_kv(const CudaModel& model, const EngineConfig& config, DType kv_dtype) {
+  const ModelConfig& c = model.config();
+  if (config.gpu_memory_utilization <= 0.0 || config.gpu_memory_utilization > 1.0)
+    return invalid_argument("gpu_memory_utilization must be in (0, 1], got " +
+                            std::to_string(config.gpu_memory_utilization));
+  const int64_t bs = config.block_size;
+  const size_t elem = kv_element_bytes(kv_dtype);
+  const int64_t layer_elems_per_block = bs * c.num_kv_heads * c.head_dim;
+  const int64_t bytes_per_block = 2 * c.num_layers * layer_elems_per_block * static_cast<int64_t>(elem);
+  int64_t num_blocks = config.num_blocks;
+  if (num_blocks <= 0) {  // what the memory fraction leaves after everything allocated so far
+    size_t free_bytes = 0, total_bytes = 0;
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const double reserved = (1.0 - config.gpu_memory_utilization) * static_cast<double>(total_bytes);
+    const double budget = static_cast<double>(free_bytes) - reserved - static_cast<double>(kHeadroomBytes);
+    num_blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(bytes_per_block)) : 0;
+    if (num_blocks <= 0)
+      return resource_exhausted("no GPU memory left for the KV cache: " + std::to_string(free_bytes >> 20) +
+                                " MiB free of " + std::to_string(total_bytes >> 20) +
+                                " MiB after the weights and buffers; raise --gpu-memory-utilization (now " +
+                                std::to_string(config.gpu_memory_utilization) + ") or lower --max-num-batched-tokens");
+  }
+  num_blocks = std::min<int64_t>(num_blocks, (int64_t{1} << 31) / bs - 1);  // slots are int32
+  VOSTI_ASSIGN_OR_RETURN(kv_pool_, DeviceMemory::allocate(static_cast<size_t>(num_blocks * bytes_per_block),
+                                                          "the KV cache (" + std::to_string(num_blocks) + " blocks)"));
+  const size_t side_bytes = static_cast<size_t>(num_blocks * layer_elems_per_block) * elem;  // one layer's K
+  kv_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    CudaKvLayer& k = kv_[static_cast<size_t>(li)];
+    k.k = kv_pool_.as<char>() + (2 * li) * side_bytes;
+    k.v = kv_pool_.as<char>() + (2 * li + 1) * side_bytes;
+    k.dtype = kv_dtype;
+    k.num_blocks = num_blocks;
+    k.block_size = static_cast<int>(bs);
+    k.num_kv_heads = static_cast<int>(c.num_kv_heads);
+    k.head_dim = static_cast<int>(c.head_dim);
+  }
+  return Status();
+}
+
+Status CudaRunnerBuffers::allocate_partials(const CudaModel& model, int32_t slots) {
+  const ModelConfig& c = model.config();
+  partial_slots_ = slots;
+  const int64_t floats = attention_partial_floats(static_cast<int>(c.num_heads), static_cast<int>(c.head_dim));
+  return alloc(partials_, slots * floats, sizeof(float), "the attention split states");
+}
+
+Status CudaRunnerBuffers::copy_results(int64_t num_rows, int64_t num_digests, cudaStream_t stream) const {
+  VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(results_host_.as<void>(), results_dev_.as<void>(),
+                                             static_cast<size_t>(num_rows) * sizeof(SamplerRowResult),
+                                             cudaMemcpyDeviceToHost, stream));
+  if (num_digests > 0) {
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(digests_host_.as<void>(), digests_dev_.as<void>(),
+                                               static_cast<size_t>(num_digests) * 2 * sizeof(uint64_t),
+                                               cudaMemcpyDeviceToHost, stream));
+  }
+  return Status();
+}
+
+}  // namespace vosti

@@ -1,0 +1,97 @@
+// The CUDA runner's memory, allocated once when the runner is made and fixed in place for its life
+// (a CUDA graph captured once reads every later step's data from the same addresses):
+//   - the step buffer: pinned host memory the runner lays each step out in (step_buffer.h) and its
+//     device copy, filled by one transfer a step;
+//   - the activations of the forward (CudaActivationBuffers), the logits, the sampler's scratch and
+//     results, the device digests and the whole rows that come back to the host;
+//   - the KV pool: per layer K and V [num_blocks, num_kv_heads, block_size, head_dim] in the
+//     deployment's KV dtype, sized from what the memory fraction leaves (or EngineConfig::num_blocks);
+//   - the tensor-core attention's split states (partials).
+// Thread safety: one owner (the runner); the memory is used on the runner's stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/engine_config.h"
+#include "core/status.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/sampler/sampler_kernels.h"
+#include "model/cuda/cuda_model.h"
+
+namespace vosti {
+
+// The device memory behind a CudaActivations view: every buffer for `rows` token rows (rounded up
+// by the caller to whole GEMM tiles) and `logit_rows` logit rows, the GEMM workspace with its
+// counters zeroed and attn's padding columns zeroed (wo's padding columns read them; attention
+// never writes them). Also the tests' forward fixture's.
+class CudaActivationBuffers {
+ public:
+  // Errors: kResourceExhausted naming the buffer that does not fit; kInternal for CUDA failures.
+  static Result<CudaActivationBuffers> allocate(const CudaModel& model, int64_t rows, int64_t logit_rows,
+                                                cudaStream_t stream);
+  const CudaActivations& view() const { return view_; }
+
+ private:
+  DeviceMemory x_, h_, qkv_, attn_, proj_, gate_up_, act_, h_logits_, workspace_;
+  CudaActivations view_;
+};
+
+// What one runner's steps may hold, from its EngineConfig and the model.
+struct RunnerCapacity {
+  int64_t tokens = 0;      // token rows a step (max_num_batched_tokens)
+  int64_t seqs = 0;        // sequences a step (max_num_seqs)
+  int64_t stride = 0;      // block-table entries a sequence (max_model_len / block_size)
+  int64_t logit_rows = 0;  // logits rows computed at once (a step's score rows run in chunks of it)
+  int64_t adjusts = 0;     // sampler adjustment entries a step
+  int64_t step_bytes = 0;  // the step buffer (StepLayout at capacity)
+};
+
+class CudaRunnerBuffers {
+ public:
+  // Everything but the KV pool and the partials, for `cap` on `model`'s device.
+  // Errors: kResourceExhausted naming the buffer; kInternal for CUDA failures.
+  static Result<CudaRunnerBuffers> allocate(const CudaModel& model, const RunnerCapacity& cap, cudaStream_t stream);
+
+  // The KV pool of EngineConfig::num_blocks blocks (0: what gpu_memory_utilization leaves of the
+  // device's memory now, less a headroom). Errors: kResourceExhausted naming the pool (and how to
+  // make room), kInvalidArgument for a bad memory fraction.
+  Status allocate_kv(const CudaModel& model, const EngineConfig& config, DType kv_dtype);
+  // `slots` split states of the tensor-core attention. Errors: kResourceExhausted.
+  Status allocate_partials(const CudaModel& model, int32_t slots);
+
+  const CudaKvLayer* kv() const { return kv_.data(); }  // [num_layers]
+  int64_t num_blocks() const { return kv_.empty() ? 0 : kv_[0].num_blocks; }
+  int64_t kv_bytes() const { return static_cast<int64_t>(kv_pool_.bytes()); }
+  char* step_host() const { return step_host_.as<char>(); }
+  char* step_device() const { return step_dev_.as<char>(); }
+  const CudaActivations& acts() const { return acts_.view(); }
+  float* logits() const { return logits_.as<float>(); }    // [logit_rows, vocab_rows]
+  float* scratch() const { return scratch_.as<float>(); }  // [logit_rows, vocab] adjusted logits
+  SamplerRowResult* results_device() const { return results_dev_.as<SamplerRowResult>(); }  // [tokens]
+  const SamplerRowResult* results_host() const { return results_host_.as<SamplerRowResult>(); }
+  uint64_t* digests_device() const { return digests_dev_.as<uint64_t>(); }  // [seqs, 2]
+  const uint64_t* digests_host() const { return digests_host_.as<uint64_t>(); }
+  float* rows_host() const { return rows_host_.as<float>(); }  // [seqs, vocab] whole rows that come back
+  float* partials() const { return partials_.as<float>(); }
+  int32_t partial_slots() const { return partial_slots_; }
+  // Device-to-host copies of the results, digests and rows (enqueued on `stream`).
+  Status copy_results(int64_t num_rows, int64_t num_digests, cudaStream_t stream) const;
+
+ private:
+  PinnedMemory step_host_;
+  DeviceMemory step_dev_;
+  CudaActivationBuffers acts_;
+  DeviceMemory logits_, scratch_, results_dev_, digests_dev_;
+  PinnedMemory results_host_, digests_host_, rows_host_;
+  DeviceMemory kv_pool_;         // [num_layers][K, V][num_blocks, num_kv_heads, block_size, head_dim]
+  std::vector<CudaKvLayer> kv_;  // [num_layers] views into kv_pool_
+  DeviceMemory partials_;        // [partial_slots, num_heads, head_dim + 2] f32
+  int32_t partial_slots_ = 0;
+};
+
+}  // namespace vosti

@@ -1,0 +1,122 @@
+#include "runner/cuda/step_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace vosti {
+namespace {
+
+size_t n(int64_t count) { return static_cast<size_t>(count); }
+
+template <typename T>
+void put(char* host, size_t offset, std::span<const T> values) {
+  if (!values.empty()) std::memcpy(host + offset, values.data(), values.size_bytes());
+}
+
+template <typename T>
+const T* at(char* device, size_t offset) {
+  return reinterpret_cast<const T*>(device + offset);
+}
+
+}  // namespace
+
+StepLayout make_step_layout(const StepShape& s) {
+  StepLayout l;
+  size_t next = 0;
+  const auto take = [&next](size_t bytes) {
+    const size_t offset = next;
+    next = (next + bytes + 63) / 64 * 64;
+    return offset;
+  };
+  l.stride = take(sizeof(int32_t));
+  l.counts = take(4 * sizeof(int32_t));
+  l.token_ids = take(n(s.tokens) * sizeof(int32_t));
+  l.positions = take(n(s.tokens) * sizeof(int32_t));
+  l.slots = take(n(s.tokens) * sizeof(int32_t));
+  l.row_seq = take(n(s.tokens) * sizeof(int32_t));
+  l.logit_rows = take(n(s.logit_rows) * sizeof(int32_t));
+  l.merges = take(n(s.merges) * sizeof(AttentionMerge));
+  l.per_split = take(n(s.per_split) * sizeof(AttentionWork));
+  l.block_tables = take(n(s.seqs) * n(s.stride) * sizeof(int32_t));
+  l.folded = take(n(s.folded) * sizeof(AttentionWork));
+  l.tasks = take(n(s.logit_rows) * sizeof(SamplerRowTask));
+  l.adjusts = take(n(s.adjusts) * sizeof(SamplerAdjust));
+  l.digest_rows = take(n(s.digests) * sizeof(int32_t));
+  l.bytes = next;
+  return l;
+}
+
+DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char* device) {
+  const int64_t T = b.num_tokens();
+  const int64_t rows = a.graph_rows > 0 ? a.graph_rows : T;
+  const int64_t seqs = a.graph_rows > 0 ? a.graph_rows : b.num_seqs;
+  VOSTI_CHECK(rows >= T && seqs >= b.num_seqs, "a graph's rows hold the step");
+  const AttentionPlan* plan = a.attention;
+  StepShape shape;
+  shape.tokens = rows;
+  shape.seqs = seqs;
+  shape.logit_rows = static_cast<int64_t>(a.logit_rows.size());
+  shape.stride = b.block_table_stride;
+  shape.merges = a.graph_rows > 0 ? a.graph_rows : (plan != nullptr ? static_cast<int64_t>(plan->merges.size()) : 0);
+  shape.per_split =
+      a.graph_rows > 0 ? a.per_split_capacity : (plan != nullptr ? static_cast<int64_t>(plan->per_split.size()) : 0);
+  shape.folded = plan != nullptr ? static_cast<int64_t>(plan->folded.size()) : 0;
+  shape.adjusts = static_cast<int64_t>(a.adjusts.size());
+  shape.digests = static_cast<int64_t>(a.digest_rows.size());
+  VOSTI_CHECK(plan == nullptr || (static_cast<int64_t>(plan->merges.size()) <= shape.merges &&
+                                  static_cast<int64_t>(plan->per_split.size()) <= shape.per_split &&
+                                  (a.graph_rows == 0 || plan->folded.empty())),
+              "the attention plan exceeds the step's regions");
+  VOSTI_CHECK(a.tasks.size() == a.logit_rows.size(), "one sampler task per logits row");
+  const StepLayout l = make_step_layout(shape);
+
+  std::memcpy(host + l.stride, &b.block_table_stride, sizeof(int32_t));
+  int32_t counts[4] = {0, 0, 0, 0};
+  if (plan != nullptr) attention_plan_counts(*plan, counts);
+  std::memcpy(host + l.counts, counts, sizeof counts);
+  const auto padded = [&](size_t offset, const std::vector<int32_t>& values, int32_t pad) {
+    put(host, offset, std::span<const int32_t>(values));
+    std::fill_n(reinterpret_cast<int32_t*>(host + offset) + T, rows - T, pad);
+  };
+  padded(l.token_ids, b.token_ids, 0);
+  padded(l.positions, b.positions, -1);
+  padded(l.slots, b.slots, -1);
+  padded(l.row_seq, b.row_seq, 0);
+  put(host, l.logit_rows, a.logit_rows);
+  if (plan != nullptr) {
+    put(host, l.merges, std::span<const AttentionMerge>(plan->merges));
+    put(host, l.per_split, std::span<const AttentionWork>(plan->per_split));
+    put(host, l.folded, std::span<const AttentionWork>(plan->folded));
+  }
+  put(host, l.block_tables, std::span<const int32_t>(b.block_tables));
+  std::fill_n(reinterpret_cast<int32_t*>(host + l.block_tables) + b.block_tables.size(),
+              (seqs - b.num_seqs) * b.block_table_stride, 0);
+  put(host, l.tasks, a.tasks);
+  put(host, l.adjusts, a.adjusts);
+  put(host, l.digest_rows, a.digest_rows);
+
+  DeviceStep d;
+  d.bytes = l.bytes;
+  CudaBatch& batch = d.batch;
+  batch.num_tokens = rows;
+  batch.token_ids = at<int32_t>(device, l.token_ids);
+  batch.positions = at<int32_t>(device, l.positions);
+  batch.slots = at<int32_t>(device, l.slots);
+  batch.row_seq = at<int32_t>(device, l.row_seq);
+  batch.block_tables = at<int32_t>(device, l.block_tables);
+  batch.block_table_stride = at<int32_t>(device, l.stride);
+  batch.num_logit_rows = shape.logit_rows;
+  batch.logit_rows = at<int32_t>(device, l.logit_rows);
+  d.attention.counts = at<int32_t>(device, l.counts);
+  d.attention.merges = at<AttentionMerge>(device, l.merges);
+  d.attention.folded = at<AttentionWork>(device, l.folded);
+  d.attention.per_split = at<AttentionWork>(device, l.per_split);
+  d.tasks = at<SamplerRowTask>(device, l.tasks);
+  d.adjusts = at<SamplerAdjust>(device, l.adjusts);
+  d.digest_rows = at<int32_t>(device, l.digest_rows);
+  return d;
+}
+
+}  // namespace vosti

@@ -1,0 +1,77 @@
+// The CUDA runner's step buffer: one step (its StepBatch, the attention plan of its rows, the
+// sampler's tasks of its logits rows) laid out in the runner's pinned host buffer and copied to the
+// device in one transfer, and the device view the forward and the sampler read.
+//
+// Layout (byte offsets; each region starts 64-byte aligned), in this order:
+//   stride [1], attention counts [4] (attention_plan_counts), token_ids [T], positions [T],
+//   slots [T], row_seq [T], logit_rows [R], merges [M], per_split [P]
+//     the arrays a CUDA graph reads: for a decode graph of G rows, T = R = M = G and P =
+//     G x (the most splits a row can have), so their offsets are the same at every replay;
+//   block_tables [S, stride]
+//     read by graphs too, last: its size follows the step's stride, which the kernels read on
+//     the device (at offset 0);
+//   folded [F], tasks [R], adjusts [A], digest_rows [D]
+//     what eager launches and the sampler (never captured) read.
+// A step copies [0, bytes) of it: everything it uses, nothing past it.
+// Thread safety: pure functions over the caller's buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kernels/cuda/attention/attention.h"
+#include "model/cuda/cuda_model.h"
+#include "runner/step_batch.h"
+#include "sample/sampler_task.h"
+
+namespace vosti {
+
+// The sizes of one step's regions.
+struct StepShape {
+  int64_t tokens = 0;      // T (a graph's G)
+  int64_t seqs = 0;        // S
+  int64_t logit_rows = 0;  // R
+  int64_t stride = 0;      // block-table entries per sequence
+  int64_t merges = 0;      // M: the attention plan's merges (a graph's G)
+  int64_t per_split = 0;   // P: its per-split items (a graph's capacity)
+  int64_t folded = 0;      // F: its folded items
+  int64_t adjusts = 0;     // A
+  int64_t digests = 0;     // D
+};
+
+struct StepLayout {
+  size_t stride = 0, counts = 0, token_ids = 0, positions = 0, slots = 0, row_seq = 0, logit_rows = 0, merges = 0,
+         per_split = 0, block_tables = 0, folded = 0, tasks = 0, adjusts = 0, digest_rows = 0;
+  size_t bytes = 0;
+};
+
+StepLayout make_step_layout(const StepShape& shape);
+
+// What a step writes beyond its StepBatch, in the runner's order.
+struct StepArrays {
+  int64_t graph_rows = 0;                    // > 0: a decode graph's G; token rows past T are padding
+  std::span<const int32_t> logit_rows;       // [R] token rows whose logits are computed
+  std::span<const SamplerRowTask> tasks;     // [R]
+  std::span<const SamplerAdjust> adjusts;    // [A]
+  std::span<const int32_t> digest_rows;      // [D] rows of the sampler's logits chunk digested on the device
+  const AttentionPlan* attention = nullptr;  // the tensor-core attention's plan, or null
+  int64_t per_split_capacity = 0;            // graph steps: P of the layout (>= the plan's per-split items)
+};
+
+// The step as the device reads it.
+struct DeviceStep {
+  CudaBatch batch;                // the forward's view (attention: set by the caller from `attention`)
+  AttentionPlanDevice attention;  // where the plan's arrays are (partials: the caller's)
+  const SamplerRowTask* tasks = nullptr;
+  const SamplerAdjust* adjusts = nullptr;
+  const int32_t* digest_rows = nullptr;
+  size_t bytes = 0;  // of the one transfer
+};
+
+// Writes the step into `host` (the pinned buffer) and returns its view at `device` (the device
+// copy's base). Padding rows (graph steps) have token 0, position -1, slot -1, sequence 0: they
+// write no KV and read none. REQUIRES: the buffers hold make_step_layout's bytes for this step.
+DeviceStep write_step(const StepBatch& batch, const StepArrays& arrays, char* host, char* device);
+
+}  // namespace vosti

@@ -1,0 +1,109 @@
+#include "tests/support/planted.h"
+
+#include <string_view>
+#include <vector>
+
+#include "core/check.h"
+#include "core/thread_pool.h"
+#include "runner/cpu/cpu_runner.h"
+#include "tests/support/planted_matmul.h"
+#if VOSTI_HAVE_CUDA
+#include "runner/cuda/cuda_runner.h"
+#endif
+
+namespace vosti {
+namespace {
+
+// The CPU backend with planted::matmul_part_columns_split_k_by_row_count as its matmul (one
+// thread: the planted kernel is for tests on tiny models).
+class PlantedCpuBackend final : public KernelBackend {
+ public:
+  explicit PlantedCpuBackend(ThreadPool* pool) : inner_(make_cpu_backend(pool)) {}
+  std::string_view name() const override { return "cpu-planted-split-k-by-row-count"; }
+  using KernelBackend::matmul;
+  using KernelBackend::rope;
+  void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
+    tile_.resize(static_cast<size_t>(w.k));
+    int64_t first_col = 0;
+    for (int p = 0; p < w.num_parts; ++p) {
+      const WeightRows& part = w.parts[p];
+      planted::matmul_part_columns_split_k_by_row_count(x, m, w.k, part, bias != nullptr ? bias + first_col : nullptr,
+                                                        y + first_col, w.n, 0, part.num_rows, tile_.data());
+      first_col += part.num_rows;
+    }
+  }
+  void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) override {
+    inner_->rms_norm(x, m, n, weight, eps, y);
+  }
+  void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
+            RopeLayout layout) override {
+    inner_->rope(x, m, num_heads, head_dim, cos, sin, layout);
+  }
+  void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
+  void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
+    inner_->kv_write(k_new, v_new, m, slots, kv);
+  }
+  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
+                 float* out) override {
+    inner_->attention(q, m, num_heads, queries, kv, scale, out);
+  }
+
+ private:
+  std::unique_ptr<KernelBackend> inner_;
+  std::vector<float> tile_;  // [k] one decoded weight row
+};
+
+class PlantedCpuDeviceModel final : public DeviceModel {
+ public:
+  explicit PlantedCpuDeviceModel(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+  const ModelConfig& config() const override { return model_->config(); }
+  const std::string& path() const override { return model_->path(); }
+  std::string device() const override { return "cpu"; }
+  Result<std::unique_ptr<ModelRunner>> make_runner(const EngineConfig& config) const override {
+    return CpuRunner::create(model_, config, [](ThreadPool* pool) -> Result<std::unique_ptr<KernelBackend>> {
+      return make_planted_cpu_backend(pool);
+    });
+  }
+
+ private:
+  std::shared_ptr<const Model> model_;
+};
+
+#if VOSTI_HAVE_CUDA
+class PlantedCudaDeviceModel final : public DeviceModel {
+ public:
+  explicit PlantedCudaDeviceModel(std::shared_ptr<const CudaDeviceModel> model) : model_(std::move(model)) {}
+  const ModelConfig& config() const override { return model_->config(); }
+  const std::string& path() const override { return model_->path(); }
+  std::string device() const override { return "cuda"; }
+  Result<std::unique_ptr<ModelRunner>> make_runner(const EngineConfig& config) const override {
+    CudaRunnerHooks hooks;
+    hooks.attention_split = [](int64_t num_seqs, int split) { return num_seqs > 1 ? 2 * split : split; };
+    return make_cuda_runner(model_->model(), config, hooks);
+  }
+
+ private:
+  std::shared_ptr<const CudaDeviceModel> model_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<KernelBackend> make_planted_cpu_backend(ThreadPool* pool) {
+  return std::make_unique<PlantedCpuBackend>(pool);
+}
+
+std::shared_ptr<const DeviceModel> planted_cpu_device_model(std::shared_ptr<const Model> model) {
+  return std::make_shared<const PlantedCpuDeviceModel>(std::move(model));
+}
+
+std::shared_ptr<const DeviceModel> planted_cuda_device_model(std::shared_ptr<const DeviceModel> model) {
+#if VOSTI_HAVE_CUDA
+  auto cuda = std::dynamic_pointer_cast<const CudaDeviceModel>(model);
+  if (cuda) return std::make_shared<const PlantedCudaDeviceModel>(std::move(cuda));
+#endif
+  (void)model;
+  return nullptr;
+}
+
+}  // namespace vosti
