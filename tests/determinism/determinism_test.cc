@@ -8,12 +8,13 @@
 
 #include "model/model.h"
 #include "runner/cpu_runner.h"
+#include "tests/test_paths.h"
 #include "tools/harness/determinism_harness.h"
 
 namespace vosti {
 namespace {
 
-const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+const std::string kModels = vosti::testing::source_dir() + "/tests/golden/models";
 
 EngineConfig reference_config(const std::string& backend) {
   EngineConfig c;
