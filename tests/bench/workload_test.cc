@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench/arrivals.h"
 #include "tools/bench/bench_config.h"
@@ -16,7 +17,7 @@ namespace vosti::bench {
 namespace {
 
 std::shared_ptr<const Tokenizer> tiny_tokenizer() {
-  auto t = Tokenizer::load_for_model(std::string(VOSTI_SOURCE_DIR) + "/tests/tokenizer/data/bpe_llama3");
+  auto t = Tokenizer::load_for_model(vosti::testing::source_dir() + "/tests/tokenizer/data/bpe_llama3");
   EXPECT_TRUE(t.ok()) << t.status().to_string();
   return t.ok() ? *t : nullptr;
 }

@@ -9,12 +9,13 @@
 #include "model/model.h"
 #include "runner/load_device_model.h"
 #include "tests/support/planted.h"
+#include "tests/test_paths.h"
 #include "tools/harness/determinism_harness.h"
 
 namespace vosti {
 namespace {
 
-const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+const std::string kModels = vosti::testing::source_dir() + "/tests/golden/models";
 
 EngineConfig reference_config() {
   EngineConfig c;

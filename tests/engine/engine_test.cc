@@ -12,11 +12,12 @@
 #include "model/model.h"
 #include "runner/single_sequence.h"
 #include "sample/logprobs.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
 
-const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+const std::string kModels = vosti::testing::source_dir() + "/tests/golden/models";
 
 std::shared_ptr<const Model> tiny_model() {
   static auto model = Model::load(kModels + "/qwen3-tiny");

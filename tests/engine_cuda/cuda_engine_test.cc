@@ -11,12 +11,13 @@
 #include "runner/load_device_model.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 #include "tests/support/planted.h"
+#include "tests/test_paths.h"
 #include "tools/harness/determinism_harness.h"
 
 namespace vosti {
 namespace {
 
-const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+const std::string kModels = vosti::testing::source_dir() + "/tests/golden/models";
 
 EngineConfig cuda_reference() {
   EngineConfig c;

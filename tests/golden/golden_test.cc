@@ -19,11 +19,12 @@
 #include "kernels/kernel_backend.h"
 #include "model/model.h"
 #include "runner/single_sequence.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
 
-const std::string kGoldenDir = std::string(VOSTI_SOURCE_DIR) + "/tests/golden";
+const std::string kGoldenDir = vosti::testing::source_dir() + "/tests/golden";
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "io/gguf.h"
+#include "tests/test_paths.h"
 
 namespace vosti::testing {
 
-inline std::string fixture(const std::string& name) { return std::string(VOSTI_SOURCE_DIR) + "/tests/io/data/" + name; }
+inline std::string fixture(const std::string& name) { return vosti::testing::source_dir() + "/tests/io/data/" + name; }
 
 // The default model, or "" when VOSTI_DEFAULT_MODEL is unset or missing.
 inline std::string default_model() {

@@ -23,11 +23,12 @@
 #include "runner/single_sequence.h"
 #include "sample/logits_digest.h"
 #include "tests/model/quant_models.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
 
-const std::string kFixture = std::string(VOSTI_SOURCE_DIR) + "/tests/model/data/logits_digests.json";
+const std::string kFixture = vosti::testing::source_dir() + "/tests/model/data/logits_digests.json";
 
 bool recording() {
   const char* v = std::getenv("VOSTI_RECORD_DIGESTS");

@@ -10,11 +10,12 @@
 #include "core/dtype.h"
 #include "model/model.h"
 #include "tests/io/test_files.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
 
-const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+const std::string kModels = vosti::testing::source_dir() + "/tests/golden/models";
 
 // The loaded model's f32 values of `role` in `layer` (the stacked tensors sliced back).
 std::vector<float> loaded(const Model& m, WeightRole role, int64_t layer) {

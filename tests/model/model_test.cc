@@ -9,11 +9,12 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "runner/single_sequence.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
 
-const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+const std::string kModels = vosti::testing::source_dir() + "/tests/golden/models";
 
 nlohmann::json tiny_config() {
   std::ifstream in(kModels + "/llama-tiny/config.json");

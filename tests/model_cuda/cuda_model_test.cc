@@ -43,6 +43,7 @@
 #include "tests/kernels_cuda/cuda_test_util.h"
 #include "tests/model_cuda/bf16_policy.h"
 #include "tests/model_cuda/cuda_forward_fixture.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
@@ -52,7 +53,7 @@ constexpr double kEmulationBound = 2e-2;
 constexpr double kRealModelBound = 1.5e-1;
 constexpr double kClearGap = 0.15;
 
-const std::string kGoldenDir = std::string(VOSTI_SOURCE_DIR) + "/tests/golden";
+const std::string kGoldenDir = vosti::testing::source_dir() + "/tests/golden";
 const std::vector<std::string> kTinyModels = {"llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
                                               "mistral-tiny-window"};
 

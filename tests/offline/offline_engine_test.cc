@@ -9,11 +9,12 @@
 #include <cstring>
 
 #include "offline/weights_identity.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
 
-const std::string kModels = std::string(VOSTI_SOURCE_DIR) + "/tests/golden/models";
+const std::string kModels = vosti::testing::source_dir() + "/tests/golden/models";
 
 EngineConfig tiny_config() {
   EngineConfig c;

@@ -7,12 +7,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/test_paths.h"
+
 namespace vosti {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-const std::string kData = std::string(VOSTI_SOURCE_DIR) + "/tests/tokenizer/data/";
+const std::string kData = vosti::testing::source_dir() + "/tests/tokenizer/data/";
 
 std::string read(const std::string& path) {
   std::ifstream in(path);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "io/gguf.h"
+#include "tests/test_paths.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vosti {
@@ -18,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kData = std::string(VOSTI_SOURCE_DIR) + "/tests/tokenizer/data/";
+const std::string kData = vosti::testing::source_dir() + "/tests/tokenizer/data/";
 
 json load_json(const std::string& path) {
   std::ifstream in(path);

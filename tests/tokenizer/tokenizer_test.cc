@@ -11,12 +11,13 @@
 #include <sstream>
 
 #include "io/gguf.h"
+#include "tests/test_paths.h"
 #include "tokenizer/utf8.h"
 
 namespace vosti {
 namespace {
 
-const std::string kData = std::string(VOSTI_SOURCE_DIR) + "/tests/tokenizer/data/";
+const std::string kData = vosti::testing::source_dir() + "/tests/tokenizer/data/";
 
 std::shared_ptr<const Tokenizer> load(const std::string& name) {
   auto tok = Tokenizer::from_hf_dir(kData + name);

@@ -1,7 +1,7 @@
 // What `vosti bench` prints and records: the table at the end of a run, the determinism
 // verdict, and the JSON document (configuration, machine, commit, command, every run's metrics
-// and per-request records) that bench/results/ keeps and scripts/bench-tables turns into
-// docs/BENCHMARKS.md tables.
+// and per-request records) whose summary (all but the per-request records, scripts/bench-tables
+// --add) bench/results/ keeps and scripts/bench-tables turns into docs/BENCHMARKS.md tables.
 // Thread safety: pure functions (machine_info() reads /proc and runs nvidia-smi).
 #pragma once
 
