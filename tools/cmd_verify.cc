@@ -1,10 +1,10 @@
-// vosti verify: the determinism harness as a user command (tools/harness/).
+// vosti verify: the determinism harness as a user command (tools/verify/).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "runner/load_device_model.h"
 #include "tools/commands.h"
-#include "tools/harness/determinism_harness.h"
+#include "tools/verify/verify_harness.h"
 
 namespace vosti::tools {
 

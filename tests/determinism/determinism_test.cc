@@ -8,7 +8,7 @@
 
 #include "model/model.h"
 #include "runner/cpu_runner.h"
-#include "tools/harness/determinism_harness.h"
+#include "tools/verify/verify_harness.h"
 
 namespace vosti {
 namespace {

@@ -10,7 +10,7 @@
 #include "engine/engine.h"
 #include "runner/load_device_model.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
-#include "tools/harness/determinism_harness.h"
+#include "tools/verify/verify_harness.h"
 
 namespace vosti {
 namespace {
