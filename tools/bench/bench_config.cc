@@ -109,8 +109,6 @@ Status finalize_config(BenchConfig& c) {
   if (c.temperature < 0) return invalid_argument("--temperature must be >= 0 (0: greedy)");
   if (c.num_warmups < 0) return invalid_argument("--num-warmups must be >= 0");
   if (!(c.http.request_timeout_s > 0)) return invalid_argument("--request-timeout must be > 0 seconds");
-  if (c.kv_cache_mb < 1) return invalid_argument("--kv-cache-mb must be >= 1");
-  c.engine.kv_cache_bytes = c.kv_cache_mb << 20;
   return Status();
 }
 

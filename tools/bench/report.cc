@@ -183,11 +183,14 @@ ordered_json config_json(const BenchConfig& c) {
                    {"max_num_batched_tokens", e.max_num_batched_tokens},
                    {"block_size", e.block_size},
                    {"kv_cache_dtype", e.kv_cache_dtype},
-                   {"kv_cache_mb", c.kv_cache_mb},
+                   {"kv_cache_mb", e.kv_cache_bytes >> 20},
                    {"gpu_memory_utilization", e.gpu_memory_utilization},
                    {"enable_prefix_caching", e.enable_prefix_caching},
                    {"cuda_graphs", e.cuda_graphs},
-                   {"max_model_len", e.max_model_len}};
+                   {"max_model_len", e.max_model_len},
+                   {"backend", e.backend},
+                   {"num_blocks", e.num_blocks},
+                   {"attention_split", e.attention_split}};
   }
   j["workload"] = {{"kind", w.kind},
                    {"num_prompts", w.num_prompts},
