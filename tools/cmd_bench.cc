@@ -21,6 +21,7 @@
 #include "tools/bench/bench_config.h"
 #include "tools/bench/session.h"
 #include "tools/commands.h"
+#include "tools/engine_options.h"
 
 namespace vosti::tools {
 namespace {
@@ -78,13 +79,11 @@ std::string preset_from_argv(int argc, char** argv) {
 
 struct CliExtras {
   bool list_presets = false;
-  bool no_prefix_caching = false;
-  bool no_cuda_graphs = false;
   bool no_progress = false;
   CLI::Option* output_len = nullptr;
 };
 
-void add_target_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
+void add_target_options(CLI::App& app, BenchConfig& c) {
   app.add_option("--model,-m", c.model,
                  "model file: a .gguf or a Hugging Face directory (in-process: the model; HTTP: its tokenizer)")
       ->capture_default_str();
@@ -93,27 +92,8 @@ void add_target_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
   app.add_option("--api-key", c.http.api_key, "HTTP: sent as 'Authorization: Bearer KEY'");
   app.add_option("--request-timeout", c.http.request_timeout_s, "HTTP: seconds of server silence that fail a request")
       ->capture_default_str();
-  app.add_option("--device", c.engine.device, "in-process: where the engine runs")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--threads", c.engine.num_threads, "in-process cpu: forward threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-num-seqs", c.engine.max_num_seqs, "in-process: sequences per engine step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--max-num-batched-tokens", c.engine.max_num_batched_tokens, "in-process: tokens per engine step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--block-size", c.engine.block_size, "in-process: KV block size")->check(CLI::PositiveNumber);
-  app.add_option("--kv-cache-mb", c.kv_cache_mb, "in-process cpu: KV cache MiB")->check(CLI::PositiveNumber);
-  app.add_option("--max-model-len", c.engine.max_model_len, "in-process: context length (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--gpu-memory-utilization", c.engine.gpu_memory_utilization, "in-process cuda: GPU memory fraction")
-      ->check(CLI::Range(0.01, 1.0));
-  app.add_option("--kv-cache-dtype", c.engine.kv_cache_dtype, "in-process cuda: auto (bf16) or f32")
-      ->check(CLI::IsMember({"auto", "bf16", "f32"}));
-  app.add_flag("--no-prefix-caching", x.no_prefix_caching, "in-process: disable the prefix cache");
-  app.add_flag("--no-cuda-graphs", x.no_cuda_graphs, "in-process cuda: launch every kernel (same bits)");
+  // The engine's options take effect in-process only (a server has its own).
+  add_engine_options(app, c.engine);
 }
 
 void add_workload_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
@@ -194,7 +174,7 @@ int cmd_bench(int argc, char** argv) {
       "in-process (--device cpu|cuda) or against an OpenAI-compatible server (--base-url).",
       "vosti bench"};
   CliExtras x;
-  add_target_options(app, c, x);
+  add_target_options(app, c);
   add_workload_options(app, c, x);
   try {
     app.parse(argc, argv);
@@ -205,8 +185,6 @@ int cmd_bench(int argc, char** argv) {
     print_presets();
     return 0;
   }
-  c.engine.enable_prefix_caching = !x.no_prefix_caching;
-  c.engine.cuda_graphs = !x.no_cuda_graphs;
   c.progress = !x.no_progress;
   c.workload.output_len_given = x.output_len->count() > 0;
   if (Status s = finalize_config(c); !s.ok()) {

@@ -14,6 +14,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/engine_options.h"
 
 namespace vosti::tools {
 
@@ -27,10 +28,7 @@ struct GenerateOptions {
   bool chat = false;
   bool json = false;
   bool enable_thinking = false;
-  int32_t threads = 0;
-  std::string device = "cpu";
-  double gpu_memory_utilization = 0.9;
-  std::string kv_dtype = "auto";
+  EngineConfig engine;
   RequestSpec spec;
   double temperature = 0.7;
   uint64_t seed = 0;
@@ -80,6 +78,61 @@ Result<std::vector<int32_t>> build_prompt(const GenerateOptions& o, const Tokeni
   return tok.encode(text, /*add_special_tokens=*/false);
 }
 
+// The model on o.engine.device; on the cpu with a per-layer progress bar.
+Result<std::shared_ptr<const DeviceModel>> load_model(const GenerateOptions& o, const LoadProgress& progress) {
+  if (o.engine.device != "cpu") return load_device_model(o.model, o.engine.device);
+  LoadOptions load_options;
+  load_options.on_progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
+  VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const Model> cpu, Model::load(o.model, load_options));
+  return cpu_device_model(cpu);
+}
+
+// Runs o.spec on `engine`, streaming text to stdout (or one JSON object at the end with --json);
+// returns the exit code.
+int run_generation(const GenerateOptions& o, Engine& engine, const Tokenizer& tok) {
+  nlohmann::json result = {
+      {"tokens", nlohmann::json::array()}, {"ids", nlohmann::json::array()}, {"logprobs", nlohmann::json::array()}};
+  std::string text;
+  bool done = false;
+  auto t0 = std::chrono::steady_clock::now();
+  auto id = engine.add_request(o.spec, [&](const RequestOutput& out) {
+    for (size_t i = 0; i < out.new_tokens.size(); ++i) {
+      result["ids"].push_back(out.new_tokens[i]);
+      result["tokens"].push_back(tok.decode_lenient(std::vector<int32_t>{out.new_tokens[i]}, false));
+      result["logprobs"].push_back(out.new_logprobs[i].logprob);
+    }
+    text += out.new_text;
+    if (!o.json) {
+      std::fwrite(out.new_text.data(), 1, out.new_text.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (out.finished) {
+      done = true;
+      result["seed"] = out.seed;
+      result["finish_reason"] = finish_reason_name(out.finish_reason);
+      result["usage"] = {{"prompt_tokens", out.num_prompt_tokens}, {"completion_tokens", out.num_output_tokens}};
+      if (!out.error.empty()) result["error"] = out.error;
+    }
+  });
+  if (!id.ok()) {
+    std::fprintf(stderr, "vosti generate: %s\n", id.status().to_string().c_str());
+    return 1;
+  }
+  while (!done) engine.step();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.json) {
+    result["text"] = text;
+    std::printf("%s\n", result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+    const auto n = result["ids"].size();
+    std::fprintf(stderr, "[%zu tokens in %.2f s, %.1f tok/s, seed %llu, finish: %s]\n", n, secs,
+                 static_cast<double>(n) / secs, static_cast<unsigned long long>(result["seed"].get<uint64_t>()),
+                 result["finish_reason"].get<std::string>().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -103,14 +156,14 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--stop", stop, "stop string (repeatable)");
   app.add_flag("--ignore-eos", o.spec.ignore_eos, "keep generating past end-of-sequence tokens");
   app.add_flag("--json", o.json, "print one JSON object: text, tokens, ids, logprobs, seed, finish reason");
-  app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
-  app.add_option("--device", o.device, "where the model runs: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
-                 "cuda: fraction of GPU memory for weights, buffers and the KV cache")
-      ->check(CLI::Range(0.01, 1.0));
-  app.add_option("--kv-cache-dtype", o.kv_dtype, "cuda: KV cache dtype (auto = bf16, or f32)")
-      ->check(CLI::IsMember({"auto", "bf16", "f32"}));
-  CLI11_PARSE(app, argc, argv);
+  // One request at a time: generate's own default (serve's is 64).
+  o.engine.max_num_seqs = 1;
+  add_engine_options(app, o.engine);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // commands.h: 2 for a usage error (CLI11's own codes vary)
+  }
   if (o.model.empty()) o.model = default_model_path();
   o.spec.sampling.temperature = static_cast<float>(o.temperature);
   if (seed_opt->count()) o.spec.sampling.seed = o.seed;
@@ -124,19 +177,7 @@ int cmd_generate(int argc, char** argv) {
   }
 
   LoadProgress progress(o.model);
-  LoadOptions load_options;
-  load_options.on_progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
-  Result<std::shared_ptr<const DeviceModel>> model = invalid_argument("no model");
-  if (o.device == "cpu") {
-    auto cpu = Model::load(o.model, load_options);
-    if (cpu.ok()) {
-      model = cpu_device_model(*cpu);
-    } else {
-      model = cpu.status();
-    }
-  } else {
-    model = load_device_model(o.model, o.device);
-  }
+  auto model = load_model(o, progress);
   if (!model.ok()) {
     std::fprintf(stderr, "\nvosti generate: %s\n", model.status().to_string().c_str());
     return 1;
@@ -153,59 +194,12 @@ int cmd_generate(int argc, char** argv) {
     return 1;
   }
   o.spec.prompt = *prompt;
-  EngineConfig config;
-  config.device = o.device;
-  config.num_threads = o.threads;
-  config.max_num_seqs = 1;
-  config.gpu_memory_utilization = o.gpu_memory_utilization;
-  config.kv_cache_dtype = o.kv_dtype;
-  auto engine = Engine::create(*model, config, *tok);
+  auto engine = Engine::create(*model, o.engine, *tok);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti generate: %s\n", engine.status().to_string().c_str());
     return 1;
   }
-
-  nlohmann::json result = {
-      {"tokens", nlohmann::json::array()}, {"ids", nlohmann::json::array()}, {"logprobs", nlohmann::json::array()}};
-  std::string text;
-  bool done = false;
-  auto t0 = std::chrono::steady_clock::now();
-  auto id = (*engine)->add_request(o.spec, [&](const RequestOutput& out) {
-    for (size_t i = 0; i < out.new_tokens.size(); ++i) {
-      result["ids"].push_back(out.new_tokens[i]);
-      result["tokens"].push_back((*tok)->decode_lenient(std::vector<int32_t>{out.new_tokens[i]}, false));
-      result["logprobs"].push_back(out.new_logprobs[i].logprob);
-    }
-    text += out.new_text;
-    if (!o.json) {
-      std::fwrite(out.new_text.data(), 1, out.new_text.size(), stdout);
-      std::fflush(stdout);
-    }
-    if (out.finished) {
-      done = true;
-      result["seed"] = out.seed;
-      result["finish_reason"] = finish_reason_name(out.finish_reason);
-      result["usage"] = {{"prompt_tokens", out.num_prompt_tokens}, {"completion_tokens", out.num_output_tokens}};
-      if (!out.error.empty()) result["error"] = out.error;
-    }
-  });
-  if (!id.ok()) {
-    std::fprintf(stderr, "vosti generate: %s\n", id.status().to_string().c_str());
-    return 1;
-  }
-  while (!done) (*engine)->step();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (o.json) {
-    result["text"] = text;
-    std::printf("%s\n", result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    std::printf("\n");
-    const auto n = result["ids"].size();
-    std::fprintf(stderr, "[%zu tokens in %.2f s, %.1f tok/s, seed %llu, finish: %s]\n", n, secs,
-                 static_cast<double>(n) / secs, static_cast<unsigned long long>(result["seed"].get<uint64_t>()),
-                 result["finish_reason"].get<std::string>().c_str());
-  }
-  return 0;
+  return run_generation(o, **engine, **tok);
 }
 
 }  // namespace vosti::tools

@@ -19,6 +19,7 @@
 #include "server/openai_service.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/engine_options.h"
 
 namespace vosti::tools {
 namespace {
@@ -29,19 +30,8 @@ struct ServeFlags {
   int port = 8000;
   std::string api_key;
   std::string served_model_name;
-  int max_num_seqs = 64;
-  int max_num_batched_tokens = 512;
-  int block_size = 16;
-  int64_t kv_cache_mb = 256;
-  int max_model_len = 0;
-  int threads = 0;
+  EngineConfig engine;
   int io_threads = 2;
-  bool no_prefix_caching = false;
-  std::string device = "cpu";
-  double gpu_memory_utilization = 0.9;
-  std::string kv_dtype = "auto";
-  bool no_cuda_graphs = false;
-  int attention_split = 0;
   int64_t max_body_bytes = 8 << 20;
   double shutdown_timeout_s = 30;
   bool no_access_log = false;
@@ -83,7 +73,7 @@ void shut_down(HttpServer& server, OpenAiService& service, EngineLoop& loop, dou
 
 int run_serve(const ServeFlags& f) {
   const sigset_t signals = block_shutdown_signals();
-  auto model = load_device_model(f.model, f.device);
+  auto model = load_device_model(f.model, f.engine.device);
   if (!model.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", model.status().to_string().c_str());
     return 1;
@@ -93,19 +83,7 @@ int run_serve(const ServeFlags& f) {
     std::fprintf(stderr, "vosti serve: %s\n", tokenizer.status().to_string().c_str());
     return 1;
   }
-  EngineConfig config;
-  config.block_size = f.block_size;
-  config.kv_cache_bytes = f.kv_cache_mb << 20;
-  config.max_num_seqs = f.max_num_seqs;
-  config.max_num_batched_tokens = f.max_num_batched_tokens;
-  config.max_model_len = f.max_model_len;
-  config.enable_prefix_caching = !f.no_prefix_caching;
-  config.num_threads = f.threads;
-  config.device = f.device;
-  config.gpu_memory_utilization = f.gpu_memory_utilization;
-  config.kv_cache_dtype = f.kv_dtype;
-  config.cuda_graphs = !f.no_cuda_graphs;
-  config.attention_split = f.attention_split;
+  const EngineConfig& config = f.engine;
   auto engine = Engine::create(*model, config, *tokenizer);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", engine.status().to_string().c_str());
@@ -176,39 +154,8 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--api-key", f.api_key, "require 'Authorization: Bearer KEY' on every route but /health");
   app.add_option("--served-model-name", f.served_model_name, "model id for /v1/models (default: the file's stem)");
-  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences per engine step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per engine step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--block-size", f.block_size, "KV cache block size in tokens")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--kv-cache-mb", f.kv_cache_mb, "cpu: KV cache size in MiB (cuda: --gpu-memory-utilization)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--max-model-len", f.max_model_len, "context length (0: the model's, capped by the cache)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--threads", f.threads, "CPU threads for the forward pass (0: all cores)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
   app.add_option("--io-threads", f.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_flag("--no-prefix-caching", f.no_prefix_caching, "disable the prefix cache");
-  app.add_option("--device", f.device, "where the model runs: cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
-                 "cuda: fraction of GPU memory for weights, buffers and the KV cache (as vLLM's)")
-      ->check(CLI::Range(0.01, 1.0))
-      ->capture_default_str();
-  app.add_option("--kv-cache-dtype", f.kv_dtype, "cuda: KV cache dtype: auto (bf16) or f32 (part of the deployment)")
-      ->check(CLI::IsMember({"auto", "bf16", "f32"}))
-      ->capture_default_str();
-  app.add_flag("--no-cuda-graphs", f.no_cuda_graphs, "cuda: launch every step's kernels (same bits, slower)");
-  app.add_option("--attention-split", f.attention_split,
-                 "cuda: KV positions per attention split, a multiple of 64 (0: 512; part of the deployment)");
+  add_engine_options(app, f.engine);
   app.add_option("--max-body-bytes", f.max_body_bytes, "largest request body accepted (413 above)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -1,10 +1,11 @@
-// vosti verify: the determinism harness as a user command (tools/harness/).
+// vosti verify: the determinism harness as a user command (tools/verify/).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "runner/load_device_model.h"
 #include "tools/commands.h"
-#include "tools/harness/determinism_harness.h"
+#include "tools/engine_options.h"
+#include "tools/verify/verify_harness.h"
 
 namespace vosti::tools {
 
@@ -15,50 +16,43 @@ int cmd_verify(int argc, char** argv) {
       "vosti verify"};
   std::vector<std::string> models;
   bool full = false;
-  std::string backend = "cpu";
-  std::string device = "cpu";
-  std::string kv_dtype = "auto";
   uint64_t seed = 7;
-  int32_t block_size = 16;
-  int32_t attention_split = 0;
+  // The deployment under test; the harness sets the rest (its reference runs one token per step
+  // with the cache off, and the variation matrix varies the scheduling and memory options).
+  EngineConfig deployment;
   app.add_option("--model", models, "model file or directory (repeatable; default: the default model)");
   app.add_flag("--full", full, "the longer matrix: more requests, longer generations");
-  app.add_option("--device", device, "where the model runs: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--backend", backend, "cpu kernel backend: cpu or ref");
-  app.add_option("--kv-cache-dtype", kv_dtype, "cuda: KV pool dtype (auto = bf16, or f32)")
-      ->check(CLI::IsMember({"auto", "bf16", "f32"}));
   app.add_option("--seed", seed, "seed of the generated request set");
-  app.add_option("--block-size", block_size, "KV block size (tokens)");
-  app.add_option("--attention-split", attention_split,
-                 "cuda: KV positions per attention split, a multiple of 64 (0: 512); 64 exercises the split "
-                 "states within the harness's 128-token contexts");
-  CLI11_PARSE(app, argc, argv);
+  add_engine_options(app, deployment, EngineOptionSet::kDeployment);
+  app.footer(
+      "--attention-split 64 exercises the split states within the harness's 128-token contexts (512 with "
+      "--full).");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // commands.h: 2 for a usage error (CLI11's own codes vary)
+  }
   if (models.empty()) models.push_back(default_model_path());
 
   std::vector<HarnessReport> reports;
   bool ok = true;
   for (const auto& path : models) {
-    auto model = load_device_model(path, device);
+    auto model = load_device_model(path, deployment.device);
     if (!model.ok()) {
       std::fprintf(stderr, "vosti verify: %s\n", model.status().to_string().c_str());
       return 1;
     }
-    EngineConfig ref;
-    ref.device = device;
-    ref.backend = backend;
-    ref.kv_cache_dtype = kv_dtype;
+    EngineConfig ref = deployment;
     // The cuda runner checks every device-sampled row against the host sampler on its logits.
-    ref.check_device_sampler = device == "cuda";
-    ref.block_size = block_size;
-    ref.attention_split = attention_split;
+    ref.check_device_sampler = deployment.device == "cuda";
     ref.max_model_len = full ? 512 : 128;
-    ref.num_blocks = 4 * ref.max_model_len / block_size;
+    ref.num_blocks = 4 * ref.max_model_len / deployment.block_size;
     ref.num_threads = 2;
     ref.check_invariants = true;
     const auto requests = make_harness_requests((*model)->config(), full, seed);
     const auto variations = make_variations(ref, full);
-    std::printf("model %s on %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(), device.c_str(),
-                requests.size(), variations.size());
+    std::printf("model %s on %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(),
+                deployment.device.c_str(), requests.size(), variations.size());
     auto report = run_determinism_harness(*model, requests, ref, variations, [](const VariationResult& r) {
       std::printf("  %-28s %s %s\n", r.name.c_str(), r.identical ? "identical" : "DIFFERS", r.first_difference.c_str());
       std::fflush(stdout);

@@ -11,6 +11,7 @@ int cmd_serve(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_engine_options(int argc, char** argv);
 // The default model path: $VOSTI_DEFAULT_MODEL, else $VOSTI_CACHE/models/..., else ~/.cache/vosti/models/...
 const char* default_model_path();
 }  // namespace vosti::tools

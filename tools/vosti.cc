@@ -42,11 +42,12 @@ constexpr Command kCommands[] = {
     {"make-model", vosti::tools::cmd_make_model, "write a random-weight model with a real model's config"},
     {"tokenize", vosti::tools::cmd_tokenize, "print the token ids of a text"},
     {"detokenize", vosti::tools::cmd_detokenize, "print the text of token ids"},
+    {"engine-options", vosti::tools::cmd_engine_options, "print the engine options the commands share (JSON)"},
 };
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: vosti <command> [options]\n\ncommands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.help);
   std::fprintf(out, "\n`vosti <command> --help` for a command's options.\n");
 }
 

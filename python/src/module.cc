@@ -58,6 +58,7 @@ void bind_config(nb::module_& m) {
       .def_rw("kv_cache_bytes", &EngineConfig::kv_cache_bytes)
       .def_rw("gpu_memory_utilization", &EngineConfig::gpu_memory_utilization)
       .def_rw("cuda_graphs", &EngineConfig::cuda_graphs)
+      .def_rw("attention_split", &EngineConfig::attention_split)
       .def_rw("max_num_seqs", &EngineConfig::max_num_seqs)
       .def_rw("max_num_batched_tokens", &EngineConfig::max_num_batched_tokens)
       .def_rw("max_model_len", &EngineConfig::max_model_len)

@@ -17,7 +17,11 @@ from ._weights import is_path, named_arrays
 from .outputs import RequestOutput, ScoreOutput
 from .sampling_params import SamplingParams
 
-# vLLM's LLM(...) engine options -> EngineConfig fields (Vosti's own names pass through too).
+# LLM(...) engine options (vLLM's names; Vosti's own, the EngineConfig field names, pass too) -> the
+# EngineConfig field each sets. The vosti CLI's engine options (tools/engine_options.cc, printed by
+# `vosti engine-options`) are the reference: tests/python/test_engine_options.py fails when a CLI
+# option has no keyword here, when a keyword sets a field the CLI has no option for, or when the
+# defaults differ.
 _ENGINE_OPTIONS = {
     "max_num_seqs": "max_num_seqs",
     "max_num_batched_tokens": "max_num_batched_tokens",
@@ -31,8 +35,11 @@ _ENGINE_OPTIONS = {
     "kv_cache_bytes": "kv_cache_bytes",
     "num_threads": "num_threads",
     "backend": "backend",
+    "attention_split": "attention_split",
     "check_invariants": "check_invariants",
 }
+# Options that set a bool field to the negation of their value.
+_NEGATED_OPTIONS = {"enforce_eager": "cuda_graphs"}
 # vLLM options accepted only at the value Vosti implements.
 _FIXED_OPTIONS = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "dtype": "auto", "quantization": None,
                   "trust_remote_code": None, "disable_log_stats": None, "tokenizer_mode": "auto"}
@@ -51,8 +58,8 @@ def _engine_config(device: str, options: Dict[str, Any]) -> Any:
     config = _core.EngineConfig()
     config.device = device
     for key, value in options.items():
-        if key == "enforce_eager":
-            config.cuda_graphs = not value
+        if key in _NEGATED_OPTIONS:
+            setattr(config, _NEGATED_OPTIONS[key], not value)
         elif key in _ENGINE_OPTIONS:
             setattr(config, _ENGINE_OPTIONS[key], value)
         elif key in _FIXED_OPTIONS:
@@ -60,7 +67,7 @@ def _engine_config(device: str, options: Dict[str, Any]) -> Any:
             if fixed is not None and value != fixed:
                 raise NotImplementedError(f"{key}={value!r} is not supported by Vosti (only {fixed!r})")
         else:
-            known = sorted(list(_ENGINE_OPTIONS) + list(_FIXED_OPTIONS) + ["enforce_eager", "seed"])
+            known = sorted(list(_ENGINE_OPTIONS) + list(_NEGATED_OPTIONS) + list(_FIXED_OPTIONS) + ["seed"])
             raise TypeError(f"LLM() got an unexpected keyword argument '{key}' (engine options: {', '.join(known)})")
     return config
 
@@ -133,7 +140,8 @@ class LLM:
         **engine_options: max_num_seqs, max_num_batched_tokens, max_model_len, block_size,
             enable_prefix_caching, gpu_memory_utilization, kv_cache_dtype, enforce_eager,
             num_gpu_blocks_override, and Vosti's num_threads, backend ("cpu" | "ref"),
-            kv_cache_bytes, num_blocks. Unknown options raise TypeError.
+            kv_cache_bytes, num_blocks, attention_split, check_invariants (the vosti CLI's engine
+            options, `vosti engine-options`). Unknown options raise TypeError.
     """
 
     def __init__(self, model: Optional[str] = None, *, device: str = "cpu", tokenizer: Optional[str] = None,

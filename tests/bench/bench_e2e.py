@@ -76,6 +76,8 @@ def same_token_counts(binary, server, tmp):
     rc, out, err = bench(binary, [*WORKLOAD, "--threads", "2", "-o", a])
     check("in-process run exits 0", rc == 0, f"rc={rc} {err[-500:]}")
     check("the table is printed", "TTFT" in out and "TPOT" in out and "throughput" in out, out[-500:])
+    check("in-process: the engine's step time split (forward, sampling, bookkeeping)",
+          "engine steps" in out and "bookkeeping" in out, out[-500:])
     rc, out, err = bench(binary, ["--base-url", server.base_url, *WORKLOAD, "-o", b])
     check("HTTP run exits 0", rc == 0, f"rc={rc} {err[-500:]}")
     doc_a, ra = per_request(a)
@@ -90,6 +92,10 @@ def same_token_counts(binary, server, tmp):
     m = doc_b["runs"][0]["metrics"]
     check("HTTP: prefix-cache and preemption counters from /metrics",
           m["prefix_cache_hit_rate"] is not None and m["preemptions"] is not None, m)
+    shares = [doc_a["runs"][0]["metrics"][f"engine_{k}_fraction"] for k in ("forward", "sampling", "bookkeeping")]
+    check("in-process: the step-time shares are recorded and add up to 1",
+          None not in shares and abs(sum(shares) - 1) < 1e-9 and shares[0] > 0.5, shares)
+    check("HTTP: no engine step time", m["engine_step_s"] is None, m)
 
 
 def prompts_file(binary, server, tmp):

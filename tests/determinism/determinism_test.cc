@@ -10,7 +10,7 @@
 #include "runner/load_device_model.h"
 #include "tests/support/planted.h"
 #include "tests/test_paths.h"
-#include "tools/harness/determinism_harness.h"
+#include "tools/verify/verify_harness.h"
 
 namespace vosti {
 namespace {

@@ -12,7 +12,7 @@
 #include "tests/kernels_cuda/cuda_test_util.h"
 #include "tests/support/planted.h"
 #include "tests/test_paths.h"
-#include "tools/harness/determinism_harness.h"
+#include "tools/verify/verify_harness.h"
 
 namespace vosti {
 namespace {

@@ -17,6 +17,22 @@ void cpu_small(BenchConfig& c) {
   c.engine.max_num_seqs = 16;
 }
 
+// Batching on the CPU (the measure bench/engine_throughput_bench made before `vosti bench`): the
+// same 32 requests one at a time, then all at once; the KV cache holds all 32 (no preemption).
+// Its figures: output tok/s per concurrency and the engine's step time split (bookkeeping share).
+void cpu_throughput(BenchConfig& c) {
+  c.workload.kind = "random";
+  c.workload.num_prompts = 32;
+  c.input_len = "128";
+  c.output_len = "128";
+  c.temperature = 0.8;
+  c.ignore_eos = true;
+  c.sweep_concurrency = {1, 32};
+  c.engine.max_num_seqs = 32;
+  c.engine.enable_prefix_caching = false;
+  c.engine.kv_cache_bytes = int64_t{512} << 20;
+}
+
 // Batch-1 decode (GPU, an 8B shape): one request at a time, 1,024-token prompts, 256 tokens.
 void decode_b1(BenchConfig& c) {
   c.workload.kind = "random";
@@ -60,6 +76,9 @@ void shared_prefix_chat(BenchConfig& c) {
 constexpr BenchPreset kPresets[] = {
     {"cpu-small", "64 random requests (32-256 in, 16-128 out), Poisson 1.5 req/s, 16 at once: ~1 min on 2 cores",
      cpu_small},
+    {"cpu-throughput",
+     "32 random requests (128 in, 128 out, temperature 0.8) one at a time, then 32 at once; prefix cache off",
+     cpu_throughput},
     {"decode-b1", "batch-1 decode: 4 requests of 1,024 in / 256 out one at a time, EOS ignored, 1 warm-up", decode_b1},
     {"rollout", "256 x 1,024 in / 1,024 out all at once, temperature 1, EOS ignored (SGLang's rollout)", rollout},
     {"shared-prefix-chat", "16 groups x 16 on 1,024-token shared prefixes, 32-256 + 64-256 tokens, Poisson 8 req/s",
@@ -109,8 +128,6 @@ Status finalize_config(BenchConfig& c) {
   if (c.temperature < 0) return invalid_argument("--temperature must be >= 0 (0: greedy)");
   if (c.num_warmups < 0) return invalid_argument("--num-warmups must be >= 0");
   if (!(c.http.request_timeout_s > 0)) return invalid_argument("--request-timeout must be > 0 seconds");
-  if (c.kv_cache_mb < 1) return invalid_argument("--kv-cache-mb must be >= 1");
-  c.engine.kv_cache_bytes = c.kv_cache_mb << 20;
   return Status();
 }
 

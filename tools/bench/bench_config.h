@@ -23,8 +23,7 @@ struct BenchConfig {
   // Target: the engine in-process unless http.base_url is given.
   std::string model;  // the model file (in-process), or its tokenizer (HTTP)
   HttpTargetOptions http;
-  EngineConfig engine;
-  int64_t kv_cache_mb = 256;
+  EngineConfig engine;  // in-process (the shared engine options, tools/engine_options.h)
   // Workload and load.
   WorkloadConfig workload;
   std::string input_len = "128";  // LengthRange text (N or MIN:MAX), parsed into workload

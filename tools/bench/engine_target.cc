@@ -147,6 +147,9 @@ TargetCounters EngineTarget::counters() {
   c.prefix_cache_queries = s.num_prefix_queries;
   c.prefix_cache_hits = s.num_prefix_hits;
   c.preemptions = s.num_preemptions;
+  c.step_s = s.seconds_in_steps;
+  c.forward_s = s.seconds_in_forward;
+  c.sampling_s = s.seconds_in_sampling;
   c.source = "engine";
   return c;
 }

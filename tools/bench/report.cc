@@ -53,6 +53,13 @@ std::string percent(double fraction) {
   return buf;
 }
 
+// Two decimals: the bookkeeping share is a few hundredths of a percent.
+std::string percent_2(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", fraction * 100);
+  return buf;
+}
+
 ordered_json optional_json(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
 
 void print_distribution(FILE* out, const char* name, const Distribution& d) {
@@ -110,6 +117,15 @@ CounterDelta counter_delta(const TargetCounters& before, const TargetCounters& a
     d.prefix_cache_hit_rate = after.prefix_cache_hit_rate;  // a server-wide gauge, not per run
   }
   if (before.preemptions && after.preemptions) d.preemptions = *after.preemptions - *before.preemptions;
+  if (before.step_s && after.step_s && before.forward_s && after.forward_s && before.sampling_s && after.sampling_s) {
+    const double step = *after.step_s - *before.step_s;
+    d.step_s = step;
+    if (step > 0) {
+      d.forward_fraction = (*after.forward_s - *before.forward_s) / step;
+      d.sampling_fraction = (*after.sampling_s - *before.sampling_s) / step;
+      d.bookkeeping_fraction = 1.0 - *d.forward_fraction - *d.sampling_fraction;
+    }
+  }
   return d;
 }
 
@@ -131,6 +147,11 @@ void print_run(FILE* out, const RunResult& run, const std::string& title) {
   if (m.cached_token_fraction) cache += "; cached prompt tokens " + percent(*m.cached_token_fraction) + " (responses)";
   std::fprintf(out, "prefix cache    hit rate %s\n", cache.c_str());
   std::fprintf(out, "preemptions     %s\n", c.preemptions ? std::to_string(*c.preemptions).c_str() : "not reported");
+  if (c.bookkeeping_fraction) {
+    std::fprintf(out, "engine steps    %.2f s: forward %s, sampling %s, bookkeeping %s\n", *c.step_s,
+                 percent_2(*c.forward_fraction).c_str(), percent_2(*c.sampling_fraction).c_str(),
+                 percent_2(*c.bookkeeping_fraction).c_str());
+  }
   std::fprintf(out, "latency\n  %-6s %10s %10s %10s %10s %8s\n", "(ms)", "mean", "median", "p90", "p99", "count");
   print_distribution(out, "TTFT", m.ttft_ms);
   print_distribution(out, "TPOT", m.tpot_ms);
@@ -183,11 +204,14 @@ ordered_json config_json(const BenchConfig& c) {
                    {"max_num_batched_tokens", e.max_num_batched_tokens},
                    {"block_size", e.block_size},
                    {"kv_cache_dtype", e.kv_cache_dtype},
-                   {"kv_cache_mb", c.kv_cache_mb},
+                   {"kv_cache_mb", e.kv_cache_bytes >> 20},
                    {"gpu_memory_utilization", e.gpu_memory_utilization},
                    {"enable_prefix_caching", e.enable_prefix_caching},
                    {"cuda_graphs", e.cuda_graphs},
-                   {"max_model_len", e.max_model_len}};
+                   {"max_model_len", e.max_model_len},
+                   {"backend", e.backend},
+                   {"num_blocks", e.num_blocks},
+                   {"attention_split", e.attention_split}};
   }
   j["workload"] = {{"kind", w.kind},
                    {"num_prompts", w.num_prompts},
@@ -236,6 +260,10 @@ ordered_json run_json(const RunResult& run, const bool detailed) {
                   {"cached_token_fraction", optional_json(m.cached_token_fraction)},
                   {"preemptions", c.preemptions ? ordered_json(*c.preemptions) : ordered_json(nullptr)},
                   {"counters_source", c.source},
+                  {"engine_step_s", optional_json(c.step_s)},
+                  {"engine_forward_fraction", optional_json(c.forward_fraction)},
+                  {"engine_sampling_fraction", optional_json(c.sampling_fraction)},
+                  {"engine_bookkeeping_fraction", optional_json(c.bookkeeping_fraction)},
                   {"ttft_ms", distribution_json(m.ttft_ms)},
                   {"tpot_ms", distribution_json(m.tpot_ms)},
                   {"itl_ms", distribution_json(m.itl_ms)},

@@ -18,10 +18,15 @@ namespace vosti::bench {
 // CPU model, logical CPUs, memory, load averages, kernel, GPUs (nvidia-smi, if present).
 nlohmann::ordered_json machine_info();
 
-// Prefix-cache hit rate and preemptions over a run, from the target's counters.
+// Prefix-cache hit rate, preemptions and (in-process) where the engine's step time went over a
+// run, from the target's counters.
 struct CounterDelta {
   std::optional<double> prefix_cache_hit_rate;
   std::optional<int64_t> preemptions;
+  std::optional<double> step_s;  // engine seconds in steps during the run
+  // Shares of step_s (0..1): the model forward, sampling (with logprobs), and the rest
+  // (bookkeeping: scheduling, cache, batch building, postprocess, callbacks).
+  std::optional<double> forward_fraction, sampling_fraction, bookkeeping_fraction;
   std::string source;
 };
 CounterDelta counter_delta(const TargetCounters& before, const TargetCounters& after);

@@ -33,6 +33,9 @@ struct TargetCounters {
   std::optional<int64_t> prefix_cache_hits;     // of which served from it
   std::optional<double> prefix_cache_hit_rate;  // when only a rate is reported (SGLang)
   std::optional<int64_t> preemptions;
+  // The engine's own clock (in-process only): wall seconds inside its steps, of which in the model
+  // forward and in sampling (the rest: scheduling, cache bookkeeping, batch building, postprocess).
+  std::optional<double> step_s, forward_s, sampling_s;
   std::string source;  // "engine", "server /metrics (vllm)", ... or "" (none)
 };
 

@@ -1,4 +1,4 @@
-#include "tools/harness/determinism_harness.h"
+#include "tools/verify/verify_harness.h"
 
 #include <algorithm>
 #include <chrono>
