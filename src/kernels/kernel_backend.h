@@ -113,6 +113,10 @@ class KernelBackend {
             RopeLayout layout);
   // y[m, n] = silu(gate[m, n]) * up[m, n], gate and up read from gate_up[m, 2n] (gate first).
   virtual void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) = 0;
+  // y[m, n] = gelu_tanh(gate[m, n]) * up[m, n] (GeGLU: the tanh GELU of Gemma), gate and up read
+  // from gate_up[m, 2n] (gate first); element-wise in the fixed order of scalar_math.h's
+  // gelu_tanh_times.
+  virtual void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) = 0;
   // Writes k_new/v_new [m, num_kv_heads, head_dim] into slots[m] (slot = block * block_size + offset);
   // a negative slot marks a padding row, which is skipped.
   virtual void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) = 0;

@@ -1,6 +1,6 @@
 // The CPU backend against the scalar oracle, op by op, over many shapes.
 //
-// Bit-exact (same formula, same operation sequence): rope, silu_mul, kv_write.
+// Bit-exact (same formula, same operation sequence): rope, silu_mul, gelu_tanh_mul, kv_write.
 // Within tolerance (different reduction order): matmul and the rms_norm sum of
 // squares (oracle: sequential mul+add; CPU: lane-8 FMA dot), attention (oracle:
 // two-pass softmax over all positions; CPU: online softmax over 32-position tiles,
@@ -128,6 +128,35 @@ TEST_F(CpuVsRef, SiluMulIsBitExactAtExtremes) {
   EXPECT_TRUE(testing::bits_equal(yc.data(), yr.data(), yc.size()));
   EXPECT_EQ(yr[0], 0.0f);
   EXPECT_FLOAT_EQ(yr[1], 100.0f * up[1]);
+}
+
+TEST_F(CpuVsRef, GeluTanhMulIsBitExact) {
+  for (int64_t n : {1, 9, 1536}) {
+    for (int64_t m : {1, 4, 13}) {
+      const auto gu = testing::random_floats(static_cast<size_t>(m * 2 * n), static_cast<uint64_t>(3 * n + m), -8, 8);
+      std::vector<float> yc(static_cast<size_t>(m * n)), yr(static_cast<size_t>(m * n));
+      cpu_->gelu_tanh_mul(gu.data(), m, n, yc.data());
+      ref_->gelu_tanh_mul(gu.data(), m, n, yr.data());
+      ASSERT_TRUE(testing::bits_equal(yc.data(), yr.data(), yc.size())) << "m=" << m << " n=" << n;
+    }
+  }
+}
+
+TEST_F(CpuVsRef, GeluTanhMulIsBitExactAtExtremes) {
+  // exp overflow and underflow inside the GELU, and g^3 overflowing to +-inf (g = +-1e13).
+  const std::vector<float> gate = {-100.0f, 100.0f,  -30.0f, 30.0f, -10.0f, 10.0f,  0.0f,  -0.0f,
+                                   1e-30f,  -1e-30f, 3.5f,   -3.5f, 1e10f,  -1e10f, 1e13f, -1e13f};
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<float> gu(gate);
+  const auto up = testing::random_floats(gate.size(), 19, 0.5f, 2.0f);
+  gu.insert(gu.end(), up.begin(), up.end());
+  std::vector<float> yc(gate.size()), yr(gate.size());
+  cpu_->gelu_tanh_mul(gu.data(), 1, n, yc.data());
+  ref_->gelu_tanh_mul(gu.data(), 1, n, yr.data());
+  EXPECT_TRUE(testing::bits_equal(yc.data(), yr.data(), yc.size()));
+  EXPECT_EQ(yr[0], 0.0f);
+  EXPECT_FLOAT_EQ(yr[1], 100.0f * up[1]);
+  EXPECT_EQ(yr[15], 0.0f);
 }
 
 TEST_F(CpuVsRef, KvWriteIsBitExact) {

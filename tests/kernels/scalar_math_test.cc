@@ -1,5 +1,6 @@
-// exp_f32 (the shared exp of silu_mul and CPU attention) and its 8-lane twin; the
-// transposed 8-way tree sum of the CPU attention against hsum8.
+// exp_f32 (the shared exp of silu_mul and CPU attention) and its 8-lane twin; the tanh GELU and
+// tanh_f32 built on it against double-precision formulas; the transposed 8-way tree sum of the
+// CPU attention against hsum8.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,6 +53,40 @@ TEST(ScalarMath, ExpLane8MatchesExpF32BitForBit) {
       ASSERT_EQ(std::memcmp(&lanes[l], &want, sizeof(float)), 0) << "x=" << xs[i + static_cast<size_t>(l)];
     }
   }
+}
+
+// gelu_tanh_times(g, 1) against the tanh GELU in double, x * sigmoid(2z) (PyTorch's
+// 0.5 x (1 + tanh z) in exact arithmetic; in double that form cancels to 0 in the far left
+// tail): within 4 + 4|2z| ulp of the result (or 1e-37, past f32's range). Where PyTorch's form
+// does not cancel (|g| < 4), also within that of it.
+TEST(ScalarMath, GeluTanhMatchesTheFormula) {
+  for (double g = -12.0; g <= 12.0; g += 0.00731) {
+    const auto gf = static_cast<float>(g);
+    const double x = gf;
+    const double z = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+    const double want = x / (1.0 + std::exp(-2.0 * z));
+    const double got = gelu_tanh_times(gf, 1.0f);
+    // exp's f32 argument -2z carries a few |2z| ulps of rounding (as in PyTorch's f32 evaluation).
+    const double ulps = 4.0 + 4.0 * std::fabs(2.0 * z);
+    ASSERT_NEAR(got, want, ulps * std::fabs(want) * 6e-8 + 1e-37) << "g=" << gf;  // f32 underflows below ~1e-38
+    if (std::fabs(x) < 4.0) {
+      const double torch_form = 0.5 * x * (1.0 + std::tanh(z));
+      ASSERT_NEAR(got, torch_form, ulps * std::fabs(torch_form) * 6e-8) << "g=" << gf;
+    }
+  }
+  EXPECT_EQ(gelu_tanh_times(-1e13f, 1.0f), 0.0f);
+  EXPECT_EQ(gelu_tanh_times(1e13f, 2.0f), 2e13f);
+  EXPECT_TRUE(std::isnan(gelu_tanh_times(std::numeric_limits<float>::quiet_NaN(), 1.0f)));
+}
+
+TEST(ScalarMath, TanhF32MatchesTanh) {
+  for (double x = -20.0; x <= 20.0; x += 0.00917) {
+    const auto xf = static_cast<float>(x);
+    ASSERT_NEAR(tanh_f32(xf), std::tanh(static_cast<double>(xf)), 1.2e-7) << "x=" << xf;
+  }
+  EXPECT_EQ(tanh_f32(1000.0f), 1.0f);
+  EXPECT_EQ(tanh_f32(-1000.0f), -1.0f);
+  EXPECT_EQ(tanh_f32(0.0f), 0.0f);
 }
 
 TEST(ScalarMath, Hsum8x8MatchesHsum8BitForBit) {

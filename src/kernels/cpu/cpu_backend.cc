@@ -1,13 +1,13 @@
 // The CPU backend: AVX2/FMA kernels split over a ThreadPool.
 //
 // Threads split only independent outputs: matmul output columns (chunks of
-// kMatmulColChunk; weights read in their stored encoding, matmul_avx2.h), rms_norm/rope/silu_mul rows,
+// kMatmulColChunk; weights read in their stored encoding, matmul_avx2.h), rms_norm/rope/silu_mul/gelu_tanh_mul rows,
 // attention (token, heads sharing one kv head): whole (token, head) pairs, never a part of one. Each output element's
 // reduction order is documented at its kernel (matmul_avx2.h, attention_avx2.h, simd_avx2.h) and never depends on m,
-// the row index, the thread count or other rows. Element-wise ops (rope, silu_mul, kv_write, the rms_norm scaling) use
-// scalar_math.h and are bit-identical to the reference backend; matmul, the rms_norm sum of squares and attention use a
-// different (lane-8 / tiled) order than the oracle and match it within rounding. Thread safety: one caller at a time
-// (the pool runs one parallel_for at a time).
+// the row index, the thread count or other rows. Element-wise ops (rope, silu_mul, gelu_tanh_mul, kv_write, the
+// rms_norm scaling) use scalar_math.h and are bit-identical to the reference backend; matmul, the rms_norm sum of
+// squares and attention use a different (lane-8 / tiled) order than the oracle and match it within rounding. Thread
+// safety: one caller at a time (the pool runs one parallel_for at a time).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -108,6 +108,14 @@ class CpuBackend final : public KernelBackend {
     });
   }
 
+  // Threads take whole rows, as silu_mul.
+  void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
+    parallel(static_cast<size_t>(m), 1, [&](size_t b, size_t e) {
+      for (int64_t r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r)
+        gelu_tanh_mul_range(gate_up + r * 2 * n, gate_up + r * 2 * n + n, y + r * n, 0, n);
+    });
+  }
+
   void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
     const int64_t row = static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim;  // floats per token
     const size_t bytes = sizeof(float) * static_cast<size_t>(row);
@@ -191,6 +199,25 @@ class CpuBackend final : public KernelBackend {
       _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
     }
     for (; i < i1; ++i) y[i] = silu_times(gate[i], up[i]);
+  }
+
+  // y[i] = gelu_tanh_times(gate[i], up[i]) for i in [i0, i1): 8 lanes with exp_lane8 in the
+  // operation order of scalar_math.h, then the scalar tail -- the same bits as the oracle.
+  static void gelu_tanh_mul_range(const float* gate, const float* up, float* y, int64_t i0, int64_t i1) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 kappa = _mm256_set1_ps(kGeluKappa);
+    const __m256 two_beta = _mm256_set1_ps(kGeluTwoBeta);
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) {
+      const __m256 g = _mm256_loadu_ps(gate + i);
+      const __m256 c = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+      const __m256 s = _mm256_add_ps(g, _mm256_mul_ps(kappa, c));
+      const __m256 ex = avx2::exp_lane8(_mm256_xor_ps(_mm256_mul_ps(two_beta, s), sign));
+      const __m256 gelu = _mm256_div_ps(g, _mm256_add_ps(one, ex));
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < i1; ++i) y[i] = gelu_tanh_times(gate[i], up[i]);
   }
 
   // fn(begin, end) or fn(begin, end, worker) over a split of [0, n).

@@ -8,7 +8,7 @@
 // - attention: plain two-pass softmax over positions first..p (no tiling): scores by a
 //   sequential dot over head_dim, max, exp, sequential sum, then out[d] =
 //   (sum_j p_j * v_j[d], sequential over j) / sum.
-// - rope, silu_mul, kv_write: element-wise, the formulas of scalar_math.h.
+// - rope, silu_mul, gelu_tanh_mul, kv_write: element-wise, the formulas of scalar_math.h.
 // Thread safety: stateless; one caller at a time per the KernelBackend contract.
 #include <algorithm>
 #include <cmath>
@@ -86,6 +86,13 @@ class RefBackend final : public KernelBackend {
   void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t i = 0; i < n; ++i) y[r * n + i] = silu_times(gate_up[r * 2 * n + i], gate_up[r * 2 * n + n + i]);
+    }
+  }
+
+  void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t i = 0; i < n; ++i)
+        y[r * n + i] = gelu_tanh_times(gate_up[r * 2 * n + i], gate_up[r * 2 * n + n + i]);
     }
   }
 

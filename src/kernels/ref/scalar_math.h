@@ -1,5 +1,5 @@
 // Scalar formulas shared by the reference and the CPU backends, so that the
-// element-wise ops (rope, silu_mul) are bit-identical between the two.
+// element-wise ops (rope, silu_mul, gelu_tanh_mul) are bit-identical between the two.
 //
 // Invariant: every function here is pure f32 arithmetic with one fixed sequence of
 // IEEE operations (the build uses -ffp-contract=off, so a*b+c is never fused
@@ -82,6 +82,37 @@ inline float exp_f32(float x) {
 inline float silu_times(float g, float u) {
   const float silu = g / (1.0f + exp_f32(-g));
   return silu * u;
+}
+
+// Constants of gelu_tanh_times: 2 * sqrt(2 / pi) and the cubic coefficient of the tanh GELU.
+inline constexpr float kGeluTwoBeta = 1.5957691216057308f;
+inline constexpr float kGeluKappa = 0.044715f;
+
+// gelu_tanh(g) * u, the tanh-approximated GELU (PyTorch's gelu(approximate="tanh"),
+// Gemma's "gelu_pytorch_tanh") times the up value. gelu_tanh(g) = 0.5 g (1 + tanh(z)) with
+// z = sqrt(2/pi) (g + 0.044715 g^3); since 1 + tanh(z) = 2 / (1 + exp(-2z)), it is evaluated as
+// g / (1 + exp(-2z)) (no cancellation near g = 0, the exp is exp_f32, not libm's), in this order:
+//   c = (g * g) * g; s = g + kGeluKappa * c; e = exp_f32(-(kGeluTwoBeta * s)); gelu = g / (1 + e);
+//   result = gelu * u.
+// Far left tail: e overflows to +inf and gelu = -0; far right: e = 0 and gelu = g. It differs from
+// PyTorch's formula by rounding only (a few ulp). simd_avx2.h's 8-lane version performs the same
+// operations per lane.
+inline float gelu_tanh_times(float g, float u) {
+  const float c = (g * g) * g;
+  const float s = g + kGeluKappa * c;
+  const float e = exp_f32(-(kGeluTwoBeta * s));
+  const float gelu = g / (1.0f + e);
+  return gelu * u;
+}
+
+// tanh(x) from exp_f32: sign(x) * (1 - 2 / (exp(2|x|) + 1)), +-1 for large |x|. Absolute error
+// a few 1e-8 (relative error grows for |x| < 1e-3, where the result is tiny). Used by the final
+// logit soft-cap, cap * tanh(logit / cap).
+inline float tanh_f32(float x) {
+  if (std::isnan(x)) return x;
+  const float a = std::fabs(x);
+  const float t = 1.0f - 2.0f / (exp_f32(2.0f * a) + 1.0f);
+  return std::copysign(t, x);
 }
 
 // 1 / sqrt(sum_sq / n + eps): the RMSNorm scale of one row from its sum of squares.
