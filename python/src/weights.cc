@@ -51,9 +51,9 @@ Result<std::vector<ReplacementTensor>> model_file_tensors(const std::string& pat
   VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const ModelFile> file, ModelFile::open(path));
   std::vector<ReplacementTensor> out;
   for (const TensorSlot& s : file->tensor_slots()) {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file->read_f32(s.role, s.layer));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file->read_hf_f32(s.role, s.layer));
     auto buf = std::make_shared<std::vector<float>>(std::move(values));
-    out.push_back({hf_tensor_name(s.role, s.layer), WeightType::kF32, file->expected_shape(s.role),
+    out.push_back({hf_tensor_name(file->config().arch, s.role, s.layer), WeightType::kF32, file->expected_shape(s.role),
                    reinterpret_cast<const uint8_t*>(buf->data()), buf->size() * sizeof(float), buf});
   }
   return out;
@@ -135,7 +135,7 @@ nb::list get_weights(const OfflineEngine& engine, const std::optional<std::vecto
     Result<std::vector<float>> values = std::vector<float>();
     {
       nb::gil_scoped_release release;
-      values = file->read_f32(s.role, s.layer);
+      values = file->read_hf_f32(s.role, s.layer);
     }
     if (!values.ok()) throw_status(values.status());
     auto* owned = new std::vector<float>(std::move(values).value());
@@ -143,14 +143,15 @@ nb::list get_weights(const OfflineEngine& engine, const std::optional<std::vecto
     const std::vector<int64_t> shape64 = file->expected_shape(s.role);
     std::vector<size_t> shape(shape64.begin(), shape64.end());
     nb::ndarray<nb::numpy, float> array(owned->data(), shape.size(), shape.data(), owner);
-    out.append(nb::make_tuple(hf_tensor_name(s.role, s.layer), array));
+    out.append(nb::make_tuple(hf_tensor_name(file->config().arch, s.role, s.layer), array));
   }
   return out;
 }
 
 std::vector<std::string> tensor_names(const OfflineEngine& engine) {
   std::vector<std::string> out;
-  for (const TensorSlot& s : engine.model_file()->tensor_slots()) out.push_back(hf_tensor_name(s.role, s.layer));
+  const auto& file = engine.model_file();
+  for (const TensorSlot& s : file->tensor_slots()) out.push_back(hf_tensor_name(file->config().arch, s.role, s.layer));
   return out;
 }
 

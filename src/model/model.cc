@@ -1,5 +1,7 @@
-// The decoder forward shared by every supported family (Llama, Qwen2, Qwen3):
-// config flags select qkv bias and per-head q/k RMSNorm.
+// The decoder forward shared by every supported family (Llama, Qwen2, Qwen3, Gemma 3): one path,
+// reading what differs from the config: qkv bias and per-head q/k RMSNorm (flags), the embedding
+// scale, the attention scale and the final soft-cap (numbers), and each layer's window, rotary,
+// activation and post norms (ModelConfig::layers).
 #include "model/model.h"
 
 #include <algorithm>
@@ -90,8 +92,25 @@ Model::Model(std::string path, ModelConfig config, ModelWeights weights, int64_t
     : path_(std::move(path)),
       config_(std::move(config)),
       weights_(std::move(weights)),
-      inv_freq_(config_.rope_inv_freq()),
       num_copied_bytes_(num_copied_bytes) {
+  if (config_.layers.empty()) config_.fill_uniform_layers();  // a config built by hand (tests)
+  if (config_.attention_scale == 0.0f) config_.attention_scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  VOSTI_CHECK(static_cast<int64_t>(config_.layers.size()) == config_.num_layers, "a layer spec per layer");
+  // One rotary table and one window per distinct value, in first-layer order.
+  std::vector<const LayerSpec*> rope_specs;  // [num rotaries]: the first layer of each
+  for (const LayerSpec& l : config_.layers) {
+    size_t rope = 0;
+    while (rope < rope_specs.size() && !rope_specs[rope]->same_rope(l)) ++rope;
+    if (rope == rope_specs.size()) {
+      rope_specs.push_back(&l);
+      inv_freqs_.push_back(config_.rope_inv_freq(l));
+    }
+    layer_rope_.push_back(static_cast<int>(rope));
+    const auto window = static_cast<int32_t>(l.sliding_window);
+    const auto w = std::find(windows_.begin(), windows_.end(), window);
+    layer_window_.push_back(static_cast<int>(w - windows_.begin()));
+    if (w == windows_.end()) windows_.push_back(window);
+  }
   const bool tied =
       weights_.lm_head.data == weights_.embed.data && weights_.lm_head.matrix.parts == weights_.embed.matrix.parts;
   complete_matrix(weights_.embed);
@@ -104,8 +123,8 @@ Model::Model(std::string path, ModelConfig config, ModelWeights weights, int64_t
       held_bytes(weights_.embed) + held_bytes(weights_.final_norm) + (tied ? 0 : held_bytes(weights_.lm_head));
   for (LayerWeights& l : weights_.layers) {
     for (FloatTensor* t : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) complete_matrix(*t);
-    for (const FloatTensor* t :
-         {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate_up, &l.w_down})
+    for (const FloatTensor* t : {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.post_attn_norm,
+                                 &l.ffn_norm, &l.w_gate_up, &l.w_down, &l.post_ffn_norm})
       weight_bytes_ += held_bytes(*t);
   }
 }
@@ -116,6 +135,8 @@ void Model::embed_row(int32_t id, float* x) const {
   for (int p = 0; p < e.num_parts; ++p) {
     if (row < e.parts[p].num_rows) {
       decode_values(e.parts[p].type, e.parts[p].rows[row], e.k, x);
+      if (const float scale = config_.embed_scale; scale != 1.0f)
+        for (int64_t i = 0; i < e.k; ++i) x[i] = x[i] * scale;
       return;
     }
     row -= e.parts[p].num_rows;
@@ -148,68 +169,96 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
     buf.resize(static_cast<size_t>(n));
     return buf;
   };
-  std::vector<float>& x = sized(scratch.x, T * H);                  // [T, H] residual stream
-  std::vector<float>& h = sized(scratch.h, T * H);                  // [T, H] normed input
-  std::vector<float>& qkv = sized(scratch.qkv, T * qkv_width);      // [T, (nh + 2 nkv) hd]
-  std::vector<float>& q = sized(scratch.q, T * nh * hd);            // [T, nh, hd]
-  std::vector<float>& k = sized(scratch.k, T * nkv * hd);           // [T, nkv, hd]
-  std::vector<float>& v = sized(scratch.v, T * nkv * hd);           // [T, nkv, hd]
-  std::vector<float>& attn = sized(scratch.attn, T * nh * hd);      // [T, nh, hd]
-  std::vector<float>& proj = sized(scratch.proj, T * H);            // [T, H]
-  std::vector<float>& gate_up = sized(scratch.gate_up, T * 2 * I);  // [T, 2I]
-  std::vector<float>& act = sized(scratch.act, T * I);              // [T, I]
+  std::vector<float>& x = sized(scratch.x, T * H);  // [T, H] residual stream
+  sized(scratch.h, T * H);                          // [T, H] normed input
+  sized(scratch.qkv, T * qkv_width);                // [T, (nh + 2 nkv) hd]
+  sized(scratch.q, T * nh * hd);                    // [T, nh, hd]
+  sized(scratch.k, T * nkv * hd);                   // [T, nkv, hd]
+  sized(scratch.v, T * nkv * hd);                   // [T, nkv, hd]
+  sized(scratch.attn, T * nh * hd);                 // [T, nh, hd]
+  sized(scratch.proj, T * H);                       // [T, H]
+  sized(scratch.gate_up, T * 2 * I);                // [T, 2I]
+  sized(scratch.act, T * I);                        // [T, I]
   const int half = static_cast<int>(hd / 2);
-  std::vector<float>& rope_cos = sized(scratch.rope_cos, T * half);  // [T, hd / 2]
-  std::vector<float>& rope_sin = sized(scratch.rope_sin, T * half);  // [T, hd / 2]
+  const auto num_ropes = static_cast<int64_t>(inv_freqs_.size());
+  std::vector<float>& rope_cos = sized(scratch.rope_cos, num_ropes * T * half);  // [num_ropes, T, hd / 2]
+  std::vector<float>& rope_sin = sized(scratch.rope_sin, num_ropes * T * half);  // [num_ropes, T, hd / 2]
 
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = batch.token_ids[static_cast<size_t>(t)];
     VOSTI_CHECK(id >= 0 && id < c.vocab_size, "token id out of range reached the forward");
     embed_row(id, &x[static_cast<size_t>(t * H)]);
   }
-  std::vector<AttentionQuery>& queries = scratch.queries;  // [T]
-  queries.resize(static_cast<size_t>(T));
+  std::vector<AttentionQuery>& queries = scratch.queries;  // [num windows, T]
+  queries.resize(windows_.size() * static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     const auto ts = static_cast<size_t>(t);
     const size_t table = static_cast<size_t>(batch.row_seq[ts]) * static_cast<size_t>(batch.block_table_stride);
     VOSTI_CHECK(table < batch.block_tables.size(), "a row's sequence has no block table");
-    queries[ts] = {batch.block_tables.data() + table, batch.positions[ts],
-                   attention_window_first(batch.positions[ts], static_cast<int32_t>(c.sliding_window))};
-    // The rotary angles of each token, once per step (every layer rotates by the same ones).
-    rope_cos_sin(batch.positions[ts], inv_freq_.data(), half, rope_cos.data() + t * half, rope_sin.data() + t * half);
+    for (size_t w = 0; w < windows_.size(); ++w)
+      queries[w * static_cast<size_t>(T) + ts] = {batch.block_tables.data() + table, batch.positions[ts],
+                                                  attention_window_first(batch.positions[ts], windows_[w])};
+    // The rotary angles of each token, once per step and rotary kind (the layers share them).
+    for (int64_t r = 0; r < num_ropes; ++r)
+      rope_cos_sin(batch.positions[ts], inv_freqs_[static_cast<size_t>(r)].data(), half,
+                   rope_cos.data() + (r * T + t) * half, rope_sin.data() + (r * T + t) * half);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const float eps = static_cast<float>(c.rms_norm_eps);
-
-  for (int64_t li = 0; li < c.num_layers; ++li) {
-    const LayerWeights& L = weights_.layers[static_cast<size_t>(li)];
-    kernels.rms_norm(x.data(), T, H, L.attn_norm.data, eps, h.data());
-    kernels.matmul(h.data(), T, L.wqkv.matrix, L.bqkv.data, qkv.data());
-    copy_columns(qkv.data(), T, qkv_width, 0, nh * hd, q.data());
-    copy_columns(qkv.data(), T, qkv_width, nh * hd, nkv * hd, k.data());
-    copy_columns(qkv.data(), T, qkv_width, (nh + nkv) * hd, nkv * hd, v.data());
-    if (c.qk_norm) {
-      kernels.rms_norm(q.data(), T * nh, hd, L.q_norm.data, eps, q.data());
-      kernels.rms_norm(k.data(), T * nkv, hd, L.k_norm.data, eps, k.data());
-    }
-    kernels.rope(q.data(), T, static_cast<int>(nh), static_cast<int>(hd), rope_cos.data(), rope_sin.data(),
-                 c.rope_layout);
-    kernels.rope(k.data(), T, static_cast<int>(nkv), static_cast<int>(hd), rope_cos.data(), rope_sin.data(),
-                 c.rope_layout);
-    PagedKvView layer_kv = kv.layer(li);
-    // Rule 4: write this step's K/V first, then every query reads through the cache.
-    kernels.kv_write(k.data(), v.data(), T, batch.slots.data(), layer_kv);
-    kernels.attention(q.data(), T, static_cast<int>(nh), queries.data(), layer_kv, scale, attn.data());
-    kernels.matmul(attn.data(), T, L.wo.matrix, nullptr, proj.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-    kernels.rms_norm(x.data(), T, H, L.ffn_norm.data, eps, h.data());
-    kernels.matmul(h.data(), T, L.w_gate_up.matrix, nullptr, gate_up.data());
-    kernels.silu_mul(gate_up.data(), T, I, act.data());
-    kernels.matmul(act.data(), T, L.w_down.matrix, nullptr, proj.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-  }
+  for (int64_t li = 0; li < c.num_layers; ++li) forward_layer(li, batch, kv, kernels, scratch);
 
   final_logits(batch.logit_rows, x, kernels, logits, scratch);
+}
+
+void Model::forward_layer(int64_t li, const ForwardBatch& batch, KvStorage& kv, KernelBackend& kernels,
+                          ForwardScratch& scratch) const {
+  const ModelConfig& c = config_;
+  const LayerSpec& spec = c.layers[static_cast<size_t>(li)];
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(li)];
+  const int64_t T = batch.num_tokens();
+  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
+  const int64_t I = c.intermediate_size, qkv_width = (nh + 2 * nkv) * hd, half = hd / 2;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  std::vector<float>& x = scratch.x;  // [T, H]
+  float* h = scratch.h.data();        // [T, H]
+  float* q = scratch.q.data();        // [T, nh, hd]
+  float* k = scratch.k.data();        // [T, nkv, hd]
+  float* proj = scratch.proj.data();  // [T, H]
+  const size_t rope = static_cast<size_t>(layer_rope_[static_cast<size_t>(li)]) * static_cast<size_t>(T * half);
+  const float* cos = scratch.rope_cos.data() + rope;  // [T, hd / 2]
+  const float* sin = scratch.rope_sin.data() + rope;  // [T, hd / 2]
+  const AttentionQuery* queries =
+      scratch.queries.data() + static_cast<size_t>(layer_window_[static_cast<size_t>(li)]) * static_cast<size_t>(T);
+
+  kernels.rms_norm(x.data(), T, H, L.attn_norm.data, eps, h);
+  kernels.matmul(h, T, L.wqkv.matrix, L.bqkv.data, scratch.qkv.data());
+  copy_columns(scratch.qkv.data(), T, qkv_width, 0, nh * hd, q);
+  copy_columns(scratch.qkv.data(), T, qkv_width, nh * hd, nkv * hd, k);
+  copy_columns(scratch.qkv.data(), T, qkv_width, (nh + nkv) * hd, nkv * hd, scratch.v.data());
+  if (c.qk_norm) {
+    kernels.rms_norm(q, T * nh, hd, L.q_norm.data, eps, q);
+    kernels.rms_norm(k, T * nkv, hd, L.k_norm.data, eps, k);
+  }
+  kernels.rope(q, T, static_cast<int>(nh), static_cast<int>(hd), cos, sin, c.rope_layout);
+  kernels.rope(k, T, static_cast<int>(nkv), static_cast<int>(hd), cos, sin, c.rope_layout);
+  PagedKvView layer_kv = kv.layer(li);
+  // Rule 4: write this step's K/V first, then every query reads through the cache.
+  kernels.kv_write(k, scratch.v.data(), T, batch.slots.data(), layer_kv);
+  kernels.attention(q, T, static_cast<int>(nh), queries, layer_kv, c.attention_scale, scratch.attn.data());
+  kernels.matmul(scratch.attn.data(), T, L.wo.matrix, nullptr, proj);
+  if (spec.post_attn_norm) kernels.rms_norm(proj, T, H, L.post_attn_norm.data, eps, proj);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+  kernels.rms_norm(x.data(), T, H, L.ffn_norm.data, eps, h);
+  kernels.matmul(h, T, L.w_gate_up.matrix, nullptr, scratch.gate_up.data());
+  switch (spec.activation) {
+    case MlpActivation::kSilu:
+      kernels.silu_mul(scratch.gate_up.data(), T, I, scratch.act.data());
+      break;
+    case MlpActivation::kGeluTanh:
+      kernels.gelu_tanh_mul(scratch.gate_up.data(), T, I, scratch.act.data());
+      break;
+  }
+  kernels.matmul(scratch.act.data(), T, L.w_down.matrix, nullptr, proj);
+  if (spec.post_ffn_norm) kernels.rms_norm(proj, T, H, L.post_ffn_norm.data, eps, proj);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
 }
 
 void Model::final_logits(std::span<const int32_t> logit_rows, const std::vector<float>& x, KernelBackend& kernels,
@@ -227,6 +276,11 @@ void Model::final_logits(std::span<const int32_t> logit_rows, const std::vector<
   }
   kernels.rms_norm(rows.data(), R, H, weights_.final_norm.data, static_cast<float>(config_.rms_norm_eps), rows.data());
   kernels.matmul(rows.data(), R, weights_.lm_head.matrix, nullptr, logits);
+  if (config_.final_logit_softcap > 0) {
+    // transformers: logits / cap, tanh, * cap, each in f32 (tanh by scalar_math.h's tanh_f32).
+    const auto cap = static_cast<float>(config_.final_logit_softcap);
+    for (int64_t i = 0; i < R * config_.vocab_size; ++i) logits[i] = tanh_f32(logits[i] / cap) * cap;
+  }
 }
 
 }  // namespace vosti

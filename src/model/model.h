@@ -41,16 +41,20 @@ struct FloatTensor {
 };
 
 struct LayerWeights {
-  FloatTensor attn_norm;  // [hidden]
-  FloatTensor wqkv;       // [(num_heads + 2 * num_kv_heads) * head_dim, hidden]: q, k, v stacked
-  FloatTensor bqkv;       // [(num_heads + 2 * num_kv_heads) * head_dim] or empty (Qwen2 only)
-  FloatTensor q_norm;     // [head_dim] or empty (Qwen3 only)
-  FloatTensor k_norm;     // [head_dim] or empty (Qwen3 only)
-  FloatTensor wo;         // [hidden, num_heads * head_dim]
-  FloatTensor ffn_norm;   // [hidden]
-  FloatTensor w_gate_up;  // [2 * intermediate, hidden]: gate then up
-  FloatTensor w_down;     // [hidden, intermediate]
+  FloatTensor attn_norm;       // [hidden]
+  FloatTensor wqkv;            // [(num_heads + 2 * num_kv_heads) * head_dim, hidden]: q, k, v stacked
+  FloatTensor bqkv;            // [(num_heads + 2 * num_kv_heads) * head_dim] or empty (Qwen2 only)
+  FloatTensor q_norm;          // [head_dim] or empty (Qwen3, Gemma 3)
+  FloatTensor k_norm;          // [head_dim] or empty (Qwen3, Gemma 3)
+  FloatTensor wo;              // [hidden, num_heads * head_dim]
+  FloatTensor post_attn_norm;  // [hidden] or empty (LayerSpec::post_attn_norm)
+  FloatTensor ffn_norm;        // [hidden]
+  FloatTensor w_gate_up;       // [2 * intermediate, hidden]: gate then up
+  FloatTensor w_down;          // [hidden, intermediate]
+  FloatTensor post_ffn_norm;   // [hidden] or empty (LayerSpec::post_ffn_norm)
 };
+// Every norm weight of a loaded model is the multiplier itself (Gemma's 1 + w included:
+// ModelFile::read_f32).
 
 struct ModelWeights {
   FloatTensor embed;  // [vocab, hidden]
@@ -100,7 +104,7 @@ class KvStorage {
 // before it is read), so reuse cannot change a result.
 struct ForwardScratch {
   std::vector<float> x, h, qkv, q, k, v, attn, proj, gate_up, act, rows, rope_cos, rope_sin;
-  std::vector<AttentionQuery> queries;
+  std::vector<AttentionQuery> queries;  // [num distinct windows, T]
 };
 
 struct LoadOptions {
@@ -148,8 +152,12 @@ class Model {
   Model(std::string path, ModelConfig config, ModelWeights weights, int64_t num_copied_bytes);
 
  private:
-  // x[H] = row `id` of the embedding, decoded.
+  // x[H] = row `id` of the embedding, decoded, times config().embed_scale.
   void embed_row(int32_t id, float* x) const;
+  // One decoder layer on the residual rows x [T, H] (scratch holds the step's rotary tables
+  // and queries, filled by forward()).
+  void forward_layer(int64_t li, const ForwardBatch& batch, KvStorage& kv, KernelBackend& kernels,
+                     ForwardScratch& scratch) const;
   // logits [R, vocab] of the residual rows x[logit_rows[r]] ([T, H]): final norm, lm_head.
   void final_logits(std::span<const int32_t> logit_rows, const std::vector<float>& x, KernelBackend& kernels,
                     float* logits, ForwardScratch& scratch) const;
@@ -157,7 +165,12 @@ class Model {
   std::string path_;
   ModelConfig config_;
   ModelWeights weights_;
-  std::vector<float> inv_freq_;  // [head_dim / 2]
+  // The step's rotary tables and attention windows, one per distinct value over the layers
+  // (Gemma 3: the sliding and the global layers'; other families: one each).
+  std::vector<std::vector<float>> inv_freqs_;  // [num rotaries][head_dim / 2]
+  std::vector<int32_t> windows_;               // [num windows]: sliding window (0: none)
+  std::vector<int> layer_rope_;                // [num_layers]: index into inv_freqs_
+  std::vector<int> layer_window_;              // [num_layers]: index into windows_
   int64_t num_copied_bytes_ = 0;
   int64_t weight_bytes_ = 0;
 };

@@ -1,9 +1,11 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "io/gguf.h"
+#include "model/model_config_parse.h"
 
 namespace vosti {
 
@@ -15,13 +17,31 @@ std::string_view architecture_name(Architecture a) {
       return "qwen2";
     case Architecture::kQwen3:
       return "qwen3";
+    case Architecture::kGemma3:
+      return "gemma3";
   }
   return "?";
 }
 
-namespace {
+std::string_view mlp_activation_name(MlpActivation a) {
+  switch (a) {
+    case MlpActivation::kSilu:
+      return "silu";
+    case MlpActivation::kGeluTanh:
+      return "gelu_pytorch_tanh";
+  }
+  return "?";
+}
 
-using nlohmann::json;
+bool LayerSpec::same_rope(const LayerSpec& o) const {
+  return rope_theta == o.rope_theta && rope_scaling.kind == o.rope_scaling.kind &&
+         rope_scaling.factor == o.rope_scaling.factor &&
+         rope_scaling.low_freq_factor == o.rope_scaling.low_freq_factor &&
+         rope_scaling.high_freq_factor == o.rope_scaling.high_freq_factor &&
+         rope_scaling.original_max_position_embeddings == o.rope_scaling.original_max_position_embeddings;
+}
+
+namespace config_parse {
 
 Result<int64_t> json_int(const json& j, const char* key, const std::string& source) {
   auto it = j.find(key);
@@ -45,6 +65,29 @@ bool json_bool_or(const json& j, const char* key, bool fallback) {
   return (it != j.end() && it->is_boolean()) ? it->get<bool>() : fallback;
 }
 
+// One RoPE parameter dict ({"rope_type", "factor", ..., "rope_theta"}) into theta and scaling.
+Status parse_rope_dict(const json& rs, const std::string& source, double& theta, RopeScaling& scaling) {
+  theta = json_double_or(rs, "rope_theta", theta);
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    auto it = rs.find(key);
+    if (it != rs.end() && it->is_string()) type = it->get<std::string>();
+  }
+  if (type == "default") return Status();
+  scaling.factor = json_double_or(rs, "factor", 1.0);
+  if (type == "linear") {
+    scaling.kind = RopeScaling::Kind::kLinear;
+  } else if (type == "llama3") {
+    scaling.kind = RopeScaling::Kind::kLlama3;
+    scaling.low_freq_factor = json_double_or(rs, "low_freq_factor", 1.0);
+    scaling.high_freq_factor = json_double_or(rs, "high_freq_factor", 4.0);
+    scaling.original_max_position_embeddings = json_int_or(rs, "original_max_position_embeddings", 8192);
+  } else {
+    return unimplemented(source + ": rope scaling type \"" + type + "\" is not supported (supported: linear, llama3)");
+  }
+  return Status();
+}
+
 Status parse_rope_scaling(const json& j, const std::string& source, ModelConfig& c) {
   // transformers <= 4.x: "rope_scaling"; 5.x: "rope_parameters" (which may also carry rope_theta).
   const json* rs = nullptr;
@@ -53,32 +96,28 @@ Status parse_rope_scaling(const json& j, const std::string& source, ModelConfig&
     if (it != j.end() && it->is_object()) rs = &*it;
   }
   if (!rs) return Status();
-  c.rope_theta = json_double_or(*rs, "rope_theta", c.rope_theta);
-  std::string type = "default";
-  for (const char* key : {"rope_type", "type"}) {
-    auto it = rs->find(key);
-    if (it != rs->end() && it->is_string()) type = it->get<std::string>();
-  }
-  if (type == "default") return Status();
-  c.rope_scaling.factor = json_double_or(*rs, "factor", 1.0);
-  if (type == "linear") {
-    c.rope_scaling.kind = RopeScaling::Kind::kLinear;
-  } else if (type == "llama3") {
-    c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
-    c.rope_scaling.low_freq_factor = json_double_or(*rs, "low_freq_factor", 1.0);
-    c.rope_scaling.high_freq_factor = json_double_or(*rs, "high_freq_factor", 4.0);
-    c.rope_scaling.original_max_position_embeddings = json_int_or(*rs, "original_max_position_embeddings", 8192);
-  } else {
-    return unimplemented(source + ": rope scaling type \"" + type + "\" is not supported (supported: linear, llama3)");
-  }
-  return Status();
+  return parse_rope_dict(*rs, source, c.rope_theta, c.rope_scaling);
 }
 
-}  // namespace
+void read_token_ids(const json& j, ModelConfig& c) {
+  c.bos_token_id = json_int_or(j, "bos_token_id", c.bos_token_id);
+  if (auto it = j.find("eos_token_id"); it != j.end() && (it->is_number_integer() || it->is_array())) {
+    c.eos_token_ids.clear();
+    if (it->is_number_integer()) c.eos_token_ids.push_back(it->get<int64_t>());
+    if (it->is_array())
+      for (const auto& e : *it)
+        if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int64_t>());
+  }
+}
+
+}  // namespace config_parse
+
+using namespace config_parse;  // NOLINT(google-build-using-namespace): this file's own helpers
 
 Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string& source) {
   if (!j.is_object()) return invalid_argument(source + ": config.json is not a JSON object");
   const std::string model_type = j.value("model_type", std::string());
+  if (model_type == "gemma3_text" || model_type == "gemma3") return gemma3_from_hf_config(j, source);
   ModelConfig c;
   if (model_type == "llama" || model_type == "mistral") {
     c.arch = Architecture::kLlama;
@@ -102,7 +141,7 @@ Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string
       return unimplemented(source + ": Qwen3 with use_sliding_window is not supported");
   } else {
     return unimplemented(source + ": model_type \"" + model_type +
-                         "\" is not supported (supported: llama, mistral, qwen2, qwen3)");
+                         "\" is not supported (supported: llama, mistral, qwen2, qwen3, gemma3_text, gemma3)");
   }
   VOSTI_ASSIGN_OR_RETURN(c.vocab_size, json_int(j, "vocab_size", source));
   VOSTI_ASSIGN_OR_RETURN(c.hidden_size, json_int(j, "hidden_size", source));
@@ -116,14 +155,9 @@ Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string
   c.rope_theta = json_double_or(j, "rope_theta", 10000.0);
   VOSTI_RETURN_IF_ERROR(parse_rope_scaling(j, source, c));
   c.tie_word_embeddings = json_bool_or(j, "tie_word_embeddings", false);
-  c.bos_token_id = json_int_or(j, "bos_token_id", -1);
-  if (auto it = j.find("eos_token_id"); it != j.end()) {
-    if (it->is_number_integer()) c.eos_token_ids.push_back(it->get<int64_t>());
-    if (it->is_array())
-      for (const auto& e : *it)
-        if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int64_t>());
-  }
+  read_token_ids(j, c);
   c.rope_layout = RopeLayout::kNeox;
+  c.fill_uniform_layers();
   VOSTI_RETURN_IF_ERROR(c.validate().with_context(source));
   return c;
 }
@@ -140,9 +174,11 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
   } else if (arch == "qwen3") {
     c.arch = Architecture::kQwen3;
     c.qk_norm = true;
+  } else if (arch == "gemma3") {
+    return gemma3_from_gguf(g);
   } else {
     return unimplemented(source + ": GGUF architecture \"" + arch +
-                         "\" is not supported (supported: llama, qwen2, qwen3)");
+                         "\" is not supported (supported: llama, qwen2, qwen3, gemma3)");
   }
   if (auto name = g.get_string("general.name"); name.ok()) c.name = *name;
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -192,6 +228,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
   // llama.cpp's converter permutes Llama's q/k rows for GPT-J-style rotary; the loader
   // undoes that permutation, so every family runs NeoX rotary on HF-ordered weights.
   c.rope_layout = RopeLayout::kNeox;
+  c.fill_uniform_layers();
   VOSTI_RETURN_IF_ERROR(c.validate().with_context(source));
   return c;
 }
@@ -221,11 +258,65 @@ Status ModelConfig::validate() const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return invalid_argument("rope_theta must be positive");
   if (rope_scaling.kind != RopeScaling::Kind::kNone && !(rope_scaling.factor > 0))
     return invalid_argument("rope scaling factor must be positive");
+  if (static_cast<int64_t>(layers.size()) != num_layers)
+    return invalid_argument("the config describes " + std::to_string(layers.size()) + " layers, num_layers is " +
+                            std::to_string(num_layers));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    const std::string name = "layer " + std::to_string(i) + ": ";
+    if (l.sliding_window < 0 || l.sliding_window >= (int64_t{1} << 31))
+      return invalid_argument(name + "sliding_window must be in 0..2^31 - 1 (0: none), got " +
+                              std::to_string(l.sliding_window));
+    if (!(l.rope_theta > 0) || !std::isfinite(l.rope_theta))
+      return invalid_argument(name + "rope_theta must be positive");
+    if (l.rope_scaling.kind != RopeScaling::Kind::kNone && !(l.rope_scaling.factor > 0))
+      return invalid_argument(name + "rope scaling factor must be positive");
+  }
+  if (!(embed_scale > 0) || !std::isfinite(embed_scale)) return invalid_argument("embed_scale must be positive");
+  if (!(attention_scale > 0) || !std::isfinite(attention_scale))
+    return invalid_argument("the attention scale must be positive");
+  if (final_logit_softcap < 0 || !std::isfinite(final_logit_softcap))
+    return invalid_argument("final_logit_softcapping must be positive or absent");
   return Status();
 }
 
+void ModelConfig::fill_uniform_layers() {
+  LayerSpec l;
+  l.sliding_window = sliding_window;
+  l.rope_theta = rope_theta;
+  l.rope_scaling = rope_scaling;
+  layers.assign(static_cast<size_t>(std::max<int64_t>(num_layers, 0)), l);
+  // 1 / sqrt(head_dim) in f32 arithmetic: the scale every family but Gemma has always used.
+  if (attention_scale == 0.0f && head_dim > 0) attention_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+bool ModelConfig::layers_uniform() const {
+  if (embed_scale != 1.0f || norm_weight_offset != 0.0f || final_logit_softcap != 0.0 ||
+      attention_scale != 1.0f / std::sqrt(static_cast<float>(head_dim)))
+    return false;
+  LayerSpec flat;
+  flat.sliding_window = sliding_window;
+  flat.rope_theta = rope_theta;
+  flat.rope_scaling = rope_scaling;
+  for (const LayerSpec& l : layers) {
+    if (l.sliding_window != flat.sliding_window || !l.same_rope(flat) || l.activation != MlpActivation::kSilu ||
+        l.post_attn_norm || l.post_ffn_norm)
+      return false;
+  }
+  return true;
+}
+
 std::vector<float> ModelConfig::rope_inv_freq() const {
+  LayerSpec flat;
+  flat.rope_theta = rope_theta;
+  flat.rope_scaling = rope_scaling;
+  return rope_inv_freq(flat);
+}
+
+std::vector<float> ModelConfig::rope_inv_freq(const LayerSpec& layer) const {
   // As transformers computes it, in f32: 1 / base^(arange(0, dim, 2) / dim).
+  const double rope_theta = layer.rope_theta;
+  const RopeScaling& rope_scaling = layer.rope_scaling;
   const int64_t half = head_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {

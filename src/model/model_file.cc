@@ -58,11 +58,22 @@ const char* gguf_role_name(WeightRole role) {
       return "ffn_up.weight";
     case WeightRole::kDown:
       return "ffn_down.weight";
+    case WeightRole::kPostAttnNorm:
+      return "post_attention_norm.weight";
+    case WeightRole::kPostFfnNorm:
+      return "post_ffw_norm.weight";
   }
   return "?";
 }
 
-const char* hf_role_name(WeightRole role) {
+const char* hf_role_name(Architecture arch, WeightRole role) {
+  // Gemma: post_attention_layernorm is the attention output's norm, the MLP's input norm is
+  // pre_feedforward_layernorm (Llama calls that one post_attention_layernorm).
+  if (arch == Architecture::kGemma3) {
+    if (role == WeightRole::kFfnNorm) return "pre_feedforward_layernorm.weight";
+    if (role == WeightRole::kPostAttnNorm) return "post_attention_layernorm.weight";
+    if (role == WeightRole::kPostFfnNorm) return "post_feedforward_layernorm.weight";
+  }
   switch (role) {
     case WeightRole::kEmbed:
       return "model.embed_tokens.weight";
@@ -98,8 +109,23 @@ const char* hf_role_name(WeightRole role) {
       return "mlp.up_proj.weight";
     case WeightRole::kDown:
       return "mlp.down_proj.weight";
+    case WeightRole::kPostAttnNorm:
+      return "post_attention_layernorm.weight";
+    case WeightRole::kPostFfnNorm:
+      return "post_feedforward_layernorm.weight";
   }
   return "?";
+}
+
+// The model's tensors as a Gemma3ForConditionalGeneration checkpoint names them, if it is one.
+void find_language_model(const SafetensorsModel& st, std::string& prefix, std::string& lm_head) {
+  for (const char* p : {"language_model.model.", "model.language_model."}) {
+    if (st.tensors().count(std::string(p) + "embed_tokens.weight") != 0) {
+      prefix = p;
+      lm_head = prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
+      return;
+    }
+  }
 }
 
 bool is_global(WeightRole role) {
@@ -134,6 +160,7 @@ Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path
     VOSTI_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(path));
     VOSTI_ASSIGN_OR_RETURN(f->config_, ModelConfig::from_hf_config(st.config(), path + "/config.json"));
     if (f->config_.name.empty()) f->config_.name = std::filesystem::path(path).filename().string();
+    find_language_model(st, f->hf_prefix_, f->hf_lm_head_);
     f->st_ = std::make_unique<Safetensors>(Safetensors{std::move(st)});
     return std::shared_ptr<const ModelFile>(std::move(f));
   }
@@ -146,9 +173,24 @@ Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path
   return std::shared_ptr<const ModelFile>(std::move(f));
 }
 
-std::string hf_tensor_name(WeightRole role, int64_t layer) {
-  if (is_global(role)) return hf_role_name(role);
-  return "model.layers." + std::to_string(layer) + "." + hf_role_name(role);
+bool is_norm_role(WeightRole role) {
+  switch (role) {
+    case WeightRole::kFinalNorm:
+    case WeightRole::kAttnNorm:
+    case WeightRole::kQNorm:
+    case WeightRole::kKNorm:
+    case WeightRole::kFfnNorm:
+    case WeightRole::kPostAttnNorm:
+    case WeightRole::kPostFfnNorm:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string hf_tensor_name(Architecture arch, WeightRole role, int64_t layer) {
+  if (is_global(role)) return hf_role_name(arch, role);
+  return "model.layers." + std::to_string(layer) + "." + hf_role_name(arch, role);
 }
 
 std::string ModelFile::tensor_name(WeightRole role, int64_t layer) const {
@@ -156,7 +198,9 @@ std::string ModelFile::tensor_name(WeightRole role, int64_t layer) const {
     if (is_global(role)) return gguf_role_name(role);
     return "blk." + std::to_string(layer) + "." + gguf_role_name(role);
   }
-  return hf_tensor_name(role, layer);
+  const std::string hf = hf_tensor_name(config_.arch, role, layer);
+  if (role == WeightRole::kLmHead) return hf_lm_head_;
+  return hf_prefix_ + hf.substr(std::string_view("model.").size());
 }
 
 std::vector<int64_t> ModelFile::expected_shape(WeightRole role) const {
@@ -169,6 +213,8 @@ std::vector<int64_t> ModelFile::expected_shape(WeightRole role) const {
     case WeightRole::kFinalNorm:
     case WeightRole::kAttnNorm:
     case WeightRole::kFfnNorm:
+    case WeightRole::kPostAttnNorm:
+    case WeightRole::kPostFfnNorm:
       return {H};
     case WeightRole::kQ:
       return {q, H};
@@ -228,6 +274,8 @@ int64_t ModelFile::unpermute_heads(WeightRole role) const {
   return role == WeightRole::kQ || role == WeightRole::kQBias ? config_.num_heads : config_.num_kv_heads;
 }
 
+float ModelFile::norm_offset(WeightRole role) const { return is_norm_role(role) ? config_.norm_weight_offset : 0.0f; }
+
 Result<std::vector<float>> ModelFile::read_f32(WeightRole role, int64_t layer) const {
   VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer));
   std::vector<float> out(static_cast<size_t>(w.num_elements()));
@@ -238,6 +286,22 @@ Result<std::vector<float>> ModelFile::read_f32(WeightRole role, int64_t layer) c
     unpermute_qk_rows(out.data(), rows, cols, unpermute_heads(role), hf.data());
     out.swap(hf);
   }
+  // transformers' Gemma3RMSNorm: 1.0 + weight.float(), one f32 addition.
+  if (const float offset = norm_offset(role); offset != 0.0f)
+    for (float& v : out) v = offset + v;
+  return out;
+}
+
+Result<std::vector<float>> ModelFile::read_hf_f32(WeightRole role, int64_t layer) const {
+  if (config_.arch == Architecture::kGemma3 && is_norm_role(role) && norm_offset(role) != 0.0f) {
+    VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer));  // w as stored (norms are never permuted)
+    std::vector<float> out(static_cast<size_t>(w.num_elements()));
+    VOSTI_RETURN_IF_ERROR(dequantize(w.type, w.data, w.num_bytes, out.data(), w.num_elements()).with_context(w.name));
+    return out;
+  }
+  VOSTI_ASSIGN_OR_RETURN(std::vector<float> out, read_f32(role, layer));
+  if (config_.arch == Architecture::kGemma3 && is_norm_role(role))
+    for (float& v : out) v = v - 1.0f;  // a GGUF's 1 + w
   return out;
 }
 

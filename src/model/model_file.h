@@ -45,7 +45,13 @@ enum class WeightRole : uint8_t {
   kGate,       // [intermediate, hidden]
   kUp,         // [intermediate, hidden]
   kDown,       // [hidden, intermediate]
+  // Appended (the enum's values are part of the weights digest):
+  kPostAttnNorm,  // [hidden] (Gemma: post_attention_layernorm, on the attention output)
+  kPostFfnNorm,   // [hidden] (Gemma: post_feedforward_layernorm, on the MLP output)
 };
+
+// Whether a role is an RMSNorm weight (the roles norm_weight_offset applies to).
+bool is_norm_role(WeightRole role);
 
 // One tensor of a model: its role and layer (-1 for kEmbed, kFinalNorm, kLmHead).
 struct TensorSlot {
@@ -105,8 +111,19 @@ class ModelFile {
   // Heads of a role whose rows needs_row_unpermute() (num_heads for q, num_kv_heads for k).
   int64_t unpermute_heads(WeightRole role) const;
 
-  // The tensor as f32 in HF row order: dequantised or widened, unpermuted. Errors as view().
+  // Whether read_f32() changes a tensor beyond decoding it: q/k rows to unpermute, or a norm
+  // whose stored w the model multiplies by (1 + w) (Gemma's HF checkpoints).
+  bool needs_conversion(WeightRole role) const { return needs_row_unpermute(role) || norm_offset(role) != 0.0f; }
+  // What read_f32() adds to every value of a role (config().norm_weight_offset for norms, else 0).
+  float norm_offset(WeightRole role) const;
+
+  // The tensor as f32 in HF row order as the forward uses it: dequantised or widened,
+  // unpermuted, a norm's multiplier (norm_offset added in f32). Errors as view().
   Result<std::vector<float>> read_f32(WeightRole role, int64_t layer = -1) const;
+  // The tensor as f32 the way Hugging Face transformers holds it under hf_tensor_name(): read_f32()
+  // except that Gemma's norms are w, not 1 + w (a GGUF's stored 1 + w minus 1 in f32, as
+  // transformers' GGUF loader does). Errors as view().
+  Result<std::vector<float>> read_hf_f32(WeightRole role, int64_t layer = -1) const;
   // The tensor as bf16 in HF row order: copied when stored as bf16, else read_f32() rounded
   // to nearest even. Errors as view().
   Result<std::vector<uint16_t>> read_bf16(WeightRole role, int64_t layer = -1) const;
@@ -125,10 +142,16 @@ class ModelFile {
   std::shared_ptr<const Gguf> gguf_;  // shared with the files with_replaced() makes from this one
   std::shared_ptr<const Safetensors> st_;
   std::map<std::string, WeightView, std::less<>> replaced_;  // by tensor_name(); stored as the file would
+  // Where a safetensors checkpoint keeps the decoder: "model." (a *ForCausalLM), or the language
+  // model of Gemma3ForConditionalGeneration ("language_model.model." as on the Hub,
+  // "model.language_model." as transformers 5 saves it); and its lm_head's name.
+  std::string hf_prefix_ = "model.";
+  std::string hf_lm_head_ = "lm_head.weight";
 };
 
-// The Hugging Face transformers name of a role's tensor (layer ignored for global roles).
-std::string hf_tensor_name(WeightRole role, int64_t layer);
+// The Hugging Face transformers name of a role's tensor in a *ForCausalLM of the architecture
+// (layer ignored for global roles): Gemma names its norms differently from Llama.
+std::string hf_tensor_name(Architecture arch, WeightRole role, int64_t layer);
 
 // Reorders rows [rows, cols] of llama.cpp's interleaved q/k layout into HF order:
 // within each of `heads` heads of hd = rows / heads rows, stored row 2i + j -> row j * hd/2 + i.

@@ -1,6 +1,7 @@
 // ModelFile's tensor list, name lookup and weight updates (with_replaced): see model_file.h.
 #include <cstring>
 
+#include "io/dequant.h"
 #include "model/model_file.h"
 
 namespace vosti {
@@ -8,13 +9,19 @@ namespace vosti {
 namespace {
 
 constexpr WeightRole kLayerRoles[] = {
-    WeightRole::kAttnNorm, WeightRole::kQ,     WeightRole::kK,     WeightRole::kV,     WeightRole::kQBias,
-    WeightRole::kKBias,    WeightRole::kVBias, WeightRole::kQNorm, WeightRole::kKNorm, WeightRole::kO,
-    WeightRole::kFfnNorm,  WeightRole::kGate,  WeightRole::kUp,    WeightRole::kDown,
+    WeightRole::kAttnNorm,     WeightRole::kQ,       WeightRole::kK,     WeightRole::kV,     WeightRole::kQBias,
+    WeightRole::kKBias,        WeightRole::kVBias,   WeightRole::kQNorm, WeightRole::kKNorm, WeightRole::kO,
+    WeightRole::kPostAttnNorm, WeightRole::kFfnNorm, WeightRole::kGate,  WeightRole::kUp,    WeightRole::kDown,
+    WeightRole::kPostFfnNorm,
 };
 
-bool role_present(const ModelConfig& c, WeightRole role) {
+bool role_present(const ModelConfig& c, WeightRole role, int64_t layer) {
+  const LayerSpec& spec = c.layers[static_cast<size_t>(layer)];
   switch (role) {
+    case WeightRole::kPostAttnNorm:
+      return spec.post_attn_norm;
+    case WeightRole::kPostFfnNorm:
+      return spec.post_ffn_norm;
     case WeightRole::kQBias:
     case WeightRole::kKBias:
     case WeightRole::kVBias:
@@ -45,6 +52,11 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+// A replacement's values as f32 (f32, f16 or bf16, widened exactly).
+Status decode_replacement(const ReplacementTensor& t, float* out, int64_t count) {
+  return dequantize(t.type, t.data, t.num_bytes, out, count).with_context(t.name);
+}
+
 // Tensors that checkpoints carry but that are no weights of the model (vLLM skips them too).
 bool is_skipped_buffer(std::string_view name) {
   return name.find("rotary_emb.inv_freq") != std::string_view::npos ||
@@ -70,7 +82,7 @@ std::vector<TensorSlot> ModelFile::tensor_slots() const {
   slots.push_back({WeightRole::kEmbed, -1});
   for (int64_t layer = 0; layer < config_.num_layers; ++layer)
     for (WeightRole role : kLayerRoles)
-      if (role_present(config_, role)) slots.push_back({role, layer});
+      if (role_present(config_, role, layer)) slots.push_back({role, layer});
   slots.push_back({WeightRole::kFinalNorm, -1});
   if (has(WeightRole::kLmHead)) slots.push_back({WeightRole::kLmHead, -1});
   return slots;
@@ -78,7 +90,7 @@ std::vector<TensorSlot> ModelFile::tensor_slots() const {
 
 Result<TensorSlot> ModelFile::find_tensor(std::string_view name) const {
   for (const TensorSlot& s : tensor_slots())
-    if (name == tensor_name(s.role, s.layer) || name == hf_tensor_name(s.role, s.layer)) return s;
+    if (name == tensor_name(s.role, s.layer) || name == hf_tensor_name(config_.arch, s.role, s.layer)) return s;
   return not_found("the model " + path_ + " has no tensor named '" + std::string(name) +
                    "' (names are Hugging Face's, e.g. model.layers.0.self_attn.q_proj.weight, or the file's own)");
 }
@@ -102,8 +114,8 @@ Result<std::shared_ptr<const ModelFile>> ModelFile::with_replaced(std::shared_pt
     if (is_skipped_buffer(t.name)) continue;
     if (!seen.emplace(t.name, true).second)
       return invalid_argument("tensor '" + t.name + "' is given twice in one weight update");
-    if (tied &&
-        (t.name == hf_tensor_name(WeightRole::kLmHead, -1) || t.name == base->tensor_name(WeightRole::kLmHead, -1)))
+    if (tied && (t.name == hf_tensor_name(base->config_.arch, WeightRole::kLmHead, -1) ||
+                 t.name == base->tensor_name(WeightRole::kLmHead, -1)))
       continue;  // tied to the embedding: updating model.embed_tokens.weight updates it
     VOSTI_ASSIGN_OR_RETURN(TensorSlot slot, base->find_tensor(t.name));
     const std::vector<int64_t> expected = base->expected_shape(slot.role);
@@ -123,6 +135,20 @@ Result<std::shared_ptr<const ModelFile>> ModelFile::with_replaced(std::shared_pt
     w.type = t.type;
     w.shape = t.shape;
     w.num_bytes = t.num_bytes;
+    // Gemma's norms given as w (HF) into a GGUF, which stores 1 + w: f32 values 1 + w.
+    if (base->gguf_ && base->config_.arch == Architecture::kGemma3 && is_norm_role(slot.role)) {
+      std::vector<float> values(static_cast<size_t>(count));
+      VOSTI_RETURN_IF_ERROR(decode_replacement(t, values.data(), count));
+      auto buf = std::make_shared<std::vector<uint8_t>>(values.size() * sizeof(float));
+      auto* out = reinterpret_cast<float*>(buf->data());
+      for (size_t i = 0; i < values.size(); ++i) out[i] = 1.0f + values[i];
+      w.type = WeightType::kF32;
+      w.num_bytes = buf->size();
+      w.data = buf->data();
+      w.owner = buf;
+      f->replaced_[stored_name] = std::move(w);
+      continue;
+    }
     const bool reorder = base->needs_row_unpermute(slot.role);
     if (t.owner && !reorder) {
       w.data = t.data;

@@ -26,7 +26,7 @@ class WeightBuilder {
     FloatTensor t;
     t.shape = w.shape;
     if (w.type == WeightType::kF32 && reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0 &&
-        !file_.needs_row_unpermute(role)) {
+        !file_.needs_conversion(role)) {
       t.data = reinterpret_cast<const float*>(w.data);
       t.owner = w.owner;
       return t;
@@ -149,9 +149,16 @@ Result<ModelWeights> build_weights(WeightBuilder& b, const ModelFile& file, cons
       VOSTI_ASSIGN_OR_RETURN(l.k_norm, b.get(WeightRole::kKNorm, i));
     }
     VOSTI_ASSIGN_OR_RETURN(l.wo, b.matrix({WeightRole::kO}, i));
+    const LayerSpec& spec = c.layers[static_cast<size_t>(i)];
+    if (spec.post_attn_norm) {
+      VOSTI_ASSIGN_OR_RETURN(l.post_attn_norm, b.get(WeightRole::kPostAttnNorm, i));
+    }
     VOSTI_ASSIGN_OR_RETURN(l.ffn_norm, b.get(WeightRole::kFfnNorm, i));
     VOSTI_ASSIGN_OR_RETURN(l.w_gate_up, b.matrix({WeightRole::kGate, WeightRole::kUp}, i));
     VOSTI_ASSIGN_OR_RETURN(l.w_down, b.matrix({WeightRole::kDown}, i));
+    if (spec.post_ffn_norm) {
+      VOSTI_ASSIGN_OR_RETURN(l.post_ffn_norm, b.get(WeightRole::kPostFfnNorm, i));
+    }
     w.layers.push_back(std::move(l));
     if (options.on_progress) options.on_progress(i + 1, c.num_layers);
   }

@@ -12,7 +12,7 @@ namespace {
 // XXH3-128 of the tensor's f32 values (HF row order): straight from the file where it stores
 // them as f32 in that order, through read_f32 otherwise.
 Result<LogitsDigest> tensor_digest(const ModelFile& file, const TensorSlot& slot, const WeightView& w) {
-  if (w.type == WeightType::kF32 && !file.needs_row_unpermute(slot.role)) {
+  if (w.type == WeightType::kF32 && !file.needs_conversion(slot.role)) {
     const XXH128_hash_t h = XXH3_128bits(w.data, w.num_bytes);
     return LogitsDigest{h.low64, h.high64};
   }

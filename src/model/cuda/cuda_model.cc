@@ -54,6 +54,11 @@ std::vector<float> slice_rows(const FloatTensor& t, int64_t row0, int64_t rows, 
 }  // namespace
 
 Status check_cuda_supported(const ModelConfig& c) {
+  if (!c.layers_uniform()) {
+    return unimplemented("CUDA backend: " + std::string(architecture_name(c.arch)) +
+                         " is not yet on the GPU (per-layer windows and rotary, GeGLU, post norms, scaled "
+                         "embeddings); run it with --device cpu");
+  }
   if (c.hidden_size % 64 != 0) {
     return unimplemented("CUDA backend: hidden_size " + std::to_string(c.hidden_size) +
                          " is not a multiple of 64 (the GEMM's k block)");
