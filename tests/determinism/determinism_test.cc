@@ -62,7 +62,8 @@ TEST_P(TinyModels, EveryVariationIsBitwiseIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyModels,
-                         ::testing::Values("llama-tiny", "qwen2-tiny-bf16", "qwen3-tiny", "mistral-tiny-window"),
+                         ::testing::Values("llama-tiny", "qwen2-tiny-bf16", "qwen3-tiny", "mistral-tiny-window",
+                                           "gemma3-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)

@@ -1,5 +1,6 @@
 // Vosti's logits against HF transformers' (tests/golden/make_golden.py), for the real
-// default model and a random-weight model of each family.
+// default model and a random-weight model of each family (Gemma 3: two, one of them a
+// Gemma3ForConditionalGeneration checkpoint; and its llama.cpp-style GGUF).
 //
 // Bounds: the reference is f32 PyTorch (eager attention); Vosti computes in f32 with
 // other reduction orders (SIMD lanes, tiled online softmax), so each position's
@@ -12,6 +13,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -89,13 +91,46 @@ TEST_P(TinyGolden, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyGolden,
                          ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
-                                           "mistral-tiny-window"),
+                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return s;
                          });
+
+// The tiny Gemma 3 written as llama.cpp writes a gemma3 GGUF (norms stored as 1 + w, f32
+// tensors; make_golden.py): the same logits bit for bit as its safetensors directory (so the
+// same distance to transformers), on both CPU backends.
+TEST(GgufGolden, Gemma3GgufMatchesItsSafetensors) {
+  const auto golden = read_json(kGoldenDir + "/data/gemma3-tiny.json");
+  auto from_gguf = Model::load(kGoldenDir + "/models/gemma3-tiny.gguf");
+  ASSERT_TRUE(from_gguf.ok()) << from_gguf.status().to_string();
+  auto from_st = Model::load(kGoldenDir + "/models/gemma3-tiny");
+  ASSERT_TRUE(from_st.ok()) << from_st.status().to_string();
+  const ModelConfig& g = (*from_gguf)->config();
+  const ModelConfig& h = (*from_st)->config();
+  ASSERT_EQ(g.layers.size(), h.layers.size());
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    EXPECT_EQ(g.layers[i].sliding_window, h.layers[i].sliding_window) << "layer " << i;
+    EXPECT_TRUE(g.layers[i].same_rope(h.layers[i])) << "layer " << i;
+  }
+  EXPECT_EQ(g.attention_scale, h.attention_scale);
+  EXPECT_EQ(g.embed_scale, h.embed_scale);
+  ThreadPool pool(2);
+  for (const auto& backend : kBackends) {
+    auto kernels = backend.make(&pool);
+    for (const auto& prompt : golden["prompts"]) {
+      const auto tokens = prompt["tokens"].get<std::vector<int32_t>>();
+      SingleSequence a(**from_gguf, *kernels, static_cast<int64_t>(tokens.size()));
+      SingleSequence b(**from_st, *kernels, static_cast<int64_t>(tokens.size()));
+      const std::vector<float> la = a.append(tokens, /*all_logits=*/true);
+      const std::vector<float> lb = b.append(tokens, /*all_logits=*/true);
+      ASSERT_EQ(la.size(), lb.size());
+      EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0) << backend.name;
+    }
+  }
+}
 
 TEST(RealModelGolden, SmolLM2MatchesTransformers) {
   const char* path = std::getenv("VOSTI_DEFAULT_MODEL");

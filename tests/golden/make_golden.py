@@ -56,15 +56,36 @@ def tiny_models():
         ("mistral-tiny-window", transformers.MistralConfig,
          dict(common, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=24), torch.float32, None,
          (7, 45, 100)),
+        # Gemma 3: head_dim 32 > hidden / heads = 16, query_pre_attn_scalar 24 != head_dim, layers
+        # sliding / full / sliding (pattern 2) with a 24-position window (prompts past it), the local
+        # rotary base 10,000 unscaled and the global 1e6 with linear scaling x4; tied embeddings.
+        ("gemma3-tiny", transformers.Gemma3TextConfig,
+         dict(common, intermediate_size=128, head_dim=32, rms_norm_eps=1e-6, bos_token_id=2, eos_token_id=1,
+              pad_token_id=0, tie_word_embeddings=True, query_pre_attn_scalar=24, sliding_window=24,
+              sliding_window_pattern=2,
+              rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                               "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0}}),
+         torch.float32, None, (7, 45, 100)),
+        # The language model of a Gemma3ForConditionalGeneration checkpoint (config nested in
+        # text_config, tensors under language_model.model.), bf16, final logit soft-capping 30,
+        # explicit layer_types (global last), window 16, one kv head.
+        ("gemma3-tiny-mm-bf16-softcap", transformers.Gemma3TextConfig,
+         dict(common, intermediate_size=128, num_key_value_heads=1, head_dim=16, rms_norm_eps=1e-6, bos_token_id=2,
+              eos_token_id=[1, 106], pad_token_id=0, tie_word_embeddings=True, query_pre_attn_scalar=16,
+              sliding_window=16, final_logit_softcapping=30.0,
+              layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
+         torch.bfloat16, None, (7, 45, 70)),
     ]
 
 
 def randomize(model, seed):
     g = torch.Generator().manual_seed(seed)
+    # Gemma's norms multiply by (1 + w): w around 0 gives multipliers around 1, as elsewhere.
+    norm_center = 0.0 if model.config.model_type.startswith("gemma") else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+                p.copy_(norm_center + 0.2 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.15 * torch.randn(p.shape, generator=g))
 
@@ -97,6 +118,10 @@ def make_tiny(seed=1234, only=None):
         # (converting the in-memory model would also round buffers such as rope's inv_freq).
         loaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
                                                                    attn_implementation="eager")
+        if name == "gemma3-tiny":
+            write_gemma3_gguf(loaded, os.path.join(HERE, "models", "gemma3-tiny.gguf"))
+        if "-mm-" in name:
+            nest_as_conditional_generation(out_dir)
         g = torch.Generator().manual_seed(seed + 100 + i)
         prompts = [torch.randint(0, config.vocab_size, (n,), generator=g).tolist() for n in lengths]
         records = []
@@ -105,6 +130,79 @@ def make_tiny(seed=1234, only=None):
             records.append({"tokens": ids, "logits": lg.tolist()})
         write_json(name, {"model": f"models/{name}", "kind": "full", "prompts": records})
         print("wrote", name)
+
+
+def nest_as_conditional_generation(out_dir):
+    """Rewrites a saved Gemma3ForCausalLM as the language model of a Gemma3ForConditionalGeneration
+    checkpoint as the Hub stores them: config.json {"model_type": "gemma3", "text_config": {...}},
+    tensors under language_model.model. (the vision tower is left out: Vosti reads the text model)."""
+    from safetensors.torch import load_file, save_file
+    with open(os.path.join(out_dir, "config.json")) as f:
+        text = json.load(f)
+    outer = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+             "eos_token_id": text.pop("eos_token_id"), "text_config": text}
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(outer, f, indent=2)
+    path = os.path.join(out_dir, "model.safetensors")
+    tensors = load_file(path)
+    renamed = {("language_model." + k if k.startswith("model.") else k): v for k, v in tensors.items()}
+    save_file(renamed, path, metadata={"format": "pt"})
+
+
+def write_gguf_norm(writer, name, t):
+    """A norm weight as llama.cpp's convert_hf_to_gguf.py stores Gemma's: 1 + w, in f32."""
+    writer.add_tensor(name, (t.detach().float() + 1.0).numpy())
+
+
+def write_gemma3_gguf(model, path):
+    """The tiny Gemma 3 as llama.cpp's converter writes a gemma3 GGUF (f32 tensors, norms stored
+    as 1 + w, q/k rows unpermuted, no output.weight when tied). Keys llama.cpp itself derives for
+    the real models (a period-6 window pattern, local rotary base 10,000, the attention scale from
+    the layer count) are written explicitly, as the newer gguf keys allow: the tiny model has
+    pattern 2 and query_pre_attn_scalar 24."""
+    import gguf
+    c = model.config
+    w = gguf.GGUFWriter(path, "gemma3")
+    w.add_name("gemma3-tiny")
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_key_length(c.head_dim)
+    w.add_value_length(c.head_dim)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    rp = c.rope_parameters
+    w.add_rope_freq_base(rp["full_attention"]["rope_theta"])
+    w.add_rope_freq_base_swa(rp["sliding_attention"]["rope_theta"])
+    if rp["full_attention"].get("rope_type") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rp["full_attention"]["factor"])
+    w.add_sliding_window(c.sliding_window)
+    w.add_sliding_window_pattern([t == "sliding_attention" for t in c.layer_types])
+    w.add_attention_scale(c.query_pre_attn_scalar ** -0.5)
+    w.add_vocab_size(c.vocab_size)
+    sd = model.state_dict()
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"].float().numpy())
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+             "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+             "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down"}
+    for i in range(c.num_hidden_layers):
+        for hf, gg in names.items():
+            t = sd[f"model.layers.{i}.{hf}.weight"]
+            if "norm" in hf:
+                write_gguf_norm(w, f"blk.{i}.{gg}.weight", t)
+            else:
+                w.add_tensor(f"blk.{i}.{gg}.weight", t.float().numpy())
+    write_gguf_norm(w, "output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def make_real(gguf_path):
