@@ -7,7 +7,8 @@
 // with), the embedding with std 0.1 (tied lm_heads give logits of std ~2), norms 1, biases 0; each element
 // a pure function of (seed, tensor name, index) (SplitMix64), so a model is reproducible from
 // its seed. The tokenizer: the 256 byte tokens, the shape's special tokens at their real ids,
-// unreachable filler tokens up to the vocabulary, and a ChatML template.
+// unreachable filler tokens up to the vocabulary, and a ChatML template (Llama 3's and Gemma 3's
+// own for those shapes). Gemma's norm weights are 0 (it multiplies by 1 + w).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -42,8 +43,27 @@ struct Shape {
   int64_t bos;
   std::vector<int64_t> eos;
   std::vector<Special> specials;
-  ordered_json rope_scaling;  // null for none
+  ordered_json rope_scaling;     // null for none
+  ordered_json extra = nullptr;  // further config.json fields of the family (Gemma's), or null
 };
+
+// Gemma 3's text model (Gemma3ForCausalLM; the 4B..27B checkpoints are the language model of a
+// Gemma3ForConditionalGeneration with the same text config): the config.json fields beyond the
+// common ones.
+ordered_json gemma3_extra(int64_t sliding_window, int64_t query_pre_attn_scalar) {
+  return {{"hidden_activation", "gelu_pytorch_tanh"}, {"query_pre_attn_scalar", query_pre_attn_scalar},
+          {"sliding_window", sliding_window},         {"sliding_window_pattern", 6},
+          {"rope_local_base_freq", 10000.0},          {"final_logit_softcapping", nullptr},
+          {"attn_logit_softcapping", nullptr},        {"pad_token_id", 0}};
+}
+
+// Gemma's byte-level stand-in keeps the real ids of the tokens a chat needs.
+const std::vector<Special> kGemmaSpecials = {{0, "<pad>"},          {1, "<eos>"},  {2, "<bos>"},
+                                             {3, "<unk>"},          {4, "<mask>"}, {105, "<start_of_turn>"},
+                                             {106, "<end_of_turn>"}};
+
+// Gemma 3's global layers (4B and up): linear RoPE scaling x8.
+ordered_json gemma3_linear_rope() { return {{"factor", 8.0}, {"rope_type", "linear"}}; }
 
 std::vector<Shape> shapes() {
   const ordered_json llama3_rope = {{"factor", 8.0},
@@ -167,8 +187,135 @@ std::vector<Shape> shapes() {
        {151645},
        qwen_specials,
        nullptr},
+      // google/gemma-3-1b-it, and the text configs of gemma-3-4b-it, gemma-3-12b-it, gemma-3-27b-it.
+      {"gemma3-1b",
+       "gemma3_text",
+       1152,
+       6912,
+       26,
+       4,
+       1,
+       256,
+       262144,
+       32768,
+       1e-6,
+       1000000.0,
+       true,
+       false,
+       2,
+       {1, 106},
+       kGemmaSpecials,
+       nullptr,
+       gemma3_extra(512, 256)},
+      {"gemma3-4b",
+       "gemma3_text",
+       2560,
+       10240,
+       34,
+       8,
+       4,
+       256,
+       262208,
+       131072,
+       1e-6,
+       1000000.0,
+       true,
+       false,
+       2,
+       {1, 106},
+       kGemmaSpecials,
+       gemma3_linear_rope(),
+       gemma3_extra(1024, 256)},
+      {"gemma3-12b",
+       "gemma3_text",
+       3840,
+       15360,
+       48,
+       16,
+       8,
+       256,
+       262208,
+       131072,
+       1e-6,
+       1000000.0,
+       true,
+       false,
+       2,
+       {1, 106},
+       kGemmaSpecials,
+       gemma3_linear_rope(),
+       gemma3_extra(1024, 256)},
+      {"gemma3-27b",
+       "gemma3_text",
+       5376,
+       21504,
+       62,
+       32,
+       16,
+       128,
+       262208,
+       131072,
+       1e-6,
+       1000000.0,
+       true,
+       false,
+       2,
+       {1, 106},
+       kGemmaSpecials,
+       gemma3_linear_rope(),
+       gemma3_extra(1024, 168)},
   };
 }
+
+// Gemma 3's chat template (the instruction-tuned checkpoints' tokenizer_config.json).
+constexpr const char* kGemma3ChatTemplate = R"TPL({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '
+
+' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '
+
+' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '
+' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>
+' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model
+'}}
+{%- endif -%}
+)TPL";
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -196,9 +343,11 @@ void fill_uniform_bf16(uint16_t* out, size_t first, size_t count, uint64_t key, 
 void fill_const_bf16(uint16_t* out, size_t count, float v) { std::fill(out, out + count, f32_to_bf16(v)); }
 
 ordered_json config_json(const Shape& s) {
-  const char* arch = std::string(s.model_type) == "qwen3"   ? "Qwen3ForCausalLM"
-                     : std::string(s.model_type) == "qwen2" ? "Qwen2ForCausalLM"
-                                                            : "LlamaForCausalLM";
+  const std::string type = s.model_type;
+  const char* arch = type == "qwen3"         ? "Qwen3ForCausalLM"
+                     : type == "qwen2"       ? "Qwen2ForCausalLM"
+                     : type == "gemma3_text" ? "Gemma3ForCausalLM"
+                                             : "LlamaForCausalLM";
   ordered_json c = {{"architectures", {arch}},
                     {"model_type", s.model_type},
                     {"hidden_size", s.hidden},
@@ -214,10 +363,12 @@ ordered_json config_json(const Shape& s) {
                     {"tie_word_embeddings", s.tied},
                     {"bos_token_id", s.bos},
                     {"eos_token_id", s.eos.size() == 1 ? ordered_json(s.eos[0]) : ordered_json(s.eos)},
-                    {"hidden_act", "silu"},
                     {"torch_dtype", "bfloat16"},
                     {"attention_bias", s.qkv_bias}};
+  if (s.extra.is_null()) c["hidden_act"] = "silu";
   if (!s.rope_scaling.is_null()) c["rope_scaling"] = s.rope_scaling;
+  if (!s.extra.is_null())
+    for (const auto& [key, value] : s.extra.items()) c[key] = value;
   c["vosti_random_weights"] = true;
   return c;
 }
@@ -308,10 +459,13 @@ Status write_tokenizer(const Shape& s, const std::filesystem::path& dir) {
       "'<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
       "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
   const bool is_llama3 = s.vocab == 128256;
-  ordered_json config = {{"chat_template", is_llama3 ? llama3 : chatml},
+  const bool is_gemma = std::string(s.model_type) == "gemma3_text";
+  ordered_json config = {{"chat_template", is_llama3  ? llama3
+                                           : is_gemma ? std::string(kGemma3ChatTemplate)
+                                                      : chatml},
                          {"bos_token", text_of(s.bos)},
                          {"eos_token", text_of(s.eos[0])},
-                         {"add_bos_token", false},
+                         {"add_bos_token", false},  // the templates write the BOS
                          {"model_max_length", s.max_positions}};
   std::ofstream(dir / "tokenizer.json") << tok.dump();
   std::ofstream(dir / "tokenizer_config.json") << config.dump(2);
@@ -325,12 +479,15 @@ struct Tensor {
 };
 
 std::vector<Tensor> tensors_of(const Shape& s) {
+  const bool gemma = std::string(s.model_type) == "gemma3_text";
+  // Gemma's norms multiply by (1 + w): w = 0 is the unit norm the other families store as 1.
+  const Tensor::Kind unit_norm = gemma ? Tensor::kZeros : Tensor::kOnes;
   std::vector<Tensor> t;
   t.push_back({"model.embed_tokens.weight", {s.vocab, s.hidden}, Tensor::kEmbedding});
   const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    t.push_back({p + "input_layernorm.weight", {s.hidden}, Tensor::kOnes});
+    t.push_back({p + "input_layernorm.weight", {s.hidden}, unit_norm});
     t.push_back({p + "self_attn.q_proj.weight", {q, s.hidden}, Tensor::kMatrix});
     t.push_back({p + "self_attn.k_proj.weight", {kv, s.hidden}, Tensor::kMatrix});
     t.push_back({p + "self_attn.v_proj.weight", {kv, s.hidden}, Tensor::kMatrix});
@@ -339,17 +496,19 @@ std::vector<Tensor> tensors_of(const Shape& s) {
       t.push_back({p + "self_attn.k_proj.bias", {kv}, Tensor::kZeros});
       t.push_back({p + "self_attn.v_proj.bias", {kv}, Tensor::kZeros});
     }
-    if (std::string(s.model_type) == "qwen3") {
-      t.push_back({p + "self_attn.q_norm.weight", {s.head_dim}, Tensor::kOnes});
-      t.push_back({p + "self_attn.k_norm.weight", {s.head_dim}, Tensor::kOnes});
+    if (std::string(s.model_type) == "qwen3" || gemma) {
+      t.push_back({p + "self_attn.q_norm.weight", {s.head_dim}, unit_norm});
+      t.push_back({p + "self_attn.k_norm.weight", {s.head_dim}, unit_norm});
     }
     t.push_back({p + "self_attn.o_proj.weight", {s.hidden, q}, Tensor::kMatrix});
-    t.push_back({p + "post_attention_layernorm.weight", {s.hidden}, Tensor::kOnes});
+    t.push_back({p + "post_attention_layernorm.weight", {s.hidden}, unit_norm});
+    if (gemma) t.push_back({p + "pre_feedforward_layernorm.weight", {s.hidden}, unit_norm});
     t.push_back({p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, Tensor::kMatrix});
     t.push_back({p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, Tensor::kMatrix});
     t.push_back({p + "mlp.down_proj.weight", {s.hidden, s.intermediate}, Tensor::kMatrix});
+    if (gemma) t.push_back({p + "post_feedforward_layernorm.weight", {s.hidden}, unit_norm});
   }
-  t.push_back({"model.norm.weight", {s.hidden}, Tensor::kOnes});
+  t.push_back({"model.norm.weight", {s.hidden}, unit_norm});
   if (!s.tied) t.push_back({"lm_head.weight", {s.vocab, s.hidden}, Tensor::kMatrix});
   return t;
 }
