@@ -445,18 +445,23 @@ TEMPLATES = {
                  "extras": [{"date_string": "29 Nov 2026"}]},
     "llama3_3": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
                  "extras": [{}, {"date_string": "01 Jan 2025"}]},
+    "gemma3": {"bos_token": "<bos>", "eos_token": "<eos>", "extras": [{}]},
 }
 
 
-def chat_cases(smollm2_template):
+def chat_cases(smollm2_template, only=None):
+    """The cases of every template (or of the names in `only`, reading smollm2's from its file)."""
     from transformers.utils.chat_template_utils import render_jinja_template
     sources = {name: open(os.path.join(DATA, "templates", name + ".jinja")).read()
-               for name in TEMPLATES if name != "smollm2"}
-    sources["smollm2"] = smollm2_template
-    with open(os.path.join(DATA, "templates", "smollm2.jinja"), "w") as f:
-        f.write(smollm2_template)
+               for name in TEMPLATES if name != "smollm2" or only is not None}
+    if only is None:
+        sources["smollm2"] = smollm2_template
+        with open(os.path.join(DATA, "templates", "smollm2.jinja"), "w") as f:
+            f.write(smollm2_template)
     cases = []
     for name, spec in TEMPLATES.items():
+        if only is not None and name not in only:
+            continue
         for extra in spec["extras"]:
             for conv in CONVERSATIONS:
                 for gen in (False, True):
@@ -488,10 +493,25 @@ def chat_cases(smollm2_template):
     return cases
 
 
+def remake_chat_cases(names):
+    """Replaces the cases of the named templates in chat_templates.json, keeping the others."""
+    path = os.path.join(DATA, "chat_templates.json")
+    with open(path) as f:
+        cases = [c for c in json.load(f)["cases"] if c["template"] not in names]
+    fresh = chat_cases(None, only=names)
+    write_json(path, {"cases": cases + fresh}, compact=False)
+    print("chat cases:", len(fresh), "for", ", ".join(names), "errors:", sum("error" in c for c in fresh))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/vosti/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--chat-only", nargs="+", default=None, metavar="TEMPLATE",
+                    help="remake only these templates' chat cases (nothing else is touched)")
     args = ap.parse_args()
+    if args.chat_only:
+        remake_chat_cases(args.chat_only)
+        return 0
     rng = random.Random(20261129)
     corpus = make_corpus(rng)
     fragments = [e["text"] for e in corpus if "text" in e and e["text"]][:400:3]
