@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fstream>
+#include <sstream>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -26,6 +28,7 @@ struct GenerateOptions {
   std::string system;
   std::vector<int32_t> prompt_ids;
   bool chat = false;
+  std::string chat_template_file;  // a Jinja file used instead of the model's own template
   bool json = false;
   bool enable_thinking = false;
   EngineConfig engine;
@@ -64,7 +67,18 @@ class LoadProgress {
 Result<std::vector<int32_t>> build_prompt(const GenerateOptions& o, const Tokenizer& tok) {
   if (!o.prompt_ids.empty()) return o.prompt_ids;
   if (!o.chat) return tok.encode(o.prompt, /*add_special_tokens=*/true);
-  if (!tok.chat_template()) return invalid_argument("--chat: this model has no chat template");
+  std::string source;
+  if (!o.chat_template_file.empty()) {
+    std::ifstream in(o.chat_template_file);
+    if (!in) return not_found("--chat-template: cannot read " + o.chat_template_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    source = text.str();
+  } else if (tok.chat_template()) {
+    source = *tok.chat_template();
+  } else {
+    return invalid_argument("--chat: this model has no chat template (give one with --chat-template FILE)");
+  }
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
   messages.push_back({"user", o.prompt});
@@ -73,7 +87,7 @@ Result<std::vector<int32_t>> build_prompt(const GenerateOptions& o, const Tokeni
   if (o.enable_thinking) chat.enable_thinking = true;  // otherwise the template's own default
   chat.bos_token = tok.bos_token();
   chat.eos_token = tok.eos_token();
-  VOSTI_ASSIGN_OR_RETURN(std::string text, render_chat(*tok.chat_template(), messages, chat));
+  VOSTI_ASSIGN_OR_RETURN(std::string text, render_chat(source, messages, chat));
   // The template already holds BOS where the model wants it.
   return tok.encode(text, /*add_special_tokens=*/false);
 }
@@ -145,6 +159,8 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--prompt-ids", o.prompt_ids, "the prompt as token ids instead of text");
   app.add_flag("--chat", o.chat, "apply the model's chat template to the prompt (a user message)");
   app.add_option("--system", o.system, "a system message (with --chat)");
+  app.add_option("--chat-template", o.chat_template_file,
+                 "with --chat: a Jinja chat template file to use instead of the model's (a GGUF without one)");
   app.add_flag("--enable-thinking", o.enable_thinking, "chat templates with a thinking switch (Qwen3): enable it");
   app.add_option("--max-tokens,-n", o.spec.max_tokens, "output tokens at most")->check(CLI::NonNegativeNumber);
   app.add_option("--temperature,-t", o.temperature, "0 = greedy");

@@ -127,8 +127,8 @@ Result<ModelConfig> gemma3_from_hf_config(const json& outer, const std::string& 
   c.norm_weight_offset = 1.0f;  // Gemma3RMSNorm: x * (1 + w)
   c.bos_token_id = 2;
   c.eos_token_ids = {1};
-  if (multimodal) read_token_ids(outer, c);
   read_token_ids(j, c);
+  if (multimodal) read_token_ids(outer, c);  // the checkpoint's own ids ([1, 106] on the Hub) win
   const std::string act = j.value("hidden_activation", j.value("hidden_act", std::string("gelu_pytorch_tanh")));
   if (act != "gelu_pytorch_tanh")
     return unimplemented(source + ": Gemma 3 hidden_activation \"" + act +
