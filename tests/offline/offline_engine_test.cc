@@ -237,5 +237,26 @@ TEST(WithReplaced, GgufQkRowsRoundTrip) {
   EXPECT_EQ(*(*r)->read_f32(WeightRole::kQ, 0), *(*file)->read_f32(WeightRole::kQ, 0));
 }
 
+// Gemma 3: the safetensors directory stores norms as w, the llama.cpp-style GGUF as 1 + w. Both
+// read back (read_f32) as the multiplier 1 + w, so the weights digest is the same; the Python
+// API's HF values (read_hf_f32) are w; a w given as an update to the GGUF is stored as 1 + w.
+TEST(WithReplaced, GemmaNormsAgreeAcrossFormats) {
+  auto st = ModelFile::open(kModels + "/gemma3-tiny");
+  auto gg = ModelFile::open(kModels + "/gemma3-tiny.gguf");
+  ASSERT_TRUE(st.ok() && gg.ok());
+  EXPECT_EQ(*weights_digest(**st), *weights_digest(**gg));
+  const std::vector<float> w = *(*st)->read_hf_f32(WeightRole::kPostFfnNorm, 1);
+  const std::vector<float> one_plus_w = *(*st)->read_f32(WeightRole::kPostFfnNorm, 1);
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(one_plus_w[i], 1.0f + w[i]);
+  EXPECT_EQ(*(*gg)->read_f32(WeightRole::kPostFfnNorm, 1), one_plus_w);
+  std::vector<float> halved;
+  ReplacementTensor t = scaled(**st, "model.layers.1.post_feedforward_layernorm.weight", 0.5f, halved);
+  auto r = ModelFile::with_replaced(*gg, {t});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const std::vector<float> got = *(*r)->read_f32(WeightRole::kPostFfnNorm, 1);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], 1.0f + halved[i]);
+  EXPECT_EQ(*(*r)->read_f32(WeightRole::kFfnNorm, 1), *(*gg)->read_f32(WeightRole::kFfnNorm, 1));
+}
+
 }  // namespace
 }  // namespace vosti
