@@ -231,59 +231,39 @@ std::string tma_plan_name(const vosti::GemmLaunch& l) {
 void sweep_tma_tiles(const Shape& s, const vosti::GemmSchedule& sched, vosti::GemmArgs a, int m, int num_sms,
                      double default_us, const std::function<void()>& cublas, int reps) {
   a.m = m;
-  // Each instantiation with the schedule of its segment count (the two-segment ones evaluate
-  // another contract: the sweep times them, the rule does not pick them), where k cuts into them.
+  // Every instantiation (one k segment each), then the column splits below.
   std::vector<vosti::GemmLaunch> plans;
-  std::vector<vosti::GemmSchedule> scheds;
-  for (vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) {
-    vosti::GemmSchedule t = sched;
-    t.num_segments = vosti::gemm_tma_tile_segments(tile);
-    const int64_t tile_k = vosti::gemm_tma_tile_shape(tile).k;
-    if (t.num_segments > 1 && (t.k % tile_k != 0 || (t.k / tile_k) % t.num_segments != 0)) continue;
-    plans.push_back(vosti::make_gemm_tma_launch(t, m, tile));
-    scheds.push_back(t);
-  }
+  for (vosti::GemmTmaTile tile : vosti::kAllGemmTmaTiles) plans.push_back(vosti::make_gemm_tma_launch(sched, m, tile));
   const vosti::GemmTmaTile head = vosti::GemmTmaTile::kM128N256Cooperative2x1;
   const vosti::GemmTmaSplit split = vosti::gemm_plan_tma_split(sched, m, head, num_sms);
   if (split.split_n != 0) {
     for (vosti::GemmTmaTile tail : vosti::kAllGemmTmaTiles) {
-      if (vosti::gemm_tma_tile_shape(tail).m == 128 && vosti::gemm_tma_tile_segments(tail) == 1) {
+      if (vosti::gemm_tma_tile_shape(tail).m == 128) {
         plans.push_back(vosti::make_gemm_tma_split_launch(sched, m, head, split.split_n, tail));
-        scheds.push_back(sched);
       }
     }
   }
   std::vector<std::function<void()>> fns = {cublas};
-  for (size_t i = 0; i < plans.size(); ++i) {
-    fns.push_back([t = scheds[i], a, l = plans[i]] {
-      CKS(vosti::gemm_bf16_with_launch(t, a, l, {nullptr, 0}, nullptr, g_device));
-    });
+  for (const vosti::GemmLaunch& l : plans) {
+    fns.push_back([&sched, a, l] { CKS(vosti::gemm_bf16_with_launch(sched, a, l, {nullptr, 0}, nullptr, g_device)); });
   }
   const std::vector<Timing> t = time_interleaved(fns, reps);
   const double cublas_us = t[0].median_us;
-  // The fastest of each segment count (index S - 1): only one-segment plans compete with the rule's.
-  double best[2] = {1e30, 1e30};
-  std::string best_name[2], list;
+  double best = 1e30;
+  std::string best_name, list;
   for (size_t i = 0; i < plans.size(); ++i) {
     const std::string name = tma_plan_name(plans[i]);
     char item[160];
     std::snprintf(item, sizeof(item), "%s[\"%s\", %.2f]", list.empty() ? "" : ", ", name.c_str(), t[i + 1].median_us);
     list += item;
-    const int si = scheds[i].num_segments == 1 ? 0 : 1;
-    if (t[i + 1].median_us < best[si]) best[si] = t[i + 1].median_us, best_name[si] = name;
+    if (t[i + 1].median_us < best) best = t[i + 1].median_us, best_name = name;
   }
-  std::printf("    tiles (name, us): %s | cublas %.2f us | best %s %.2f us = %.2fx default, %.2fx cublas", list.c_str(),
-              cublas_us, best_name[0].c_str(), best[0], best[0] / default_us, best[0] / cublas_us);
-  if (best[1] < 1e30) {
-    std::printf(" | best of two segments %s %.2f us = %.2fx cublas", best_name[1].c_str(), best[1],
-                best[1] / cublas_us);
-  }
-  std::printf("\n");
-  g_sweep_best.push_back({"wgmma_tma", s.name, m, best[0], cublas_us, best_name[0]});
-  if (best[1] < 1e30) g_sweep_best.push_back({"wgmma_tma S=2", s.name, m, best[1], cublas_us, best_name[1]});
+  std::printf("    tiles (name, us): %s | cublas %.2f us | best %s %.2f us = %.2fx default, %.2fx cublas\n",
+              list.c_str(), cublas_us, best_name.c_str(), best, best / default_us, best / cublas_us);
+  g_sweep_best.push_back({"wgmma_tma", s.name, m, best, cublas_us, best_name});
   json_add("{\"kind\": \"gemm_tma_tiles\", \"shape\": \"" + std::string(s.name) + "\", \"M\": " + std::to_string(m) +
            ", \"cublas_us\": " + std::to_string(cublas_us) + ", \"tiles_us\": [" + list + "], \"best\": \"" +
-           best_name[0] + "\", \"best_two_segments\": \"" + best_name[1] + "\"}");
+           best_name + "\"}");
 }
 
 // Times every launch plan (m-tile height x group count dividing S) of one call: all give the

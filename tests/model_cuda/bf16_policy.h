@@ -72,7 +72,7 @@ class Bf16InputBackend final : public KernelBackend {
   void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
     inner_->gelu_tanh_mul(gate_up, m, n, y);
   }
-  void kv_write(const float* k_new, const float* v_new, int64_t m, const int64_t* slots, PagedKvView kv) override {
+  void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
     const size_t n = static_cast<size_t>(m) * static_cast<size_t>(kv.num_kv_heads) * static_cast<size_t>(kv.head_dim);
     k_rounded_.resize(n);  // [m, num_kv_heads, head_dim]
     v_rounded_.resize(n);

@@ -1,9 +1,7 @@
 // A test's device copy of an AttentionPlan, in buffers of its own (the runner's lives in its step
 // buffer: runner/cuda/step_buffer.h), with the kernels' views of it from attention.h.
-// Thread safety: none (tests are single-threaded).
+// Used by the tests and bench/attention_cuda_bench.cc. Thread safety: none (single-threaded users).
 #pragma once
-
-#include <gtest/gtest.h>
 
 #include <cstdint>
 
@@ -20,10 +18,13 @@ class DeviceAttentionPlan {
   // Room for plans of up to row_capacity rows and partial_capacity split states of num_heads heads.
   DeviceAttentionPlan(int64_t row_capacity, int32_t partial_capacity, int num_heads, int head_dim)
       : rows_(row_capacity), partial_capacity_(partial_capacity) {
-    const auto alloc = [](DeviceMemory& m, size_t bytes) {
+    const auto alloc = [this](DeviceMemory& m, size_t bytes) {
       auto r = DeviceMemory::allocate(bytes == 0 ? 4 : bytes, "test attention plan");
-      EXPECT_TRUE(r.ok()) << r.status().to_string();
-      if (r.ok()) m = std::move(r).value();
+      if (r.ok()) {
+        m = std::move(r).value();
+      } else if (status_.ok()) {
+        status_ = r.status();
+      }
     };
     alloc(counts_, 4 * sizeof(int32_t));
     alloc(merges_, static_cast<size_t>(row_capacity) * sizeof(AttentionMerge));
@@ -36,6 +37,7 @@ class DeviceAttentionPlan {
 
   // Copies `plan` to the device (synchronously) and returns its eager view.
   Result<AttentionWorkView> upload(const AttentionPlan& plan) {
+    VOSTI_RETURN_IF_ERROR(status_);  // an allocation that failed
     if (static_cast<int64_t>(plan.folded.size()) > rows_ || static_cast<int64_t>(plan.merges.size()) > rows_ ||
         static_cast<int64_t>(plan.per_split.size()) > rows_ + partial_capacity_)
       return invalid_argument("test attention plan: the plan does not fit the buffers");
@@ -71,6 +73,7 @@ class DeviceAttentionPlan {
     return d;
   }
 
+  Status status_;
   int64_t rows_ = 0;
   int32_t partial_capacity_ = 0;
   DeviceMemory counts_, merges_, folded_, per_split_, partials_;
