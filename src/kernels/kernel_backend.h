@@ -31,6 +31,12 @@ class ThreadPool;
 // Rotary embedding layout: NeoX rotates (x[i], x[i + d/2]); GPT-J rotates (x[2i], x[2i+1]).
 enum class RopeLayout : uint8_t { kNeox, kGptj };
 
+// The MLP's gate activation: y = down(act(gate(x)) * up(x)).
+enum class MlpActivation : uint8_t {
+  kSilu,      // SwiGLU (Llama, Qwen): silu(g) = g / (1 + exp(-g))
+  kGeluTanh,  // GeGLU (Gemma): the tanh-approximated GELU, "gelu_pytorch_tanh"
+};
+
 // Logical KV tile width of attention: part of the deployment, never of the batch.
 inline constexpr int kKvTile = 32;
 

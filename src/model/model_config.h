@@ -39,11 +39,7 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;  // llama3
 };
 
-// The MLP's gate activation: y = down(act(gate(x)) * up(x)).
-enum class MlpActivation : uint8_t {
-  kSilu,      // SwiGLU (Llama, Qwen): silu(g) = g / (1 + exp(-g))
-  kGeluTanh,  // GeGLU (Gemma): the tanh-approximated GELU, "gelu_pytorch_tanh"
-};
+// MlpActivation (the MLP's gate activation) is kernel_backend.h's.
 std::string_view mlp_activation_name(MlpActivation a);
 
 // What one decoder layer is: how it attends, how it rotates, its MLP and which norms it has.
@@ -74,9 +70,9 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-5;
   // rope_theta, rope_scaling and sliding_window: the values of a model whose layers all share
-  // them (every family but Gemma), as the CUDA forward reads them; `layers` holds each layer's own
-  // and is what the CPU forward reads. For Gemma 3 they are the global (full-attention) layers'
-  // values with sliding_window 0, and layers_uniform() is false.
+  // them (every family but Gemma), from which fill_uniform_layers() makes `layers`; `layers` holds
+  // each layer's own and is what both forwards (CPU and CUDA) read. For Gemma 3 they are the global
+  // (full-attention) layers' values with sliding_window 0, and layers_uniform() is false.
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   RopeLayout rope_layout = RopeLayout::kNeox;
@@ -111,7 +107,7 @@ struct ModelConfig {
   std::vector<float> rope_inv_freq(const LayerSpec& layer) const;
   // True when every layer is described by the flat fields alone (sliding_window, rope_theta,
   // rope_scaling, SiLU, no post norms) and the embedding, attention scale and norms are those of
-  // Llama: what the CUDA forward implements today.
+  // Llama.
   bool layers_uniform() const;
   // `layers` made of num_layers copies of the flat fields' layer (the families whose layers are all
   // alike), and attention_scale set to 1 / sqrt(head_dim) if unset.

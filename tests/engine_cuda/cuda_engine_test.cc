@@ -57,7 +57,7 @@ TEST_P(CudaHarness, EveryVariationIsBitwiseIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaHarness,
                          ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
-                                           "mistral-tiny-window"),
+                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)

@@ -188,7 +188,7 @@ TEST_P(DeviceSampler, MatchesTheHostSamplerBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabularies, DeviceSampler, ::testing::Values(320, 4099, 49152, 151936));
+INSTANTIATE_TEST_SUITE_P(Vocabularies, DeviceSampler, ::testing::Values(320, 4099, 49152, 151936, 262208));
 
 TEST(DeviceDigest, MatchesTheHostDigest) {
   VOSTI_SKIP_WITHOUT_CUDA();

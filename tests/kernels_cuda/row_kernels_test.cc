@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/ref/scalar_math.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 
 namespace vosti {
@@ -213,7 +214,7 @@ TEST_F(RowKernels, EmbeddingGatherWidensExactly) {
   DeviceBuffer<uint16_t> dt(table);
   DeviceBuffer<int32_t> dids(ids);
   DeviceBuffer<float> out(m * hidden);
-  ASSERT_TRUE(embedding_gather(dt.get(), vocab, hidden, dids.get(), m, out.get(), nullptr).ok());
+  ASSERT_TRUE(embedding_gather(dt.get(), vocab, hidden, dids.get(), m, 1.0f, out.get(), nullptr).ok());
   const std::vector<float> got = out.download();
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t i = 0; i < hidden; ++i) {
@@ -224,6 +225,70 @@ TEST_F(RowKernels, EmbeddingGatherWidensExactly) {
       }
     }
   }
+}
+
+// Gemma's scaled embedding: one f32 multiply per element after the widening, as the CPU's.
+TEST_F(RowKernels, EmbeddingGatherScalesByOneMultiply) {
+  const int64_t vocab = 300, hidden = 64, m = 3;
+  const std::vector<uint16_t> table = cuda_test::random_bf16(vocab * hidden, 11);
+  const std::vector<int32_t> ids = {7, 299, 0};
+  DeviceBuffer<uint16_t> dt(table);
+  DeviceBuffer<int32_t> dids(ids);
+  DeviceBuffer<float> out(m * hidden);
+  const float scale = std::sqrt(2304.0f);
+  ASSERT_TRUE(embedding_gather(dt.get(), vocab, hidden, dids.get(), m, scale, out.get(), nullptr).ok());
+  const std::vector<float> got = out.download();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < hidden; ++i)
+      ASSERT_EQ(got[r * hidden + i], bf16_to_f32(table[ids[r] * hidden + i]) * scale) << "row " << r;
+}
+
+// GeGLU against scalar_math.h's gelu_tanh_times (the CPU's formula; expf for exp_f32: a few ulp)
+// and against the f64 tanh GELU.
+TEST_F(RowKernels, GeluTanhMulMatchesTheCpuFormula) {
+  const int64_t m = 9, n = 1024;
+  const std::vector<float> gu = cuda_test::random_f32(m * 2 * n, 12, 6.0f);
+  DeviceBuffer<float> dgu(gu), y(m * n);
+  ASSERT_TRUE(gated_mul(MlpActivation::kGeluTanh, dgu.get(), m, n, y.get(), DType::kF32, nullptr).ok());
+  std::vector<double> cpu, exact;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = gu[r * 2 * n + i], u = gu[r * 2 * n + n + i];
+      cpu.push_back(gelu_tanh_times(g, u));
+      const double z = std::sqrt(2.0 / M_PI) * (g + 0.044715 * static_cast<double>(g) * g * g);
+      exact.push_back(0.5 * g * (1.0 + std::tanh(z)) * u);
+    }
+  }
+  const std::vector<double> got = to_double(y.download());
+  EXPECT_LT(cuda_test::relative_error(cpu, got), 1e-6);
+  EXPECT_LT(cuda_test::relative_error(exact, got), 2e-6);
+}
+
+// The final logit soft-cap against scalar_math.h's tanh_f32, in place on a strided row block;
+// columns past n untouched.
+TEST_F(RowKernels, SoftcapMatchesTheCpuFormula) {
+  const int64_t m = 5, n = 1000, stride = 1008;
+  const float cap = 30.0f;
+  const std::vector<float> x = cuda_test::random_f32(m * stride, 13, 80.0f);
+  DeviceBuffer<float> y(x);
+  ASSERT_TRUE(softcap(y.get(), m, n, stride, cap, nullptr).ok());
+  const std::vector<float> got = y.download();
+  double worst = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < stride; ++i) {
+      const float v = x[r * stride + i], g = got[r * stride + i];
+      if (i >= n) {
+        ASSERT_EQ(g, v) << "column past n written";
+        continue;
+      }
+      const float want = tanh_f32(v / cap) * cap;
+      worst = std::max(worst, std::fabs(static_cast<double>(g) - want));
+      ASSERT_LE(std::fabs(g), cap);
+    }
+  }
+  EXPECT_LT(worst, 1e-5) << "largest difference from the CPU's tanh_f32";
+  EXPECT_EQ(softcap(y.get(), m, n, stride, 0.0f, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(softcap(y.get(), m, n, n - 1, cap, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(RowKernels, BadShapesAreReported) {
@@ -299,6 +364,19 @@ TEST_F(RowKernels, SiluMulIsRowInvariant) {
         return silu_mul(rows, m, n, out, DType::kBF16, nullptr);
       },
       26);
+}
+
+TEST_F(RowKernels, GeluTanhMulAndSoftcapAreRowInvariant) {
+  const int64_t n = 1536;
+  check_row_invariance(
+      2 * n, n * 2,
+      [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t* out) {
+        return gated_mul(MlpActivation::kGeluTanh, rows, m, n, out, DType::kBF16, nullptr);
+      },
+      27);
+  check_row_invariance(
+      n, 0, [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t*) { return softcap(rows, m, n, n, 30.0f, nullptr); },
+      28);
 }
 
 }  // namespace

@@ -64,9 +64,10 @@ class CudaForwardFixture {
               static_cast<int>(c.head_dim),
               kAttnDefaultSplit,
               kAttnRowsPerCta,
-              static_cast<int>(c.sliding_window)};
+              0};
     if (!kv_.empty() && tensor_core_attention(kv_[0], shape_.num_heads)) {
-      work_ = DeviceAttentionPlan(rows, 64, shape_.num_heads, shape_.head_dim);
+      for (size_t w = 0; w < model_->windows().size(); ++w)
+        work_.emplace_back(rows, 64, shape_.num_heads, shape_.head_dim);
       tensor_cores_ = true;
     }
   }
@@ -98,9 +99,11 @@ class CudaForwardFixture {
     b.block_tables = table_.as<int32_t>() + 1;
     b.num_logit_rows = static_cast<int64_t>(rows.size());
     b.logit_rows = logit_rows_.as<int32_t>();
-    if (tensor_cores_) {
-      VOSTI_RETURN_IF_ERROR(plan_attention(pos, seq, shape_, work_.partial_capacity(), &plan_));
-      VOSTI_ASSIGN_OR_RETURN(b.attention, work_.upload(plan_));
+    for (size_t w = 0; tensor_cores_ && w < work_.size(); ++w) {  // one plan per window of the layers
+      AttentionShape shape = shape_;
+      shape.window = model_->windows()[w];
+      VOSTI_RETURN_IF_ERROR(plan_attention(pos, seq, shape, work_[w].partial_capacity(), &plan_));
+      VOSTI_ASSIGN_OR_RETURN(b.attention[w], work_[w].upload(plan_));
     }
     VOSTI_RETURN_IF_ERROR(model_->forward(b, acts_.view(), kv_.data(), logits_.as<float>(), nullptr));
     const int64_t vocab = model_->config().vocab_size, vocab_rows = model_->dims().vocab_rows;
@@ -122,7 +125,7 @@ class CudaForwardFixture {
   bool tensor_cores_ = false;  // the deployment runs the tensor-core attention: plan every append
   AttentionShape shape_;
   AttentionPlan plan_;
-  DeviceAttentionPlan work_;
+  std::vector<DeviceAttentionPlan> work_;  // [windows]
 };
 
 }  // namespace vosti::cuda_test

@@ -54,10 +54,15 @@ std::vector<float> slice_rows(const FloatTensor& t, int64_t row0, int64_t rows, 
 }  // namespace
 
 Status check_cuda_supported(const ModelConfig& c) {
-  if (!c.layers_uniform()) {
-    return unimplemented("CUDA backend: " + std::string(architecture_name(c.arch)) +
-                         " is not yet on the GPU (per-layer windows and rotary, GeGLU, post norms, scaled "
-                         "embeddings); run it with --device cpu");
+  std::vector<int64_t> windows;
+  for (const LayerSpec& l : c.layers) {
+    if (std::find(windows.begin(), windows.end(), l.sliding_window) == windows.end()) windows.push_back(l.sliding_window);
+    if (l.sliding_window > 0x7fffffff)
+      return unimplemented("CUDA backend: sliding window " + std::to_string(l.sliding_window) + " beyond 2^31");
+  }
+  if (windows.size() > static_cast<size_t>(kMaxAttentionWindows)) {
+    return unimplemented("CUDA backend: " + std::to_string(windows.size()) + " distinct sliding windows; at most " +
+                         std::to_string(kMaxAttentionWindows));
   }
   if (c.hidden_size % 64 != 0) {
     return unimplemented("CUDA backend: hidden_size " + std::to_string(c.hidden_size) +
@@ -107,6 +112,10 @@ Result<std::shared_ptr<const CudaModel>> CudaModel::upload(const Model& model) {
         return whole(L.attn_norm);
       case WeightRole::kFfnNorm:
         return whole(L.ffn_norm);
+      case WeightRole::kPostAttnNorm:
+        return whole(L.post_attn_norm);
+      case WeightRole::kPostFfnNorm:
+        return whole(L.post_ffn_norm);
       case WeightRole::kQNorm:
         return whole(L.q_norm);
       case WeightRole::kKNorm:
@@ -144,13 +153,15 @@ Result<std::shared_ptr<const CudaModel>> CudaModel::upload(const Model& model) {
 }
 
 Result<std::shared_ptr<const CudaModel>> CudaModel::build(const Source& source) {
+  ModelConfig config = source.config;
+  if (config.layers.empty()) config.fill_uniform_layers();  // a config built by hand (tests)
+  if (config.attention_scale == 0.0f) config.attention_scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   VOSTI_ASSIGN_OR_RETURN(CudaDevice device, read_cuda_device());
-  VOSTI_RETURN_IF_ERROR(check_cuda_supported(source.config));
+  VOSTI_RETURN_IF_ERROR(check_cuda_supported(config));
   std::shared_ptr<CudaModel> m(new CudaModel());
-  VOSTI_ASSIGN_OR_RETURN(m->attention_kernels_,
-                         prepare_attention_kernels(device, static_cast<int>(source.config.head_dim)));
+  VOSTI_ASSIGN_OR_RETURN(m->attention_kernels_, prepare_attention_kernels(device, static_cast<int>(config.head_dim)));
   m->device_ = std::move(device);
-  m->config_ = source.config;
+  m->config_ = std::move(config);
   m->path_ = source.path;
   VOSTI_RETURN_IF_ERROR(m->upload_weights(source));
   // A pageable cudaMemcpy may return before its DMA lands; runners use their own
@@ -192,6 +203,13 @@ Status CudaModel::upload_layer(const Source& src, int64_t li) {
   const std::string name = "layer " + std::to_string(li) + " ";
   VOSTI_ASSIGN_OR_RETURN(D.attn_norm, vec_f32(WeightRole::kAttnNorm, li, name + "attn_norm"));
   VOSTI_ASSIGN_OR_RETURN(D.ffn_norm, vec_f32(WeightRole::kFfnNorm, li, name + "ffn_norm"));
+  const LayerSpec& spec = c.layers[static_cast<size_t>(li)];
+  if (spec.post_attn_norm) {
+    VOSTI_ASSIGN_OR_RETURN(D.post_attn_norm, vec_f32(WeightRole::kPostAttnNorm, li, name + "post_attn_norm"));
+  }
+  if (spec.post_ffn_norm) {
+    VOSTI_ASSIGN_OR_RETURN(D.post_ffn_norm, vec_f32(WeightRole::kPostFfnNorm, li, name + "post_ffn_norm"));
+  }
   if (c.qk_norm) {
     VOSTI_ASSIGN_OR_RETURN(D.q_norm, vec_f32(WeightRole::kQNorm, li, name + "q_norm"));
     VOSTI_ASSIGN_OR_RETURN(D.k_norm, vec_f32(WeightRole::kKNorm, li, name + "k_norm"));
@@ -278,8 +296,29 @@ Status CudaModel::upload_weights(const Source& src) {
     VOSTI_ASSIGN_OR_RETURN(std::vector<float> norm, src.f32(WeightRole::kFinalNorm, -1));
     VOSTI_ASSIGN_OR_RETURN(final_norm_, upload_f32(norm.data(), norm.size(), "final_norm"));
   }
-  const std::vector<float> inv_freq = c.rope_inv_freq();  // [head_dim / 2]
-  VOSTI_ASSIGN_OR_RETURN(inv_freq_, upload_f32(inv_freq.data(), inv_freq.size(), "rope inv_freq"));
+  return upload_rotaries();
+}
+
+// One rotary table per distinct LayerSpec rotary and one plan slot per distinct window, in
+// first-layer order (as Model does on the CPU).
+Status CudaModel::upload_rotaries() {
+  const ModelConfig& c = config_;
+  std::vector<const LayerSpec*> ropes;  // the first layer of each rotary
+  for (const LayerSpec& l : c.layers) {
+    size_t r = 0;
+    while (r < ropes.size() && !ropes[r]->same_rope(l)) ++r;
+    if (r == ropes.size()) {
+      ropes.push_back(&l);
+      const std::vector<float> inv_freq = c.rope_inv_freq(l);  // [head_dim / 2]
+      VOSTI_ASSIGN_OR_RETURN(DeviceMemory d, upload_f32(inv_freq.data(), inv_freq.size(), "rope inv_freq"));
+      inv_freqs_.push_back(std::move(d));
+    }
+    layer_rope_.push_back(static_cast<int>(r));
+    const auto window = static_cast<int>(l.sliding_window);
+    const auto w = std::find(windows_.begin(), windows_.end(), window);
+    layer_window_.push_back(static_cast<int>(w - windows_.begin()));
+    if (w == windows_.end()) windows_.push_back(window);
+  }
   return Status();
 }
 
@@ -311,6 +350,9 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
   const ModelConfig& c = config_;
   const CudaModelDims& d = dims_;
   const CudaLayerWeights& L = layers_[static_cast<size_t>(li)];
+  const LayerSpec& spec = c.layers[static_cast<size_t>(li)];
+  const float* inv_freq = inv_freqs_[static_cast<size_t>(layer_rope_[static_cast<size_t>(li)])].as<float>();
+  const int window = layer_window_[static_cast<size_t>(li)];
   const int64_t T = b.num_tokens, H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int nhi = static_cast<int>(nh), nkvi = static_cast<int>(nkv), hdi = static_cast<int>(hd);
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -328,8 +370,8 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
     VOSTI_RETURN_IF_ERROR(head_rms_norm(a.qkv, d.qkv_rows, T, nhi, hdi, L.q_norm.as<float>(), eps, stream));
     VOSTI_RETURN_IF_ERROR(head_rms_norm(k, d.qkv_rows, T, nkvi, hdi, L.k_norm.as<float>(), eps, stream));
   }
-  VOSTI_RETURN_IF_ERROR(rope(a.qkv, d.qkv_rows, T, nhi, hdi, b.positions, inv_freq(), c.rope_layout, stream));
-  VOSTI_RETURN_IF_ERROR(rope(k, d.qkv_rows, T, nkvi, hdi, b.positions, inv_freq(), c.rope_layout, stream));
+  VOSTI_RETURN_IF_ERROR(rope(a.qkv, d.qkv_rows, T, nhi, hdi, b.positions, inv_freq, c.rope_layout, stream));
+  VOSTI_RETURN_IF_ERROR(rope(k, d.qkv_rows, T, nkvi, hdi, b.positions, inv_freq, c.rope_layout, stream));
   // Rule 4: this step's K/V go into the cache first; every query then reads through it.
   VOSTI_RETURN_IF_ERROR(kv_write(k, v, d.qkv_rows, T, b.slots, kv, stream));
   AttentionArgs at;
@@ -340,20 +382,25 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
   at.row_seq = b.row_seq;
   at.block_tables = b.block_tables;
   at.block_table_stride = b.block_table_stride;
-  at.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  at.window = static_cast<int>(c.sliding_window);
+  at.scale = c.attention_scale;
+  at.window = windows_[static_cast<size_t>(window)];
   at.out = a.attn;
   at.out_row_stride = d.attn_width;
   at.out_dtype = DType::kBF16;
   at.m = T;
-  at.work = b.attention;
+  at.work = b.attention[static_cast<size_t>(window)];
   at.kernels = &attention_kernels_;
   VOSTI_RETURN_IF_ERROR(attention(at, kv, stream));
   VOSTI_RETURN_IF_ERROR(gemm(L.o, a.attn, T, a.proj, cap, a, stream));
+  if (spec.post_attn_norm)
+    VOSTI_RETURN_IF_ERROR(rms_norm(a.proj, T, H, L.post_attn_norm.as<float>(), eps, a.proj, DType::kF32, stream));
   VOSTI_RETURN_IF_ERROR(add_rms_norm(a.x, a.proj, T, H, L.ffn_norm.as<float>(), eps, a.h, DType::kBF16, stream));
   VOSTI_RETURN_IF_ERROR(gemm(L.gate_up, a.h, T, a.gate_up, cap, a, stream));
-  VOSTI_RETURN_IF_ERROR(silu_mul(a.gate_up, T, d.ffn_width, a.act, DType::kBF16, stream));
-  return gemm(L.down, a.act, T, a.proj, cap, a, stream);
+  VOSTI_RETURN_IF_ERROR(gated_mul(spec.activation, a.gate_up, T, d.ffn_width, a.act, DType::kBF16, stream));
+  VOSTI_RETURN_IF_ERROR(gemm(L.down, a.act, T, a.proj, cap, a, stream));
+  if (spec.post_ffn_norm)
+    VOSTI_RETURN_IF_ERROR(rms_norm(a.proj, T, H, L.post_ffn_norm.as<float>(), eps, a.proj, DType::kF32, stream));
+  return Status();
 }
 
 Status CudaModel::forward(const CudaBatch& b, const CudaActivations& a, const CudaKvLayer* kv, float* logits_out,
@@ -370,7 +417,7 @@ Status CudaModel::forward_layers(const CudaBatch& b, const CudaActivations& a, c
     return invalid_argument("CudaModel::forward: " + std::to_string(b.num_tokens) +
                             " tokens outside the buffers' capacity " + std::to_string(a.row_capacity));
   VOSTI_RETURN_IF_ERROR(
-      embedding_gather(embedding(), c.vocab_size, c.hidden_size, b.token_ids, b.num_tokens, a.x, stream));
+      embedding_gather(embedding(), c.vocab_size, c.hidden_size, b.token_ids, b.num_tokens, c.embed_scale, a.x, stream));
   for (int64_t li = 0; li < c.num_layers; ++li) VOSTI_RETURN_IF_ERROR(run_layer(li, b, a, kv[li], stream));
   return Status();
 }
@@ -385,7 +432,10 @@ Status CudaModel::logits(const int32_t* rows, int64_t num_rows, const CudaActiva
   const float eps = static_cast<float>(c.rms_norm_eps);
   VOSTI_RETURN_IF_ERROR(add_rms_norm_rows(a.x, c.num_layers > 0 ? a.proj : nullptr, rows, num_rows, c.hidden_size,
                                           final_norm(), eps, a.h_logits, DType::kBF16, stream));
-  return gemm(lm_head_, a.h_logits, num_rows, logits_out, a.logit_capacity, a, stream);
+  VOSTI_RETURN_IF_ERROR(gemm(lm_head_, a.h_logits, num_rows, logits_out, a.logit_capacity, a, stream));
+  if (c.final_logit_softcap <= 0) return Status();
+  return softcap(logits_out, num_rows, c.vocab_size, dims_.vocab_rows, static_cast<float>(c.final_logit_softcap),
+                 stream);
 }
 
 }  // namespace vosti

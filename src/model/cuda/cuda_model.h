@@ -11,15 +11,21 @@
 // GEMM inputs are bf16 activations, accumulation and the residual stream f32; the KV pool
 // holds bf16 (default) or f32 (EngineConfig::kv_cache_dtype), rounded once when written.
 //
-// Forward of one step of T tokens (rows in the runner's order; widths in CudaModelDims):
-//   x = embedding rows (f32); per layer: h = rms_norm(x) (bf16; layers > 0 first add the
-//   previous down projection to x: add_rms_norm); qkv = h wqkv^T (+ bias) (f32);
-//   Qwen3: head_rms_norm of the q and k heads in place; rope on the q and k heads in place;
-//   kv_write of the k, v heads into their slots; attention of every row over its own
-//   sequence's cache -> bf16; proj = attn wo^T (f32); h = add_rms_norm(x += proj) (bf16);
-//   gate_up = h w_gate_up^T (f32); act = silu_mul (bf16); proj = act w_down^T (f32).
+// Forward of one step of T tokens (rows in the runner's order; widths in CudaModelDims), each
+// layer as its LayerSpec (ModelConfig::layers) describes it:
+//   x = embedding rows (f32, times embed_scale); per layer: h = rms_norm(x) (bf16; layers > 0
+//   first add the previous down projection to x: add_rms_norm); qkv = h wqkv^T (+ bias) (f32);
+//   qk_norm (Qwen3, Gemma 3): head_rms_norm of the q and k heads in place; rope on the q and k
+//   heads in place with the layer's rotary table; kv_write of the k, v heads into their slots;
+//   attention of every row over its own sequence's cache under the layer's sliding window, with
+//   the window's plan (CudaBatch::attention), scores scaled by attention_scale -> bf16;
+//   proj = attn wo^T (f32); post_attn_norm: proj = rms_norm(proj) (f32, in place);
+//   h = add_rms_norm(x += proj) (bf16); gate_up = h w_gate_up^T (f32); act = silu_mul or
+//   gelu_tanh_mul by the layer's activation (bf16); proj = act w_down^T (f32); post_ffn_norm:
+//   proj = rms_norm(proj) (f32, in place).
 //   Then, for the logit rows only: x += proj and the final rms_norm (add_rms_norm_rows),
-//   logits = h lm_head^T (f32, [rows, vocab_rows]).
+//   logits = h lm_head^T (f32, [rows, vocab_rows]); final_logit_softcap: logits = cap *
+//   tanh(logits / cap) in place. The same op order as Model::forward (model/model.h).
 // Every kernel is batch-invariant by construction (row_kernels.h, gemm_bf16.h, attention.h):
 // a row's bits depend on its own token, position and its sequence's cache only.
 //
@@ -30,7 +36,8 @@
 //   intermediate I -> ffn_width, a multiple of 64: w_gate_up is [gate rows I, zero rows,
 //     up rows I, zero rows], so silu(0) * 0 = 0 fills the padded activations of w_down;
 //   vocab -> vocab_rows, a multiple of 8 (lm_head rows).
-// hidden_size must itself be a multiple of 64; head_dim a multiple of 4, at most kMaxCudaHeadDim.
+// hidden_size must itself be a multiple of 64; head_dim a multiple of 4, at most kMaxCudaHeadDim;
+// at most kMaxAttentionWindows distinct sliding windows.
 // Invariants: every buffer is on the device that was current at upload; the schedules are a
 // pure function of (weight shape, device kind).
 // Thread safety: immutable after upload; any number of runners may share it (one stream each).
@@ -38,6 +45,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -69,9 +77,11 @@ struct CudaLayerWeights {
   DeviceMemory q_norm;     // [head_dim] f32 or empty (Qwen3)
   DeviceMemory k_norm;     // [head_dim] f32 or empty (Qwen3)
   CudaGemmWeight o;        // [hidden, attn_width]
+  DeviceMemory post_attn_norm;  // [hidden] f32 or empty (LayerSpec::post_attn_norm)
   DeviceMemory ffn_norm;   // [hidden] f32
   CudaGemmWeight gate_up;  // [2 * ffn_width, hidden]: gate rows [0, I), up rows [ffn_width, ffn_width + I)
   CudaGemmWeight down;     // [hidden, ffn_width]
+  DeviceMemory post_ffn_norm;  // [hidden] f32 or empty (LayerSpec::post_ffn_norm)
 };
 
 // The padded widths of the device buffers (see the header comment).
@@ -98,6 +108,10 @@ struct CudaActivations {
   GemmWorkspace workspace;  // counters zeroed once by the owner
 };
 
+// The distinct sliding windows a model's layers may have (Gemma 3: local and global; every
+// other family: one), each planned once per step.
+inline constexpr int kMaxAttentionWindows = 4;
+
 // The batch of one step on the device (the runner's step buffer, runner/cuda/step_buffer.h), see
 // attention.h.
 struct CudaBatch {
@@ -110,9 +124,10 @@ struct CudaBatch {
   const int32_t* block_table_stride = nullptr;  // device scalar
   int64_t num_logit_rows = 0;                   // R (host value)
   const int32_t* logit_rows = nullptr;          // [R] distinct rows < T whose logits are wanted
-  // The tensor-core attention's plan of these rows (attention_eager_view or attention_graph_view);
-  // unused where the deployment runs the per-query attention (tensor_core_attention()).
-  AttentionWorkView attention;
+  // The tensor-core attention's plans of these rows (attention_eager_view or attention_graph_view),
+  // one per window of CudaModel::windows(), in that order; unused where the deployment runs the
+  // per-query attention (tensor_core_attention()).
+  std::array<AttentionWorkView, kMaxAttentionWindows> attention;
 };
 
 class CudaModel {
@@ -136,7 +151,10 @@ class CudaModel {
   const uint16_t* embedding() const { return embed_; }                 // [vocab, hidden] bf16
   const float* final_norm() const { return final_norm_.as<float>(); }  // [hidden] f32
   const CudaGemmWeight& lm_head() const { return lm_head_; }           // [vocab_rows, hidden]
-  const float* inv_freq() const { return inv_freq_.as<float>(); }      // [head_dim / 2] f32
+  // The distinct sliding windows of the layers (0: none), in first-layer order; a CudaBatch carries
+  // one attention plan per entry. layer_window(li): layer li's index in it.
+  const std::vector<int>& windows() const { return windows_; }
+  int layer_window(int64_t li) const { return layer_window_[static_cast<size_t>(li)]; }
   // GEMM workspace bytes that every projection call with 1..max_m rows fits in.
   size_t gemm_workspace_bytes(int64_t max_m) const;
   // Total bytes of weights on the device.
@@ -167,6 +185,7 @@ class CudaModel {
   static Result<std::shared_ptr<const CudaModel>> build(const Source& source);
   Status upload_weights(const Source& source);
   Status upload_layer(const Source& source, int64_t li);
+  Status upload_rotaries();
   Result<CudaGemmWeight> upload_gemm(const std::vector<uint16_t>& w, const float* bias, int64_t n_rows, int64_t k_cols,
                                      const std::string& what);
   Result<DeviceMemory> upload_f32(const float* data, size_t count, const std::string& what);
@@ -185,7 +204,10 @@ class CudaModel {
   const uint16_t* embed_ = nullptr;
   DeviceMemory final_norm_;
   CudaGemmWeight lm_head_;
-  DeviceMemory inv_freq_;
+  std::vector<DeviceMemory> inv_freqs_;  // [distinct rotaries][head_dim / 2] f32
+  std::vector<int> layer_rope_;           // [num_layers] index into inv_freqs_
+  std::vector<int> windows_;
+  std::vector<int> layer_window_;  // [num_layers] index into windows_
   size_t num_weight_bytes_ = 0;
 };
 

@@ -70,8 +70,9 @@ class CudaRunner final : public ModelRunner {
   RunnerCapacity cap_;
   CudaRunnerBuffers buffers_;
   std::unique_ptr<DecodeGraphs> graphs_;
-  // The tensor-core attention (when the deployment runs it): its shape, the most splits a row can
-  // have, the per-split launch's CTA rows inside a decode graph.
+  // The tensor-core attention (when the deployment runs it): its shape (the window is each plan's,
+  // CudaModel::windows()), the most splits a row can have, the per-split launch's CTA rows inside a
+  // decode graph.
   bool tensor_core_attn_ = false;
   AttentionShape attn_shape_;
   int64_t max_splits_ = 0;
@@ -79,7 +80,7 @@ class CudaRunner final : public ModelRunner {
 
   // The step in flight (reused storage).
   StepBatch batch_;
-  AttentionPlan attn_plan_;
+  std::vector<AttentionPlan> attn_plans_;  // [windows]
   int64_t graph_rows_ = 0;                           // G > 0: a decode graph's step
   std::vector<LogitsRow> rows_;                      // [R] logits order
   std::vector<int32_t> logit_rows_;                  // [G or R] token rows of the logits rows
@@ -120,9 +121,17 @@ Status CudaRunner::allocate() {
   // bounded by the rows and partial slots of an eager step, or by a graph's rows' splits).
   const int32_t split = config_.attention_split > 0 ? config_.attention_split : kAttnDefaultSplit;
   const int64_t partial_bound = std::max(cap_.seqs * kPartialSlotsPerSeq, 4 * cdiv(max_len, split));
-  StepShape most{cap_.tokens, cap_.seqs,    cap_.tokens,
-                 cap_.stride, cap_.tokens,  std::max(cap_.tokens + partial_bound, cap_.seqs * cdiv(max_len, split)),
-                 cap_.tokens, cap_.adjusts, cap_.seqs};
+  StepShape most;
+  most.tokens = cap_.tokens;
+  most.seqs = cap_.seqs;
+  most.logit_rows = cap_.tokens;
+  most.stride = cap_.stride;
+  most.windows = static_cast<int>(model_->windows().size());
+  most.merges = cap_.tokens;
+  most.per_split = std::max(cap_.tokens + partial_bound, cap_.seqs * cdiv(max_len, split));
+  most.folded.fill(cap_.tokens);
+  most.adjusts = cap_.adjusts;
+  most.digests = cap_.seqs;
   cap_.step_bytes = static_cast<int64_t>(make_step_layout(most).bytes);
   VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   VOSTI_ASSIGN_OR_RETURN(buffers_, CudaRunnerBuffers::allocate(*model_, cap_, stream_));
@@ -150,8 +159,13 @@ Status CudaRunner::allocate_attention(int64_t max_len) {
                  static_cast<int>(c.head_dim),
                  config_.attention_split > 0 ? config_.attention_split : kAttnDefaultSplit,
                  kAttnRowsPerCta,
-                 static_cast<int>(c.sliding_window)};
-  VOSTI_RETURN_IF_ERROR(check_attention_shape(attn_shape_));
+                 0};
+  for (const int window : model_->windows()) {
+    AttentionShape shape = attn_shape_;
+    shape.window = window;
+    VOSTI_RETURN_IF_ERROR(check_attention_shape(shape));
+  }
+  attn_plans_.resize(model_->windows().size());
   max_splits_ = cdiv(max_len, attn_shape_.split);
   // Split states: room for every sequence at kPartialSlotsPerSeq splits and for a few at the
   // full context; a step that needs more folds the rest in one CTA each (the same bits).
@@ -211,9 +225,11 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
   // A decode graph runs the step where it is a decode step whose attention needs no folded items
   // (a graph launches the per-split items only) and whose per-split items fit the graph's region.
   graph_rows_ = 0;
-  if (batch_.decode_only && (!tensor_core_attn_ || attn_plan_.folded.empty())) {
+  if (batch_.decode_only) {
     const int64_t g = graphs_->size_for(S);
-    const bool fits = !tensor_core_attn_ || static_cast<int64_t>(attn_plan_.per_split.size()) <= g * max_splits_;
+    bool fits = true;
+    for (const AttentionPlan& p : attn_plans_)
+      fits = fits && p.folded.empty() && static_cast<int64_t>(p.per_split.size()) <= g * max_splits_;
     if (fits) graph_rows_ = g;
   }
   plan_logits_rows(tasks);
@@ -224,17 +240,19 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
       graph_rows_ > 0 ? std::span<const SamplerRowTask>(graph_tasks_) : std::span<const SamplerRowTask>(batch_.tasks);
   arrays.adjusts = batch_.adjusts;
   arrays.digest_rows = digest_rows_;
-  arrays.attention = tensor_core_attn_ ? &attn_plan_ : nullptr;
+  if (tensor_core_attn_) arrays.attention = attn_plans_;
   arrays.per_split_capacity = graph_rows_ * max_splits_;
   step_ = write_step(batch_, arrays, buffers_.step_host(), buffers_.step_device());
   VOSTI_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(buffers_.step_device(), buffers_.step_host(), step_.bytes, cudaMemcpyHostToDevice, stream_));
-  if (tensor_core_attn_) {
-    step_.attention.partials = buffers_.partials();
-    step_.attention.partial_capacity = buffers_.partial_slots();
-    step_.batch.attention = graph_rows_ > 0 ? attention_graph_view(step_.attention, attn_shape_.split,
-                                                                   attn_shape_.window, graph_rows_, graph_ctas_)
-                                            : attention_eager_view(attn_plan_, step_.attention);
+  // The plans share the split states: the layers run one after another on the stream.
+  for (size_t w = 0; tensor_core_attn_ && w < attn_plans_.size(); ++w) {
+    AttentionPlanDevice& at = step_.attention[w];
+    at.partials = buffers_.partials();
+    at.partial_capacity = buffers_.partial_slots();
+    step_.batch.attention[w] = graph_rows_ > 0 ? attention_graph_view(at, attn_plans_[w].split, attn_plans_[w].window,
+                                                                      graph_rows_, graph_ctas_)
+                                               : attention_eager_view(attn_plans_[w], at);
   }
   return Status();
 }
@@ -276,17 +294,20 @@ void CudaRunner::plan_logits_rows(std::span<const RequestLogitsTask> tasks) {
   if (rows - sample_begin > 0) chunks_.push_back({sample_begin, rows - sample_begin});
 }
 
-// The step's attention plan, from its rows' positions and sequences.
+// The step's attention plans, one per window, from its rows' positions and sequences.
 Status CudaRunner::plan_attention_of() {
   AttentionShape shape = attn_shape_;
   shape.folded_rows = attention_folded_rows(shape, config_.block_size, batch_.num_tokens(), model_->device().num_sms,
                                             model_->device().has_wgmma);
   if (hooks_.attention_split) shape.split = hooks_.attention_split(batch_.num_seqs, shape.split);
-  VOSTI_RETURN_IF_ERROR(plan_attention(batch_.positions, batch_.row_seq, shape, buffers_.partial_slots(), &attn_plan_));
-  if (static_cast<int64_t>(attn_plan_.folded.size()) > cap_.tokens ||
-      static_cast<int64_t>(attn_plan_.merges.size()) > cap_.tokens)
-    return internal_error("the attention plan of " + std::to_string(batch_.num_tokens()) +
-                          " rows exceeds the step buffer");
+  for (size_t w = 0; w < attn_plans_.size(); ++w) {
+    shape.window = model_->windows()[w];
+    AttentionPlan& plan = attn_plans_[w];
+    VOSTI_RETURN_IF_ERROR(plan_attention(batch_.positions, batch_.row_seq, shape, buffers_.partial_slots(), &plan));
+    if (static_cast<int64_t>(plan.folded.size()) > cap_.tokens || static_cast<int64_t>(plan.merges.size()) > cap_.tokens)
+      return internal_error("the attention plan of " + std::to_string(batch_.num_tokens()) +
+                            " rows exceeds the step buffer");
+  }
   return Status();
 }
 

@@ -30,17 +30,21 @@ StepLayout make_step_layout(const StepShape& s) {
     next = (next + bytes + 63) / 64 * 64;
     return offset;
   };
+  VOSTI_CHECK(s.windows >= 0 && s.windows <= kMaxAttentionWindows, "attention plans per step");
+  const auto windows = static_cast<size_t>(s.windows);
   l.stride = take(sizeof(int32_t));
-  l.counts = take(4 * sizeof(int32_t));
   l.token_ids = take(n(s.tokens) * sizeof(int32_t));
   l.positions = take(n(s.tokens) * sizeof(int32_t));
   l.slots = take(n(s.tokens) * sizeof(int32_t));
   l.row_seq = take(n(s.tokens) * sizeof(int32_t));
   l.logit_rows = take(n(s.logit_rows) * sizeof(int32_t));
-  l.merges = take(n(s.merges) * sizeof(AttentionMerge));
-  l.per_split = take(n(s.per_split) * sizeof(AttentionWork));
+  for (size_t w = 0; w < windows; ++w) {
+    l.counts[w] = take(4 * sizeof(int32_t));
+    l.merges[w] = take(n(s.merges) * sizeof(AttentionMerge));
+    l.per_split[w] = take(n(s.per_split) * sizeof(AttentionWork));
+  }
   l.block_tables = take(n(s.seqs) * n(s.stride) * sizeof(int32_t));
-  l.folded = take(n(s.folded) * sizeof(AttentionWork));
+  for (size_t w = 0; w < windows; ++w) l.folded[w] = take(n(s.folded[w]) * sizeof(AttentionWork));
   l.tasks = take(n(s.logit_rows) * sizeof(SamplerRowTask));
   l.adjusts = take(n(s.adjusts) * sizeof(SamplerAdjust));
   l.digest_rows = take(n(s.digests) * sizeof(int32_t));
@@ -53,29 +57,34 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
   const int64_t rows = a.graph_rows > 0 ? a.graph_rows : T;
   const int64_t seqs = a.graph_rows > 0 ? a.graph_rows : b.num_seqs;
   VOSTI_CHECK(rows >= T && seqs >= b.num_seqs, "a graph's rows hold the step");
-  const AttentionPlan* plan = a.attention;
+  const std::span<const AttentionPlan> plans = a.attention;
+  VOSTI_CHECK(plans.size() <= static_cast<size_t>(kMaxAttentionWindows), "attention plans per step");
   StepShape shape;
   shape.tokens = rows;
   shape.seqs = seqs;
   shape.logit_rows = static_cast<int64_t>(a.logit_rows.size());
   shape.stride = b.block_table_stride;
-  shape.merges = a.graph_rows > 0 ? a.graph_rows : (plan != nullptr ? static_cast<int64_t>(plan->merges.size()) : 0);
-  shape.per_split =
-      a.graph_rows > 0 ? a.per_split_capacity : (plan != nullptr ? static_cast<int64_t>(plan->per_split.size()) : 0);
-  shape.folded = plan != nullptr ? static_cast<int64_t>(plan->folded.size()) : 0;
+  shape.windows = static_cast<int>(plans.size());
+  for (size_t w = 0; w < plans.size(); ++w) {
+    const AttentionPlan& plan = plans[w];
+    shape.merges = std::max(shape.merges, static_cast<int64_t>(plan.merges.size()));
+    shape.per_split = std::max(shape.per_split, static_cast<int64_t>(plan.per_split.size()));
+    shape.folded[w] = static_cast<int64_t>(plan.folded.size());
+    VOSTI_CHECK(a.graph_rows == 0 || (static_cast<int64_t>(plan.merges.size()) <= a.graph_rows &&
+                                      static_cast<int64_t>(plan.per_split.size()) <= a.per_split_capacity &&
+                                      plan.folded.empty()),
+                "the attention plan exceeds the step's regions");
+  }
+  if (a.graph_rows > 0) {
+    shape.merges = a.graph_rows;
+    shape.per_split = a.per_split_capacity;
+  }
   shape.adjusts = static_cast<int64_t>(a.adjusts.size());
   shape.digests = static_cast<int64_t>(a.digest_rows.size());
-  VOSTI_CHECK(plan == nullptr || (static_cast<int64_t>(plan->merges.size()) <= shape.merges &&
-                                  static_cast<int64_t>(plan->per_split.size()) <= shape.per_split &&
-                                  (a.graph_rows == 0 || plan->folded.empty())),
-              "the attention plan exceeds the step's regions");
   VOSTI_CHECK(a.tasks.size() == a.logit_rows.size(), "one sampler task per logits row");
   const StepLayout l = make_step_layout(shape);
 
   std::memcpy(host + l.stride, &b.block_table_stride, sizeof(int32_t));
-  int32_t counts[4] = {0, 0, 0, 0};
-  if (plan != nullptr) attention_plan_counts(*plan, counts);
-  std::memcpy(host + l.counts, counts, sizeof counts);
   const auto padded = [&](size_t offset, const std::vector<int32_t>& values, int32_t pad) {
     put(host, offset, std::span<const int32_t>(values));
     std::fill_n(reinterpret_cast<int32_t*>(host + offset) + T, rows - T, pad);
@@ -85,10 +94,13 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
   padded(l.slots, b.slots, -1);
   padded(l.row_seq, b.row_seq, 0);
   put(host, l.logit_rows, a.logit_rows);
-  if (plan != nullptr) {
-    put(host, l.merges, std::span<const AttentionMerge>(plan->merges));
-    put(host, l.per_split, std::span<const AttentionWork>(plan->per_split));
-    put(host, l.folded, std::span<const AttentionWork>(plan->folded));
+  for (size_t w = 0; w < plans.size(); ++w) {
+    int32_t counts[4] = {0, 0, 0, 0};
+    attention_plan_counts(plans[w], counts);
+    std::memcpy(host + l.counts[w], counts, sizeof counts);
+    put(host, l.merges[w], std::span<const AttentionMerge>(plans[w].merges));
+    put(host, l.per_split[w], std::span<const AttentionWork>(plans[w].per_split));
+    put(host, l.folded[w], std::span<const AttentionWork>(plans[w].folded));
   }
   put(host, l.block_tables, std::span<const int32_t>(b.block_tables));
   std::fill_n(reinterpret_cast<int32_t*>(host + l.block_tables) + b.block_tables.size(),
@@ -109,10 +121,13 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
   batch.block_table_stride = at<int32_t>(device, l.stride);
   batch.num_logit_rows = shape.logit_rows;
   batch.logit_rows = at<int32_t>(device, l.logit_rows);
-  d.attention.counts = at<int32_t>(device, l.counts);
-  d.attention.merges = at<AttentionMerge>(device, l.merges);
-  d.attention.folded = at<AttentionWork>(device, l.folded);
-  d.attention.per_split = at<AttentionWork>(device, l.per_split);
+  for (size_t w = 0; w < plans.size(); ++w) {
+    AttentionPlanDevice& p = d.attention[w];
+    p.counts = at<int32_t>(device, l.counts[w]);
+    p.merges = at<AttentionMerge>(device, l.merges[w]);
+    p.folded = at<AttentionWork>(device, l.folded[w]);
+    p.per_split = at<AttentionWork>(device, l.per_split[w]);
+  }
   d.tasks = at<SamplerRowTask>(device, l.tasks);
   d.adjusts = at<SamplerAdjust>(device, l.adjusts);
   d.digest_rows = at<int32_t>(device, l.digest_rows);

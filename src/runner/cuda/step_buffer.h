@@ -3,19 +3,21 @@
 // device in one transfer, and the device view the forward and the sampler read.
 //
 // Layout (byte offsets; each region starts 64-byte aligned), in this order:
-//   stride [1], attention counts [4] (attention_plan_counts), token_ids [T], positions [T],
-//   slots [T], row_seq [T], logit_rows [R], merges [M], per_split [P]
+//   stride [1], token_ids [T], positions [T], slots [T], row_seq [T], logit_rows [R], then per
+//   attention plan w < W (one per sliding window of the model: CudaModel::windows()):
+//   counts_w [4] (attention_plan_counts), merges_w [M], per_split_w [P]
 //     the arrays a CUDA graph reads: for a decode graph of G rows, T = R = M = G and P =
 //     G x (the most splits a row can have), so their offsets are the same at every replay;
 //   block_tables [S, stride]
 //     read by graphs too, last: its size follows the step's stride, which the kernels read on
 //     the device (at offset 0);
-//   folded [F], tasks [R], adjusts [A], digest_rows [D]
+//   folded_w [F_w] per plan, tasks [R], adjusts [A], digest_rows [D]
 //     what eager launches and the sampler (never captured) read.
 // A step copies [0, bytes) of it: everything it uses, nothing past it.
 // Thread safety: pure functions over the caller's buffers.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -33,16 +35,21 @@ struct StepShape {
   int64_t seqs = 0;        // S
   int64_t logit_rows = 0;  // R
   int64_t stride = 0;      // block-table entries per sequence
-  int64_t merges = 0;      // M: the attention plan's merges (a graph's G)
-  int64_t per_split = 0;   // P: its per-split items (a graph's capacity)
-  int64_t folded = 0;      // F: its folded items
+  int windows = 1;         // W: attention plans (0: none)
+  int64_t merges = 0;      // M: room for each plan's merges (a graph's G)
+  int64_t per_split = 0;   // P: room for each plan's per-split items (a graph's capacity)
+  std::array<int64_t, kMaxAttentionWindows> folded{};  // F_w: plan w's folded items
   int64_t adjusts = 0;     // A
   int64_t digests = 0;     // D
 };
 
 struct StepLayout {
-  size_t stride = 0, counts = 0, token_ids = 0, positions = 0, slots = 0, row_seq = 0, logit_rows = 0, merges = 0,
-         per_split = 0, block_tables = 0, folded = 0, tasks = 0, adjusts = 0, digest_rows = 0;
+  using PerPlan = std::array<size_t, kMaxAttentionWindows>;
+  size_t stride = 0, token_ids = 0, positions = 0, slots = 0, row_seq = 0, logit_rows = 0;
+  PerPlan counts{}, merges{}, per_split{};
+  size_t block_tables = 0;
+  PerPlan folded{};
+  size_t tasks = 0, adjusts = 0, digest_rows = 0;
   size_t bytes = 0;
 };
 
@@ -55,14 +62,15 @@ struct StepArrays {
   std::span<const SamplerRowTask> tasks;     // [R]
   std::span<const SamplerAdjust> adjusts;    // [A]
   std::span<const int32_t> digest_rows;      // [D] rows of the sampler's logits chunk digested on the device
-  const AttentionPlan* attention = nullptr;  // the tensor-core attention's plan, or null
-  int64_t per_split_capacity = 0;            // graph steps: P of the layout (>= the plan's per-split items)
+  std::span<const AttentionPlan> attention;  // the tensor-core attention's plans (one per window), or none
+  int64_t per_split_capacity = 0;            // graph steps: P of the layout (>= each plan's per-split items)
 };
 
 // The step as the device reads it.
 struct DeviceStep {
-  CudaBatch batch;                // the forward's view (attention: set by the caller from `attention`)
-  AttentionPlanDevice attention;  // where the plan's arrays are (partials: the caller's)
+  CudaBatch batch;  // the forward's view (attention: set by the caller from `attention`)
+  std::array<AttentionPlanDevice, kMaxAttentionWindows> attention;  // where each plan's arrays are
+                                                                    // (partials: the caller's)
   const SamplerRowTask* tasks = nullptr;
   const SamplerAdjust* adjusts = nullptr;
   const int32_t* digest_rows = nullptr;

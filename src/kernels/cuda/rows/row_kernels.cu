@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/rows/row_kernels.h"
+#include "kernels/ref/scalar_math.h"
 
 namespace vosti {
 namespace {
@@ -31,7 +32,7 @@ __device__ __forceinline__ void store4(__nv_bfloat16* y, size_t i, float4 v) {
 }
 
 __global__ void embedding_kernel(const __nv_bfloat16* __restrict__ table, int64_t vocab, int64_t hidden,
-                                 const int32_t* __restrict__ ids, float* __restrict__ out) {
+                                 const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
   const int64_t r = blockIdx.x;
   const int32_t id = ids[r];
   float* dst = out + r * hidden;
@@ -47,7 +48,11 @@ __global__ void embedding_kernel(const __nv_bfloat16* __restrict__ table, int64_
     const uint2 raw = *reinterpret_cast<const uint2*>(src + i);
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
     const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-    store4(dst, i, make_float4(a.x, a.y, b.x, b.y));
+    if (scale == 1.0f) {
+      store4(dst, i, make_float4(a.x, a.y, b.x, b.y));
+    } else {
+      store4(dst, i, make_float4(__fmul_rn(a.x, scale), __fmul_rn(a.y, scale), __fmul_rn(b.x, scale), __fmul_rn(b.y, scale)));
+    }
   }
 }
 
@@ -189,20 +194,37 @@ __device__ __forceinline__ float silu_times(float g, float u) {
   return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
 
+// scalar_math.h's gelu_tanh_times, operation for operation (expf for exp_f32).
+__device__ __forceinline__ float gelu_tanh_times(float g, float u) {
+  const float c = __fmul_rn(__fmul_rn(g, g), g);
+  const float s = __fadd_rn(g, __fmul_rn(kGeluKappa, c));
+  const float e = expf(-__fmul_rn(kGeluTwoBeta, s));
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, e)), u);
+}
+
+template <MlpActivation kAct>
+__device__ __forceinline__ float gated(float g, float u) {
+  if constexpr (kAct == MlpActivation::kSilu) {
+    return silu_times(g, u);
+  } else {
+    return gelu_tanh_times(g, u);
+  }
+}
+
 // Rows along blockIdx.y (a grid-stride loop past 65535 rows), four-column groups along x: each
-// thread loads kSiluGroups groups of gate and of up before it computes (128 bytes in flight), and
+// thread loads kGatedGroups groups of gate and of up before it computes (128 bytes in flight), and
 // no 64-bit division locates a row. Elementwise: no reduction, nothing depends on m but the loop.
-constexpr int kSiluGroups = 2;
-template <typename OutT>
+constexpr int kGatedGroups = 2;
+template <MlpActivation kAct, typename OutT>
 __global__ void __launch_bounds__(kElementThreads)
-    silu_mul_kernel(const float* __restrict__ gate_up, int64_t m, int64_t n, OutT* __restrict__ y) {
+    gated_mul_kernel(const float* __restrict__ gate_up, int64_t m, int64_t n, OutT* __restrict__ y) {
   const int64_t groups = n / 4;
-  const int64_t g0 = static_cast<int64_t>(blockIdx.x) * (kElementThreads * kSiluGroups) + threadIdx.x;
+  const int64_t g0 = static_cast<int64_t>(blockIdx.x) * (kElementThreads * kGatedGroups) + threadIdx.x;
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
     const float* gate = gate_up + r * 2 * n;
-    float4 g[kSiluGroups], u[kSiluGroups];
+    float4 g[kGatedGroups], u[kGatedGroups];
 #pragma unroll
-    for (int i = 0; i < kSiluGroups; ++i) {
+    for (int i = 0; i < kGatedGroups; ++i) {
       const int64_t gi = g0 + i * kElementThreads;
       if (gi < groups) {
         g[i] = __ldcs(reinterpret_cast<const float4*>(gate) + gi);
@@ -210,14 +232,32 @@ __global__ void __launch_bounds__(kElementThreads)
       }
     }
 #pragma unroll
-    for (int i = 0; i < kSiluGroups; ++i) {
+    for (int i = 0; i < kGatedGroups; ++i) {
       const int64_t gi = g0 + i * kElementThreads;
       if (gi < groups) {
         store4(y, static_cast<size_t>(r * n + gi * 4),
-               make_float4(silu_times(g[i].x, u[i].x), silu_times(g[i].y, u[i].y), silu_times(g[i].z, u[i].z),
-                           silu_times(g[i].w, u[i].w)));
+               make_float4(gated<kAct>(g[i].x, u[i].x), gated<kAct>(g[i].y, u[i].y), gated<kAct>(g[i].z, u[i].z),
+                           gated<kAct>(g[i].w, u[i].w)));
       }
     }
+  }
+}
+
+// scalar_math.h's tanh_f32 (expf for exp_f32), then the soft-cap cap * tanh(v / cap).
+__device__ __forceinline__ float softcap_value(float v, float cap) {
+  const float x = __fdiv_rn(v, cap);
+  if (isnan(x)) return __fmul_rn(x, cap);
+  const float a = fabsf(x);
+  const float t = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(expf(__fmul_rn(2.0f, a)), 1.0f)));
+  return __fmul_rn(copysignf(t, x), cap);
+}
+
+__global__ void softcap_kernel(float* y, int64_t m, int64_t n, int64_t row_stride, float cap) {
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    float* row = y + r * row_stride;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      row[i] = softcap_value(row[i], cap);
   }
 }
 
@@ -270,10 +310,21 @@ Status launch_rms_norm(const char* op, float* x, const float* delta, const int32
   return cuda_launch_status(op);
 }
 
+template <MlpActivation kAct>
+void launch_gated_mul(dim3 grid, const float* gate_up, int64_t m, int64_t n, void* y, DType y_dtype,
+                      cudaStream_t stream) {
+  if (y_dtype == DType::kF32) {
+    gated_mul_kernel<kAct, float><<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<float*>(y));
+  } else {
+    gated_mul_kernel<kAct, __nv_bfloat16>
+        <<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<__nv_bfloat16*>(y));
+  }
+}
+
 }  // namespace
 
-Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m, float* out,
-                        cudaStream_t stream) {
+Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m,
+                        float scale, float* out, cudaStream_t stream) {
   Status s = check_rows("embedding_gather", m, hidden, 8);
   if (!s.ok()) return s;
   if (table == nullptr || ids == nullptr || out == nullptr)
@@ -281,7 +332,7 @@ Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, co
   if (vocab <= 0) return invalid_argument("embedding_gather: vocab must be positive");
   if (m == 0) return Status();
   embedding_kernel<<<static_cast<unsigned>(m), 128, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(table), vocab,
-                                                                 hidden, ids, out);
+                                                                 hidden, ids, scale, out);
   return cuda_launch_status("embedding_gather");
 }
 
@@ -345,20 +396,38 @@ Status rope(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim
   return cuda_launch_status("rope");
 }
 
-Status silu_mul(const float* gate_up, int64_t m, int64_t n, void* y, DType y_dtype, cudaStream_t stream) {
-  const Status rows_ok = check_rows("silu_mul", m, n, 4);
+Status gated_mul(MlpActivation act, const float* gate_up, int64_t m, int64_t n, void* y, DType y_dtype,
+                 cudaStream_t stream) {
+  const char* op = act == MlpActivation::kSilu ? "silu_mul" : "gelu_tanh_mul";
+  const Status rows_ok = check_rows(op, m, n, 4);
   if (!rows_ok.ok()) return rows_ok;
-  const Status dtype_ok = check_out_dtype("silu_mul", y_dtype);
+  const Status dtype_ok = check_out_dtype(op, y_dtype);
   if (!dtype_ok.ok()) return dtype_ok;
-  if (gate_up == nullptr || y == nullptr) return invalid_argument("silu_mul: null device pointer");
+  if (gate_up == nullptr || y == nullptr) return invalid_argument(std::string(op) + ": null device pointer");
   if (m == 0) return Status();
-  const dim3 grid(grid_for(n / 4, kElementThreads * kSiluGroups), static_cast<unsigned>(std::min<int64_t>(m, 65535)));
-  if (y_dtype == DType::kF32) {
-    silu_mul_kernel<float><<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<float*>(y));
+  const dim3 grid(grid_for(n / 4, kElementThreads * kGatedGroups), static_cast<unsigned>(std::min<int64_t>(m, 65535)));
+  if (act == MlpActivation::kSilu) {
+    launch_gated_mul<MlpActivation::kSilu>(grid, gate_up, m, n, y, y_dtype, stream);
   } else {
-    silu_mul_kernel<__nv_bfloat16><<<grid, kElementThreads, 0, stream>>>(gate_up, m, n, static_cast<__nv_bfloat16*>(y));
+    launch_gated_mul<MlpActivation::kGeluTanh>(grid, gate_up, m, n, y, y_dtype, stream);
   }
-  return cuda_launch_status("silu_mul");
+  return cuda_launch_status(op);
+}
+
+Status silu_mul(const float* gate_up, int64_t m, int64_t n, void* y, DType y_dtype, cudaStream_t stream) {
+  return gated_mul(MlpActivation::kSilu, gate_up, m, n, y, y_dtype, stream);
+}
+
+Status softcap(float* y, int64_t m, int64_t n, int64_t row_stride, float cap, cudaStream_t stream) {
+  Status s = check_rows("softcap", m, n, 1);
+  if (!s.ok()) return s;
+  if (y == nullptr) return invalid_argument("softcap: null device pointer");
+  if (row_stride < n) return invalid_argument("softcap: row_stride below the row width");
+  if (!(cap > 0.0f)) return invalid_argument("softcap: the cap must be positive");
+  if (m == 0) return Status();
+  const dim3 grid(grid_for(n, kElementThreads), static_cast<unsigned>(std::min<int64_t>(m, 65535)));
+  softcap_kernel<<<grid, kElementThreads, 0, stream>>>(y, m, n, row_stride, cap);
+  return cuda_launch_status("softcap");
 }
 
 Status bias_add(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream) {

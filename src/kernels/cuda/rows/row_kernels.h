@@ -1,5 +1,5 @@
 // Row-wise CUDA kernels of a decoder layer: embedding gather, RMSNorm (with fused
-// residual add), per-head q/k RMSNorm, rotary embedding, SwiGLU, bias add.
+// residual add), per-head q/k RMSNorm, rotary embedding, SwiGLU / GeGLU, bias add, logit soft-cap.
 //
 // Every kernel computes each output row from that row's inputs and the weights only;
 // the row index and the row count m choose which row a block or warp works on and
@@ -33,9 +33,10 @@ namespace vosti {
 
 inline constexpr int kRowThreads = 256;
 
-// out[m, hidden] (f32) = table[ids[r], :] (bf16) widened. An id outside [0, vocab) gives a row of NaN.
-Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m, float* out,
-                        cudaStream_t stream);
+// out[m, hidden] (f32) = table[ids[r], :] (bf16) widened, times scale (one f32 multiply; none
+// when scale is 1: Gemma's scaled embedding). An id outside [0, vocab) gives a row of NaN.
+Status embedding_gather(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t m,
+                        float scale, float* out, cudaStream_t stream);
 
 // y[m, n] (y_dtype: f32 or bf16) = x * (1 / sqrt(mean(x^2) + eps)) * weight[n]. REQUIRES: n % 4 == 0.
 Status rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, void* y, DType y_dtype,
@@ -61,8 +62,17 @@ Status head_rms_norm(float* x, int64_t row_stride, int64_t m, int num_heads, int
 Status rope(float* x, int64_t row_stride, int64_t m, int num_heads, int head_dim, const int32_t* positions,
             const float* inv_freq, RopeLayout layout, cudaStream_t stream);
 
-// y[m, n] (y_dtype) = silu(gate) * up with gate_up[m, 2n] (f32, gate first). REQUIRES: n % 4 == 0.
+// y[m, n] (y_dtype) = act(gate) * up with gate_up[m, 2n] (f32, gate first), act by
+// scalar_math.h's silu_times or gelu_tanh_times, operation for operation (expf for exp_f32).
+// REQUIRES: n % 4 == 0.
+Status gated_mul(MlpActivation act, const float* gate_up, int64_t m, int64_t n, void* y, DType y_dtype,
+                 cudaStream_t stream);
+// gated_mul with SwiGLU's silu.
 Status silu_mul(const float* gate_up, int64_t m, int64_t n, void* y, DType y_dtype, cudaStream_t stream);
+
+// In place on rows r < m of y (row r at y + r * row_stride): y[i] = cap * tanh(y[i] / cap) for
+// i < n, tanh by scalar_math.h's tanh_f32 (expf for exp_f32): the final logit soft-cap. cap > 0.
+Status softcap(float* y, int64_t m, int64_t n, int64_t row_stride, float cap, cudaStream_t stream);
 
 // y[m, n] += bias[n] (f32). REQUIRES: n % 4 == 0.
 Status bias_add(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream);

@@ -34,7 +34,7 @@ namespace vosti {
 
 inline constexpr int kSamplerThreads = 512;
 inline constexpr int kMaxSamplerCandidates = 1024;   // top_k / nucleus length the device sorts
-inline constexpr int64_t kMaxSamplerVocab = 262144;  // lane-sum checkpoints fit shared memory
+inline constexpr int64_t kMaxSamplerVocab = 327680;  // 80 rounds of 4,096: lane-sum checkpoints fit shared memory
 inline constexpr int kMaxSamplerTop = 20;            // sampling_params.h kMaxTopLogprobs
 
 enum SamplerRowStatus : int32_t { kSamplerOk = 0, kSamplerHostFallback = 1 };
