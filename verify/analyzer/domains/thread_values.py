@@ -14,8 +14,8 @@
 # definition, an operation not modelled) is not evaluated.
 from __future__ import annotations
 
-from intervals import Interval, int_type, parse_imm
-from kir import Function, Inst
+from ..frontend.kir import Function, Inst
+from .intervals import Interval, int_type, parse_imm
 
 _MAX_THREADS = 1024
 _MAX_DEPTH = 64

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import re
 
-import dag
-import microkernels
+from ..symbolic import dag
+from . import microkernels
 
 _CODEC = r"INS_(?:4avx2)?12_GLOBAL__N_1\d+(\w+?Codec)E"
 

@@ -12,6 +12,8 @@ import subprocess
 import tomllib
 from dataclasses import dataclass, field
 
+from ..spec import loader as specmod
+
 
 @dataclass
 class PlanRow:
@@ -153,10 +155,9 @@ def check_plans(build: str, results, shapes_path: str, signatures: dict | None =
                                ", ".join(f"({s}, {kbs})" for s, kbs in sorted(mma_classes)))
             # The plans differ in the m-tile height and the k-group count: every one must store the
             # contract's DAG in every element (gemm_chains.py, symbolic execution of the sm_80 PTX).
-            import gemm_chains
+            from . import gemm_chains
             chains = gemm_chains.compare(gemm_chains.Source(os.path.join(build, gemm_chains.PTX)),
-                                         os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels.toml"),
-                                         mma_classes)
+                                         specmod.DEFAULT_SPEC, mma_classes)
             row.summary += chains.summary
             row.reasons += chains.reasons
         row.proven = not row.reasons
@@ -194,11 +195,10 @@ def check_attention_plans(build: str) -> list[PlanRow]:
     tool = os.path.join(build, "verify", "analyzer", "vosti_attention_plans")
     row = PlanRow("cuda attention plans (A-plan)")
     rows = [row]
-    import attention_chains
+    from . import attention_chains
     ptx = os.path.join(build, attention_chains.PTX)
     if os.path.exists(ptx):
-        chains = attention_chains.compare(ptx, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                            "kernels.toml"))
+        chains = attention_chains.compare(ptx, specmod.DEFAULT_SPEC)
         rows.append(PlanRow("cuda attention: split paths", not chains.reasons, chains.reasons, chains.summary))
     if not os.path.exists(tool):
         row.proven = False

@@ -5,7 +5,7 @@
 # value evaluated there (truth tables for the integer part, constants folded where exact).
 from __future__ import annotations
 
-from dag_values import (N, _COMMUTATIVE, _const_of, _fold_exact, node)
+from .dag_values import (N, _COMMUTATIVE, _const_of, _fold_exact, node)
 
 
 def same(a, b, budget: int = 10_000_000) -> bool:

@@ -22,11 +22,11 @@ from __future__ import annotations
 import re
 import struct
 
-from dag_values import (BV, N, Agg, Unsupported, _BYTE_BITS, _INT_BYTES, _COMMUTATIVE,  # noqa: F401
+from ..domains.dag_values import (BV, N, Agg, Unsupported, _BYTE_BITS, _INT_BYTES, _COMMUTATIVE,  # noqa: F401
                         _bits, _bnot, _band, _bor, _bxor, _bv_op, _const_of, _fconst, _fold, _from_bits, _to_s,
                         _to_u, _wrap, node, reset)
-from dag_tables import same, perm_equal  # noqa: F401
-from llvm import balanced, split_top
+from ..domains.dag_tables import same, perm_equal  # noqa: F401
+from ..frontend.llvm import balanced, split_top
 
 
 _TYPE_SIZES = {"float": 4, "double": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1, "half": 2, "bfloat": 2}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from intervals import (NEGATE, UNSIGNED, Interval, bits_cover, decide, fit, int_type, mul_iv, parse_imm, tdiv,
+from ..frontend.kir import Function, Inst
+from .intervals import (NEGATE, UNSIGNED, Interval, bits_cover, decide, fit, int_type, mul_iv, parse_imm, tdiv,
                        type_range)
-from kir import Function, Inst
 
 
 class PtxEval:

@@ -2,7 +2,7 @@
 # comparisons of row coordinates with row counts (row masks, assumption A-bounds). Used by flow.py.
 from __future__ import annotations
 
-from kir import Function, Inst
+from ..frontend.kir import Function, Inst
 
 # Pseudo-axes: the value may differ between the threads of one CTA: "tid<i>", through bit i of
 # %tid.x; "thread", otherwise (elected lane, %tid.y ...). Never a violation by themselves; they say

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from intervals import Interval, join, widen
-from kir import Function, Inst
-from thread_values import ThreadValues
-from transfer import PtxEval
+from ..frontend.kir import Function, Inst
+from .intervals import Interval, join, widen
+from .thread_values import ThreadValues
+from .transfer import PtxEval
 
 _WIDEN_AFTER = 4  # visits of a block before its entry state is widened to the function's constants
 _WIDEN_FULL = 14  # ... and then to the whole type range

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-import dag
+from ..symbolic import dag
 
 K_SMALL = 80
 

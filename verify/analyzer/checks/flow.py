@@ -41,12 +41,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kir import Function, Inst
-from memory import (_blocks_in_cycles, _cell, _normal_paths, _pointer_roots, _roots_of, _tensor_map,
+from ..domains.memory import (_blocks_in_cycles, _cell, _normal_paths, _pointer_roots, _roots_of, _tensor_map,
                     _wgmma_reads, control_regions, stack_offsets)
-from threads import PSEUDO, THREAD, TID_BITS, _LANE_BITS, _ROW_BOUND_AXES  # noqa: F401 (re-exported)
-from threads import _elem_root, _row_bound_compares, _thread_fields, _uniform_for
-from values import ValueInfo, analyze_values
+from ..domains.threads import PSEUDO, THREAD, TID_BITS, _LANE_BITS, _ROW_BOUND_AXES  # noqa: F401 (re-exported)
+from ..domains.threads import _elem_root, _row_bound_compares, _thread_fields, _uniform_for
+from ..domains.values import ValueInfo, analyze_values
+from ..frontend.kir import Function, Inst
 
 EMPTY: frozenset[str] = frozenset()
 _INF = 1 << 62

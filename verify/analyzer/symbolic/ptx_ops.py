@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kir import Function, Inst, split_outside
-from ptx_exec import (M32, _MMA, Bytes, Dag, ExecError, Node, _Const, _half, bf16_halves, bytes_of_value, gm_read,
+from ..frontend.kir import Function, Inst, split_outside
+from .ptx_exec import (M32, _MMA, Bytes, Dag, ExecError, Node, _Const, _half, bf16_halves, bytes_of_value, gm_read,
                       value_of_bytes)
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from kir import Block, Function, Inst, split_outside
+from .kir import Block, Function, Inst, split_outside
 
 _FP_TYPE = re.compile(r"^(?:<\d+ x )?(half|bfloat|float|double|x86_fp80|fp128)>?$")
 _VALUE = re.compile(r"%[\w.$-]+")
@@ -283,7 +283,7 @@ def _field_offsets(f: Function, types: dict[str, str]) -> None:
     """Byte offsets of pointers into stack objects: inst.offset of each getelementptr with constant
     indices (relative to its base pointer; inst.args[0] = "const" then), and inst.width of every
     load and store (the bytes it moves). Used by flow.py for field-sensitive stack cells."""
-    import dag
+    from ..symbolic import dag
     for b in f.blocks:
         for inst in b.insts:
             t = inst.text

@@ -16,10 +16,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import flow
-import spec as specmod
-from kir import Function
-from ptx import parse_ptx, reg_type
+from .checks import flow
+from .frontend.kir import Function
+from .frontend.ptx import parse_ptx, reg_type
+from .spec import loader as specmod
 
 _FLOAT_REG_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
 TABLE_AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding")
@@ -124,7 +124,7 @@ class ArtifactCache:
             if path.endswith(".ptx"):
                 self.funcs[path] = parse_ptx(path)[0]
             else:
-                from llvm import parse_llvm
+                from .frontend.llvm import parse_llvm
                 self.funcs[path] = parse_llvm(path)
         return self.funcs[path]
 
@@ -194,7 +194,7 @@ def start_row_comparison(sp: specmod.Spec, build: str, ks: list[int]):
     if not entries:
         return None
     from concurrent.futures import ProcessPoolExecutor
-    import rowkernels
+    from .checks import rowkernels
     irs = [[f for pat in e.artifacts for f in artifact_files(build, pat)] for e in entries]
     quant = os.path.join(build, "llvm", "quant_blocks.ll")
     if not all(irs) or not os.path.exists(quant):
@@ -220,7 +220,7 @@ def apply_row_comparison(results: list[KernelResult], future) -> tuple[list[str]
             if res.spec.compared_calls and res.functions:
                 res.extra_failures["threads"] = "the calls it picks among were not compared (rowkernels.py: no IR)"
         return None
-    import rowkernels
+    from .checks import rowkernels
     try:
         done, paths, groups = [], [], {}
         for out in [f.result() for f in future]:
@@ -249,7 +249,7 @@ def cpu_k_values(shapes_path: str) -> list[int]:
     """The k of every CPU matmul of the families in shapes.toml (hidden, attention width,
     intermediate), and 1..K_SMALL."""
     import tomllib
-    import microkernels
+    from .checks import microkernels
     ks = set(range(1, microkernels.K_SMALL + 1))
     for fam in tomllib.load(open(shapes_path, "rb")).get("family", []):
         ks |= {fam["hidden"], fam["heads"] * fam["head_dim"], fam["intermediate"]}
@@ -259,7 +259,7 @@ def cpu_k_values(shapes_path: str) -> list[int]:
 def resolve_dispatch(res: KernelResult, path: str, ks: list[int]) -> None:
     """An indirect call into a constant table of micro-kernels: harmless if every candidate computes
     every element of its block alike (dag.py). Clears the dispatch findings then, else says why."""
-    import microkernels
+    from .checks import microkernels
     names, problems = microkernels.compare(path, ks)
     if problems:
         res.extra_failures["dispatch"] = "; ".join(problems[:3])
@@ -280,7 +280,7 @@ def ks_name(path: str) -> str:
 def check_pure(funcs: list[Function], callee: str, pure: str) -> str:
     """"" if callee's definition only reads memory: it stores only into its own stack objects and
     calls only intrinsics and other pure callees (on paths that return normally); else why not."""
-    import flow as flowmod
+    from .checks import flow as flowmod
     f = next((g for g in funcs if g.name == callee), None)
     if f is None:
         return f"{callee[:60]} is declared pure but its definition is not in the artifact"
@@ -365,9 +365,9 @@ def main(argv: list[str]) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(prog="vosti-analyze", description=__doc__)
     ap.add_argument("--build", default=os.path.join(here, "..", "..", "build"))
-    ap.add_argument("--spec", default=os.path.join(here, "kernels.toml"))
+    ap.add_argument("--spec", default=specmod.DEFAULT_SPEC)
     ap.add_argument("--only", default="", help="regex on kernel names")
-    ap.add_argument("--shapes", default=os.path.join(here, "shapes.toml"), help="the deployment's GEMM shapes and GPUs")
+    ap.add_argument("--shapes", default=specmod.DEFAULT_SHAPES, help="the deployment's GEMM shapes and GPUs")
     ap.add_argument("--json", default="")
     ap.add_argument("--no-llvm", action="store_true", help="do not (re)emit the CPU kernels' LLVM IR")
     ap.add_argument("--known-gaps", default="", help="TOML of rows known not proven: they do not fail the run "
@@ -414,8 +414,7 @@ def main(argv: list[str]) -> int:
                     return 2
     plan_rows = []
     if not args.only or re.search(args.only, "gemm plans"):
-        import plans
-        import signature
+        from .checks import plans, signature
         tma_paths = sorted(glob.glob(os.path.join(args.build, "ptx", "vosti_gemm_sm90_tma", "*.ptx")))
         sigs = signature.tile_signatures(tma_paths, cache)
         if have_cuda:
@@ -424,7 +423,7 @@ def main(argv: list[str]) -> int:
     row_outcome = apply_row_comparison(results, rows_future)
     if not args.only or re.search(args.only, "gemm plans") or \
             re.search(args.only, "cpu matmul: one-row and tiled paths"):
-        import plans
+        from .checks import plans
         plan_rows += plans.cpu_matmul_paths(row_outcome)
     print_report(results, opaque, time.time() - t0, plan_rows=plan_rows)
     if skipped:

@@ -29,7 +29,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ptx_ops import Program  # the instructions (ptx_ops.py imports this module)
+    from .ptx_ops import Program  # the instructions (ptx_ops.py imports this module)
 
 M32 = 0xFFFFFFFF
 PARAM_BASE = 1 << 48  # the parameter space's addresses (global buffers lie at k << 32, k < 2^16)
@@ -684,7 +684,7 @@ _UNJOINED = Unjoined()
 
 def _both_ways(cta: Cta, pc: int, dest: int, tids: list[int], P: list, neg: bool) -> int:
     """Runs tids from the branch at pc both ways to its join (see run_cta); returns the join."""
-    from ptx_ops import join_of
+    from .ptx_ops import join_of
     join, written, preds = join_of(cta.prog, pc)
     regs = cta.regs
     saved = {r: None if regs[r] is None else list(regs[r]) for r in written}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from kir import Block, Function, Inst, split_outside
+from .kir import Block, Function, Inst, split_outside
 
 _FLOAT_TYPES = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "tf32", "e4m3", "e5m2", "e4m3x2", "e5m2x2")
 _REG_RE = re.compile(r"%[A-Za-z_$][\w$]*(?:\.[xyzw])?|[A-Za-z_$][\w$]*")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from kir import Function, Inst
-from values import ValueInfo
+from ..frontend.kir import Function, Inst
+from .values import ValueInfo
 
 
 def _postdominators(labels: list[str], succ: dict[str, list[str]]):

@@ -23,9 +23,9 @@ import re
 import struct
 from dataclasses import dataclass, field
 
-import ptx_exec as px
-import ptx_ops
-import spec as specmod
+from ..spec import loader as specmod
+from ..symbolic import ptx_exec as px
+from ..symbolic import ptx_ops
 
 PTX = os.path.join("ptx", "vosti_kernels_cuda", "attention_mma.compute_80.ptx")
 _OUT = {"f": "f", "bf16": "13__nv_bfloat16"}
@@ -262,7 +262,7 @@ def program(ptx: str, entry: str) -> ptx_ops.Program:
     if key in _PROGRAMS:
         return _PROGRAMS[key]
     import tempfile
-    from ptx import parse_ptx
+    from ..frontend.ptx import parse_ptx
     if ptx not in _LINES:
         lines = open(ptx, encoding="utf-8", errors="replace").read().split("\n")
         ranges, start, name = [], None, ""

@@ -14,9 +14,9 @@ import os
 import re
 from dataclasses import dataclass
 
-import ptx_exec as px
-import ptx_ops
-import spec as specmod
+from ..spec import loader as specmod
+from ..symbolic import ptx_exec as px
+from ..symbolic import ptx_ops
 
 PTX = os.path.join("ptx", "vosti_kernels_cuda", "gemm_bf16.compute_80.ptx")
 # gemm_bf16_kernel<BM, WM, WN, STAGES>'s mangled name (the groups: the template arguments).
@@ -72,7 +72,7 @@ class Source:
 def instantiations(source: Source) -> dict[int, tuple[Instantiation, ptx_ops.Program]]:
     """BM -> the instantiation and its compiled program. Errors: ExecError (an instruction not
     modelled, two entries with one BM), OSError (no PTX)."""
-    from ptx import parse_ptx
+    from ..frontend.ptx import parse_ptx
     text = open(source.ptx, encoding="utf-8", errors="replace").read()
     out = {}
     for func in parse_ptx(source.ptx)[0]:

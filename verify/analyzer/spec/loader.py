@@ -4,11 +4,16 @@
 # list every parameter, so that a new parameter cannot slip in unlabelled.
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 
-from flow import EMPTY, Sources
+from ..checks.flow import EMPTY, Sources
+
+SPEC_DIR = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_SPEC = os.path.join(SPEC_DIR, "kernels.toml")  # the kernel entries
+DEFAULT_SHAPES = os.path.join(SPEC_DIR, "shapes.toml")  # the deployment's GEMM shapes and GPUs
 
 AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule", "thread") + tuple(
     f"tid{i}" for i in range(10))

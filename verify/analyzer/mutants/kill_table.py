@@ -19,16 +19,16 @@ import subprocess
 import sys
 import tomllib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from .. import cli as vosti_analyze
+from ..spec import loader as specmod
 
-import spec as specmod  # noqa: E402
-import vosti_analyze  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))  # the planted sources and mutants.toml
+REPO = os.path.join(os.path.dirname(HERE), "..", "..")  # verify/analyzer/../..
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
+    ap.add_argument("--build", default=os.path.join(REPO, "build"))
     args = ap.parse_args()
     out_dir = os.path.join(args.build, "ptx", "mutants")
     os.makedirs(out_dir, exist_ok=True)
@@ -36,15 +36,15 @@ def main() -> int:
     ptx = os.path.join(out_dir, "planted.ptx")
     if os.path.exists(nvcc):
         r = subprocess.run([nvcc, "-O3", "-std=c++20", "--generate-code=arch=compute_90a,code=compute_90a", "-ptx",
-                            os.path.join(HERE, "mutants", "planted.cu"), "-o", ptx], capture_output=True, text=True)
+                            os.path.join(HERE, "planted.cu"), "-o", ptx], capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stderr)
             return 1
-    errs = vosti_analyze.emit_llvm(args.build, os.path.join(HERE, "..", ".."))
+    errs = vosti_analyze.emit_llvm(args.build, REPO)
     if errs:
         print("\n".join(errs))
         return 1
-    path = os.path.join(HERE, "mutants", "mutants.toml")
+    path = os.path.join(HERE, "mutants.toml")
     sp = specmod.load_spec(path)
     expect = {k["name"]: k.get("expect", "") for k in tomllib.load(open(path, "rb"))["kernel"]}
     cache = vosti_analyze.ArtifactCache()
@@ -95,7 +95,7 @@ ROW_MUTANTS = [("CPU one-row matmul, clean copy", ["PLANTED_ROWS=0"], False, "")
 
 def row_mutants(build: str) -> tuple[int, int]:
     """(killed, survived) of the one-row matmul mutants."""
-    import rowkernels
+    from ..checks import rowkernels
     clang = shutil.which("clang++-14") or shutil.which("clang++")
     quant = os.path.join(build, "llvm", "quant_blocks.ll")
     if not clang or not os.path.exists(quant):
@@ -103,7 +103,7 @@ def row_mutants(build: str) -> tuple[int, int]:
         return 0, 0
     out_dir = os.path.join(build, "llvm", "mutants")
     os.makedirs(out_dir, exist_ok=True)
-    repo = os.path.join(HERE, "..", "..")
+    repo = REPO
     killed = survived = 0
     reference = ""
     avx512 = vosti_analyze.source_options(repo, "src/kernels/cpu/matmul_rows_avx512.cc")
@@ -112,7 +112,7 @@ def row_mutants(build: str) -> tuple[int, int]:
         r = subprocess.run([clang, "-O3", "-DNDEBUG", "-march=x86-64-v3", *(avx512 if is_avx512 else []),
                             "-ffp-contract=off", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
                             *[f"-D{d}" for d in defines], "-S", "-emit-llvm", "-o", ll,
-                            os.path.join(HERE, "mutants", "planted_rows.cc")], capture_output=True, text=True)
+                            os.path.join(HERE, "planted_rows.cc")], capture_output=True, text=True)
         if r.returncode != 0:
             print(f"  FAIL  {name}: clang: {r.stderr[:300]}")
             survived += 1
@@ -150,10 +150,10 @@ CHAIN_CLASSES = {(3, 3): {(16, 1), (16, 3), (64, 1), (128, 1)}}
 def _planted_ptx(build: str, nvcc: str, name: str) -> tuple[str, str]:
     """Compiles mutants/NAME.cu to compute_80 PTX under build/ptx/mutants: (path, nvcc's error or "")."""
     ptx = os.path.join(build, "ptx", "mutants", f"{name}.ptx")
-    repo = os.path.join(HERE, "..", "..")
+    repo = REPO
     r = subprocess.run([nvcc, "-O3", "-DNDEBUG", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
                         "--generate-code=arch=compute_80,code=compute_80", "-ptx",
-                        os.path.join(HERE, "mutants", f"{name}.cu"), "-o", ptx],
+                        os.path.join(HERE, f"{name}.cu"), "-o", ptx],
                        capture_output=True, text=True)
     return ptx, (r.stderr[:300] or "failed") if r.returncode != 0 else ""
 
@@ -175,7 +175,7 @@ def _report(name: str, planted: bool, reasons: list[str], refused: list[str], ta
 def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
     """(killed, survived) of the mma.sync chain mutants: each planted variant must be reported as a
     plan storing another DAG than the contract's, the clean copy must pass."""
-    import gemm_chains
+    from ..checks import gemm_chains
     if not os.path.exists(nvcc):
         print("  skip  mma.sync chain mutants (no nvcc)")
         return 0, 0
@@ -186,7 +186,7 @@ def chain_mutants(build: str, nvcc: str) -> tuple[int, int]:
     killed = survived = 0
     for plant, name, planted in CHAIN_MUTANTS:
         source = gemm_chains.Source(ptx, gemm_chains.ENTRY.replace("EEEv", f"ELi{plant}EEEv"))
-        verdict = gemm_chains.compare(source, os.path.join(HERE, "kernels.toml"), CHAIN_CLASSES)
+        verdict = gemm_chains.compare(source, specmod.DEFAULT_SPEC, CHAIN_CLASSES)
         refused = [w for w in verdict.reasons if "not executed" in w or "not run" in w]
         ok = _report(name, planted, verdict.reasons, refused, "plan")
         killed += 1 if ok and planted else 0
@@ -218,7 +218,7 @@ ATTENTION_MUTANTS = [
 def attention_mutants(build: str, nvcc: str) -> tuple[int, int]:
     """(killed, survived) of the split-path mutants: each planted variant must be reported as a path
     storing another DAG than the others, the clean copies must pass."""
-    import attention_chains
+    from ..checks import attention_chains
     if not os.path.exists(nvcc):
         print("  skip  attention split-path mutants (no nvcc)")
         return 0, 0
@@ -229,7 +229,7 @@ def attention_mutants(build: str, nvcc: str) -> tuple[int, int]:
     killed = survived = 0
     for name, entries, paths, planted in ATTENTION_MUTANTS:
         case = attention_chains.Case(64, 4, 1, 2 * attention_chains.TILE + 37, 1, 1, paths=paths)
-        verdict = attention_chains.compare(ptx, os.path.join(HERE, "kernels.toml"), 1, [case], entries)
+        verdict = attention_chains.compare(ptx, specmod.DEFAULT_SPEC, 1, [case], entries)
         refused = [w for w in verdict.reasons if "not executed" in w or "not compared" in w]
         ok = _report(name, planted, verdict.reasons, refused, "split paths")
         killed += 1 if ok and planted else 0

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from kir import Function, Inst
-from values import ValueInfo, analyze_values
+from ..domains.values import ValueInfo, analyze_values
+from ..frontend.kir import Function, Inst
 
 _KTILE = re.compile(r"K128")
 
