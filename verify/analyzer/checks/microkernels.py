@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 
+from ..domains.dag_values import Unsupported
+from ..frontend.llvm import LlvmModule
 from ..symbolic import dag
 
 K_SMALL = 80
 
 
-def block_table(module: dag.Module, path: str) -> list[str]:
+def block_table(module: LlvmModule, path: str) -> list[str]:
     """The function names of the kBlockTable constant, in table order."""
     text = open(path, encoding="utf-8", errors="replace").read()
     m = re.search(r"^@\S*kBlockTable\S* = .*$", text, re.M)
@@ -28,7 +30,7 @@ def _rc(name: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def element_dags(module: dag.Module, name: str, k: int, with_bias: bool) -> dict[tuple[int, int], tuple]:
+def element_dags(module: LlvmModule, name: str, k: int, with_bias: bool) -> dict[tuple[int, int], tuple]:
     """(r, c) -> the canonical DAG of y[r, c] (leaves x[i], w[i], bias named for the element;
     an operand of another row or column keeps its row/column and so differs)."""
     R, C = _rc(name)
@@ -38,7 +40,7 @@ def element_dags(module: dag.Module, name: str, k: int, with_bias: bool) -> dict
     out = {}
     for (base, off), v in stores.items():
         if base != "Y":
-            raise dag.Unsupported(f"{name} stores to {base}")
+            raise Unsupported(f"{name} stores to {base}")
         r, c = divmod(off // 4, ldy)
 
         def rename(b, o, r=r, c=c):
@@ -54,14 +56,14 @@ def element_dags(module: dag.Module, name: str, k: int, with_bias: bool) -> dict
             return (b, e)
         out[(r, c)] = dag.canonical(v, rename)
     if set(out) != {(r, c) for r in range(R) for c in range(C)}:
-        raise dag.Unsupported(f"{name} stores {sorted(out)} instead of its {R}x{C} block")
+        raise Unsupported(f"{name} stores {sorted(out)} instead of its {R}x{C} block")
     return out
 
 
 def compare(path: str, ks: list[int]) -> tuple[list[str], list[str]]:
     """(names compared, reasons they differ): every candidate of the table against dot_block<1,1>,
     element by element, for every k in ks, with and without bias."""
-    module = dag.Module(path)
+    module = LlvmModule(path)
     names = block_table(module, path)
     if not names:
         return [], ["kBlockTable not found in the IR"]
@@ -76,7 +78,7 @@ def compare(path: str, ks: list[int]) -> tuple[list[str], list[str]]:
                         if got is not want:
                             problems.append(f"dot_block<{_rc(name)[0]},{_rc(name)[1]}> element ({r},{c}) at k={k}"
                                             f"{' with bias' if with_bias else ''} differs from dot_block<1,1>'s")
-            except dag.Unsupported as e:
+            except Unsupported as e:
                 problems.append(f"k={k}: symbolic execution stopped: {e}")
             if len(problems) > 5:
                 return names, problems

@@ -19,13 +19,16 @@ from __future__ import annotations
 import os
 import re
 
+from ..domains.dag_tables import same
+from ..domains.dag_values import N, Unsupported, reset
+from ..frontend.llvm import LlvmModule
 from ..symbolic import dag
 from . import microkernels
 
 _CODEC = r"INS_(?:4avx2)?12_GLOBAL__N_1\d+(\w+?Codec)E"
 
 
-def functions(module: dag.Module) -> dict[str, dict[str, str]]:
+def functions(module: LlvmModule) -> dict[str, dict[str, str]]:
     """codec -> {"row1", "row4", "rows", "tiled"}: the compiled dot_row<Codec, 1>,
     dot_row<Codec, 4>, row_columns<Codec> and tiled_columns<Codec>."""
     out: dict[str, dict[str, str]] = {}
@@ -44,20 +47,20 @@ def functions(module: dag.Module) -> dict[str, dict[str, str]]:
     return out
 
 
-def weight_type(module: dag.Module, rows_fn: str) -> int:
+def weight_type(module: LlvmModule, rows_fn: str) -> int:
     """The weight type row_columns<Codec> passes block_layout (the codec's)."""
-    body = "\n".join(module.funcs[rows_fn][1])
+    body = "\n".join(module.funcs[rows_fn].body)
     m = re.search(r"call \{ i64, i64 \} @(\w*block_layout\w*)\(i32 noundef (\d+)\)", body)
     if not m:
-        raise dag.Unsupported(f"{rows_fn[:60]}: no call of block_layout")
+        raise Unsupported(f"{rows_fn[:60]}: no call of block_layout")
     return int(m.group(2))
 
 
-def block_layout(module: dag.Module, quant: dag.Module, rows_fn: str) -> tuple[int, int]:
+def block_layout(module: LlvmModule, quant: LlvmModule, rows_fn: str) -> tuple[int, int]:
     """(elements, bytes) of one block of the codec: block_layout(type) of the compiled
     quant_blocks.cc, for the weight type row_columns<Codec> passes it."""
     name = next(f for f in quant.funcs if "block_layout" in f)
-    out = dag._call(dag._Ctx([quant], "", 10_000), quant, name, [weight_type(module, rows_fn)])
+    out = dag.call(quant, name, [weight_type(module, rows_fn)])
     return out[0], out[1]
 
 
@@ -74,10 +77,10 @@ def _outputs(stores: dict, fn: str) -> dict[int, object]:
     for (base, off), v in stores.items():
         if base == "Y":
             if off % 4:
-                raise dag.Unsupported(f"{fn[:60]} writes y at byte {off}")
+                raise Unsupported(f"{fn[:60]} writes y at byte {off}")
             out[off // 4] = v
         elif base in ("X", "B", "ROWS", "AHEAD") or re.match(r"^[WA]\d+$", base):
-            raise dag.Unsupported(f"{fn[:60]} writes its input {base}")
+            raise Unsupported(f"{fn[:60]} writes its input {base}")
     return out
 
 
@@ -88,63 +91,63 @@ class Reference:
 
     def __init__(self, module, modules, fn: str, k: int, pure: str) -> None:
         self.module, self.modules, self.fn, self.k, self.pure = module, modules, fn, k, pure
-        self.memo: dict[tuple, dag.N] = {}
+        self.memo: dict[tuple, N] = {}
 
-    def __call__(self, r: int, c: int, bias: bool) -> dag.N:
+    def __call__(self, r: int, c: int, bias: bool) -> N:
         key = (r, c, bias)
         if key not in self.memo:
             args = [("ptr", "X", 4 * self.k * r), ("ptr", "ROWS", 0), self.k, ("ptr", "B", 4 * c) if bias else None,
                     ("ptr", "Y", 0)]
-            if len(self.module.funcs[self.fn][0]) != 5:
-                raise dag.Unsupported(f"{self.fn[:60]}: {len(self.module.funcs[self.fn][0])} parameters")
+            if len(self.module.funcs[self.fn].params) != 5:
+                raise Unsupported(f"{self.fn[:60]}: {len(self.module.funcs[self.fn].params)} parameters")
             out = _outputs(dag.run(self.module, self.fn, args, memory=_rows_memory([c]), modules=self.modules,
                                    pure=self.pure), self.fn)
             if list(out) != [0]:
-                raise dag.Unsupported(f"{self.fn[:60]} stores y{sorted(out)}, not its one column")
+                raise Unsupported(f"{self.fn[:60]} stores y{sorted(out)}, not its one column")
             self.memo[key] = out[0]
         return self.memo[key]
 
 
-def row_group(module, modules, fn: str, cols: int, k: int, bias: bool, ahead: bool, pure: str) -> dict[int, dag.N]:
+def row_group(module, modules, fn: str, cols: int, k: int, bias: bool, ahead: bool, pure: str) -> dict[int, N]:
     """Column j -> the DAG dot_row<Codec, cols> stores at y[j] (weight rows W0.., bias B)."""
-    nparams = len(module.funcs[fn][0])
+    nparams = len(module.funcs[fn].params)
     args = [("ptr", "X", 0), ("ptr", "ROWS", 0), k, ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0)]
     if nparams == 6:
         args.append(("ptr", "AHEAD", 0) if ahead else None)
     elif nparams != 5 or ahead:
-        raise dag.Unsupported(f"{fn[:60]}: {nparams} parameters")
+        raise Unsupported(f"{fn[:60]}: {nparams} parameters")
     out = _outputs(dag.run(module, fn, args, memory=_rows_memory(list(range(cols))), modules=modules, pure=pure), fn)
     if sorted(out) != list(range(cols)):
-        raise dag.Unsupported(f"{fn[:60]} stores y{sorted(out)}, not its {cols} columns")
+        raise Unsupported(f"{fn[:60]} stores y{sorted(out)}, not its {cols} columns")
     return out
 
 
 def tiled(module, modules, fn: str, m: int, c0: int, c1: int, k: int, bias: bool,
-          pure: str) -> dict[tuple[int, int], dag.N]:
+          pure: str) -> dict[tuple[int, int], N]:
     """(r, c) -> the DAG tiled_columns<Codec> stores at y[r, c], for rows 0..m and columns [c0, c1)
     (x rows of stride k, weight rows W0.., bias B)."""
     ldy = c1 + 1
-    params = module.funcs[fn][0]
+    params = module.funcs[fn].params
     if len(params) != 10:
-        raise dag.Unsupported(f"{fn[:60]}: {len(params)} parameters")
+        raise Unsupported(f"{fn[:60]}: {len(params)} parameters")
     args = [("ptr", "X", 0), m, k, ("ptr", "ROWS", 0), ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0), ldy,
             c0, c1, ("ptr", "TILE", 0)]
     out = _outputs(dag.run(module, fn, args, memory=_rows_memory(list(range(c1))), modules=modules, pure=pure), fn)
     want = {r * ldy + c for r in range(m) for c in range(c0, c1)}
     if set(out) != want:
-        raise dag.Unsupported(f"{fn[:60]} stores {len(out)} elements, not its {len(want)}")
+        raise Unsupported(f"{fn[:60]} stores {len(out)} elements, not its {len(want)}")
     return {divmod(e, ldy): v for e, v in out.items()}
 
 
-def windows(module, modules, fn: str, c0: int, c1: int, k: int, bias: bool, pure: str) -> dict[int, dag.N]:
+def windows(module, modules, fn: str, c0: int, c1: int, k: int, bias: bool, pure: str) -> dict[int, N]:
     """Column c -> the DAG row_columns<Codec> stores at y[c] for the thread columns [c0, c1)."""
-    params = module.funcs[fn][0]
+    params = module.funcs[fn].params
     if len(params) != 7:
-        raise dag.Unsupported(f"{fn[:60]}: {len(params)} parameters")
+        raise Unsupported(f"{fn[:60]}: {len(params)} parameters")
     args = [("ptr", "X", 0), k, ("ptr", "ROWS", 0), ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0), c0, c1]
     out = _outputs(dag.run(module, fn, args, memory=_rows_memory(list(range(c1))), modules=modules, pure=pure), fn)
     if sorted(out) != list(range(c0, c1)):
-        raise dag.Unsupported(f"{fn[:60]} stores y{sorted(out)[:8]}, not columns [{c0}, {c1})")
+        raise Unsupported(f"{fn[:60]} stores y{sorted(out)[:8]}, not columns [{c0}, {c1})")
     return out
 
 
@@ -165,7 +168,7 @@ def compare_codec(module, quant, f: dict, codec: str, ks: list[int], pure: str) 
         return [f"{codec}: no compiled {', '.join(missing)}"], [], ""
     try:
         elems, block_bytes = block_layout(module, quant, f["rows"])
-    except dag.Unsupported as e:
+    except Unsupported as e:
         return [f"{codec}: {e}"], [], ""
     valid = [k for k in ks if k % elems == 0]
     if not valid:
@@ -173,7 +176,7 @@ def compare_codec(module, quant, f: dict, codec: str, ks: list[int], pure: str) 
     line_k = next((k for k in valid if k // elems * block_bytes > LINE_BYTES), None)
     for k in valid:
         small = k <= microkernels.K_SMALL
-        dag.reset()
+        reset()
         ref = Reference(module, modules, f["row1"], k, pure)
         for bias in (True, False) if small or k == valid[0] else (True,):
             where = f"{codec} at k={k}{' with bias' if bias else ''}"
@@ -193,7 +196,7 @@ def compare_codec(module, quant, f: dict, codec: str, ks: list[int], pure: str) 
                             groups.append(f"{where}: row_columns<{codec}> on columns [{c0}, {c0 + n}): column {c} "
                                           f"differs from dot_row<{codec}, 1>")
                             break
-            except dag.Unsupported as e:
+            except Unsupported as e:
                 groups.append(f"{where}: symbolic execution stopped: {e}")
             try:
                 for m, c0, c1 in [(2, 0, 1)] + ([(5, 1, 6)] if small else []):
@@ -203,11 +206,11 @@ def compare_codec(module, quant, f: dict, codec: str, ks: list[int], pure: str) 
                             paths.append(f"{where}: tiled_columns<{codec}> element ({r}, {c}) of m={m} "
                                          f"differs from dot_row<{codec}, 1>'s ({why})")
                             break
-            except dag.Unsupported as e:
+            except Unsupported as e:
                 paths.append(f"{where}: symbolic execution stopped: {e}")
             if len(groups) > 3 or len(paths) > 3:
                 return groups, paths, ""
-    dag.reset()
+    reset()
     return groups, paths, f"{codec} ({len(valid)} k)"
 
 
@@ -235,13 +238,13 @@ def other_build(module, quant, f: dict, codec: str, other, of: dict, entry: str,
         small = k <= microkernels.K_SMALL
         if identical and k not in (valid[0], line_k):
             continue
-        dag.reset()
+        reset()
         ref = Reference(module, modules, f["row1"], k, pure)
         own = Reference(other, modules, of["row1"], k, pure)
         for bias in (True, False) if small or k == valid[0] else (True,):
             where = f"{codec} (AVX-512 build: {of['name']}) at k={k}{' with bias' if bias else ''}"
             try:
-                if not identical and not dag.same(own(0, 0, bias), ref(0, 0, bias)):
+                if not identical and not same(own(0, 0, bias), ref(0, 0, bias)):
                     paths.append(f"{where}: dot_row<{of['name']}, 1> differs from the AVX2 build's dot_row<{codec}, 1>")
                 for ahead in (False, True) if not identical else ():
                     for j, got in row_group(other, modules, of["row4"], 4, k, bias, ahead, pure).items():
@@ -257,18 +260,18 @@ def other_build(module, quant, f: dict, codec: str, other, of: dict, entry: str,
                             groups.append(f"{where}: {entry[:40]} on columns [{c0}, {c0 + n}): column {c} "
                                           f"differs from dot_row<{of['name']}, 1>")
                             break
-            except dag.Unsupported as e:
+            except Unsupported as e:
                 groups.append(f"{where}: symbolic execution stopped: {e}")
             if len(groups) > 3 or len(paths) > 3:
                 return groups, paths
-    dag.reset()
+    reset()
     return groups, paths
 
 
 _ATTR = re.compile(r" #\d+|, ![\w.]+ !\d+|, ![\w.]+ !\{[^}]*\}")
 
 
-def ir_identical(m1: dag.Module, f1: str, m2: dag.Module, f2: str, seen: set | None = None) -> bool:
+def ir_identical(m1: LlvmModule, f1: str, m2: LlvmModule, f2: str, seen: set | None = None) -> bool:
     """Whether two compiled functions have the same instructions (attribute groups and metadata
     aside: hints, not semantics), call functions that are themselves identical, and use named
     types and constant globals defined alike in both modules: then they compute the same values."""
@@ -278,7 +281,7 @@ def ir_identical(m1: dag.Module, f1: str, m2: dag.Module, f2: str, seen: set | N
     seen.add((f1, f2))
     if f1 not in m1.funcs or f2 not in m2.funcs:
         return False
-    (p1, b1), (p2, b2) = m1.funcs[f1], m2.funcs[f2]
+    p1, b1, p2, b2 = m1.funcs[f1].params, m1.funcs[f1].body, m2.funcs[f2].params, m2.funcs[f2].body
     t1 = [_ATTR.sub("", ln).replace(f1, "@SELF") for ln in b1]
     t2 = [_ATTR.sub("", ln).replace(f2, "@SELF") for ln in b2]
     if p1 != p2 or t1 != t2:
@@ -298,12 +301,12 @@ def ir_identical(m1: dag.Module, f1: str, m2: dag.Module, f2: str, seen: set | N
 
 
 def dispatch_windows(module, modules, fn: str, wtype: int, c0: int, c1: int, k: int, bias: bool,
-                     pure: str) -> dict[int, dag.N]:
+                     pure: str) -> dict[int, N]:
     """Column c -> the DAG fn(x, k, part, bias, y, c0, c1) (a matmul_row_columns_* entry: the
     codec from part.type) stores at y[c]; part = WeightRows{wtype, c1, rows}."""
-    params = module.funcs[fn][0]
+    params = module.funcs[fn].params
     if len(params) != 7:
-        raise dag.Unsupported(f"{fn[:60]}: {len(params)} parameters")
+        raise Unsupported(f"{fn[:60]}: {len(params)} parameters")
     mem = _rows_memory(list(range(c1)))
     mem[("PART", 0)] = (wtype, 4)
     mem[("PART", 8)] = (c1, 8)
@@ -311,17 +314,17 @@ def dispatch_windows(module, modules, fn: str, wtype: int, c0: int, c1: int, k: 
     args = [("ptr", "X", 0), k, ("ptr", "PART", 0), ("ptr", "B", 0) if bias else None, ("ptr", "Y", 0), c0, c1]
     out = _outputs(dag.run(module, fn, args, memory=mem, modules=modules, pure=pure), fn)
     if sorted(out) != list(range(c0, c1)):
-        raise dag.Unsupported(f"{fn[:60]} stores y{sorted(out)[:8]}, not columns [{c0}, {c1})")
+        raise Unsupported(f"{fn[:60]} stores y{sorted(out)[:8]}, not columns [{c0}, {c1})")
     return out
 
 
-_MODULES: dict[str, dag.Module] = {}
+_MODULES: dict[str, LlvmModule] = {}
 
 
-def _module(path: str) -> dag.Module:
+def _module(path: str) -> LlvmModule:
     """The parsed IR (once per process: the pool's tasks share it)."""
     if path not in _MODULES:
-        _MODULES[path] = dag.Module(path)
+        _MODULES[path] = LlvmModule(path)
     return _MODULES[path]
 
 
@@ -329,7 +332,7 @@ def codecs_by_cost(path: str) -> list[str]:
     """The codecs of the IR, the longest dot_row<Codec, 4> first (the order to hand them to a pool)."""
     module = _module(path)
     fns = functions(module)
-    return sorted(fns, key=lambda c: -len(module.funcs[fns[c]["row4"]][1]) if "row4" in fns[c] else 0)
+    return sorted(fns, key=lambda c: -len(module.funcs[fns[c]["row4"]].body) if "row4" in fns[c] else 0)
 
 
 def compare(path: str, quant_path: str, ks: list[int], pure: str,
@@ -369,7 +372,7 @@ def compare(path: str, quant_path: str, ks: list[int], pure: str,
                 continue
             try:
                 g, p = other_build(module, quant, f, codec, other, dict(ofns[name], name=name), entry, ks, pure)
-            except dag.Unsupported as e:
+            except Unsupported as e:
                 g, p = [f"{codec}: {e}"], []
             out["groups"][other_path] += g
             out["paths"] += p

@@ -1,99 +1,162 @@
-# LLVM IR front end: parses the textual IR clang emits for the CPU kernels (the build's flags:
-# -O3 -march=x86-64-v3 -ffp-contract=off, no fast-math) into kir.Function, one per `define`.
-# SSA values are registers; phi operands are data operands (the control flow that picks them is
-# what flow.py's regions see); getelementptr/bitcast carry pointer provenance; loads, stores and
-# llvm.masked.* / memcpy intrinsics are memory accesses; llvm.fma / x86 vector intrinsics on float
-# types are floating-point arithmetic.
+# LLVM IR front end: the one reader of the textual IR clang emits for the CPU kernels (the build's
+# flags: -O3 -march=x86-64-v3 -ffp-contract=off, no fast-math). LlvmModule reads a .ll file once:
+# its named types, its constant globals (by element, for the symbolic execution's loads from
+# constant tables) and each `define`'s parameters and body lines (comments stripped; an invoke's
+# `to label` line and a switch's case lines joined to their instruction). parse_llvm turns each
+# function into kir.Function for the information-flow analysis: SSA values are registers; phi
+# operands are data operands (the control flow that picks them is what flow.py's regions see);
+# getelementptr/bitcast carry pointer provenance; loads, stores and llvm.masked.* / memcpy
+# intrinsics are memory accesses; llvm.fma / x86 vector intrinsics on float types are
+# floating-point arithmetic (llvm_insts.py classifies the instructions).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
-from .kir import Block, Function, Inst, split_outside
+from .kir import Block, Function
+from .llvm_insts import is_fp, parse_inst
+from .llvm_types import Unsupported, balanced, field_offsets, split_top, split_typed, type_size
 
-_FP_TYPE = re.compile(r"^(?:<\d+ x )?(half|bfloat|float|double|x86_fp80|fp128)>?$")
-_VALUE = re.compile(r"%[\w.$-]+")
-_LIBM = {"sqrtf", "sqrt", "cosf", "sinf", "expf", "logf", "powf", "tanhf", "cos", "sin", "exp", "log", "pow"}
-_FP_OPS = {"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fptrunc", "fpext", "sitofp", "uitofp", "fptosi",
-           "fptoui"}
+_TYPE = re.compile(r"^(%[\w.\"\\:()\-<> ]+?) = type (.*)$")
+_GLOBAL = re.compile(r"^(@[\w.$-]+) = .*?\bconstant (.*?)(?:, align \d+)?$")
+_DEFINE = re.compile(r"^define .*?@([\w.$\"-]+)\(")
 
 
-def _is_fp(t: str) -> bool:
-    return bool(_FP_TYPE.match(t.strip()))
+@dataclass
+class LlvmFunction:
+    """One `define`: its parameters (%0, %1 ... in order, with their types) and its body lines
+    (line number, text)."""
+
+    name: str
+    params: list[str]
+    param_types: dict[str, str]
+    lines: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def body(self) -> list[str]:
+        return [text for _, text in self.lines]
+
+
+class LlvmModule:
+    """One .ll file: named types, constant globals and defined functions."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.types: dict[str, str] = {}
+        self.globals: dict[str, str] = {}  # @name -> "type initializer" of a constant
+        self.funcs: dict[str, LlvmFunction] = {}
+        self._flat: dict[str, dict[int, tuple[int, object]]] = {}
+        lines = open(path, encoding="utf-8", errors="replace").read().split("\n")
+        i = 0
+        while i < len(lines):
+            ln = lines[i]
+            tm = _TYPE.match(ln)
+            if tm:
+                self.types[tm.group(1)] = tm.group(2).strip()
+            gm = _GLOBAL.match(ln)
+            if gm:
+                self.globals[gm.group(1)] = gm.group(2)
+            m = _DEFINE.match(ln) if ln.startswith("define ") else None
+            if m:
+                f = _header(m.group(1).strip('"'), ln, m.end() - 1)
+                i = _read_body(lines, i + 1, f.lines)
+                self.funcs[f.name] = f
+            i += 1
+
+    def global_element(self, name: str, off: int, size: int):
+        """The constant at byte `off` of global `name` (an element of `size` bytes), or raises."""
+        if name not in self._flat:
+            if name not in self.globals:
+                raise Unsupported(f"load from {name}, not a constant global of the module")
+            flat: dict[int, tuple[int, object]] = {}
+            ty, init = split_typed(self.globals[name])
+            self._flatten(ty, init, 0, flat)
+            self._flat[name] = flat
+        got = self._flat[name].get(off)
+        if got is None or got[0] != size:
+            raise Unsupported(f"load of {size} bytes at {name}+{off}: not an element of its initializer")
+        return got[1]
+
+    def _flatten(self, ty: str, init: str, base: int, out: dict) -> None:
+        """The elements of a constant initializer: byte offset -> (bytes, int or pointer or None)."""
+        ty, init = ty.strip(), init.strip()
+        t = self.types.get(ty, ty)
+        if init == "zeroinitializer":
+            out[base] = (type_size(ty, self.types), 0)  # only whole-element reads of it succeed
+            return
+        if ty.endswith("*") or ty == "ptr":
+            if init == "null":
+                out[base] = (8, None)
+            elif init.startswith("@"):
+                out[base] = (8, ("ptr", init, 0))
+            else:
+                raise Unsupported(f"initializer {init[:40]}")
+            return
+        if re.match(r"^i\d+$", ty):
+            out[base] = (type_size(ty, self.types), int(init))
+            return
+        am = re.match(r"^\[(\d+) x (.+)\]$", t)
+        sm = re.match(r"^<?\{(.*)\}>?$", t)
+        if am and init.startswith("["):
+            step = type_size(am.group(2), self.types)
+            for j, item in enumerate(split_top(init[1:-1])):
+                self._flatten(*split_typed(item), base + j * step, out)
+            return
+        if sm and init.startswith("{"):
+            for off, item in zip(field_offsets(t, self.types), split_top(init[1:-1])):
+                self._flatten(*split_typed(item), base + off, out)
+            return
+        raise Unsupported(f"constant of type {ty[:40]}")
+
+
+def _header(name: str, line: str, open_at: int) -> LlvmFunction:
+    params, ptypes = [], {}
+    for p in split_top(balanced(line, open_at)):
+        pm = re.search(r"(%[\w.$-]+)\s*$", p.strip())
+        if pm:
+            params.append(pm.group(1))
+            ptypes[pm.group(1)] = p.strip().split()[0]
+    return LlvmFunction(name, params, ptypes)
+
+
+def _read_body(lines: list[str], i: int, out: list[tuple[int, str]]) -> int:
+    """Appends the body lines from lines[i] to the closing "}"; returns that line's index."""
+    while i < len(lines) and lines[i] != "}":
+        raw = lines[i]
+        s = raw.split(";")[0].rstrip() if not raw.strip().startswith(";") else ""
+        if raw.lstrip().startswith("to label") and out:  # an invoke's continuation
+            out[-1] = (out[-1][0], out[-1][1] + " " + raw.strip())
+        elif out and out[-1][1].lstrip().startswith("switch") and not out[-1][1].rstrip().endswith("]"):
+            out[-1] = (out[-1][0], out[-1][1] + " " + s.strip())  # a switch's case list, one case a line
+        elif s.strip():
+            out.append((i + 1, s))
+        i += 1
+    return i
 
 
 def parse_llvm(path: str) -> list[Function]:
-    lines = open(path, encoding="utf-8", errors="replace").read().split("\n")
-    types: dict[str, str] = {}
-    for ln in lines:
-        tm = re.match(r"^(%[\w.\"\\:()\-<> ]+?) = type (.*)$", ln)
-        if tm:
-            types[tm.group(1)] = tm.group(2).strip()
+    """Every defined function of a .ll file as kir.Function."""
+    module = LlvmModule(path)
     funcs = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("define "):
-            m = re.match(r"^define .*?@([\w.$\"-]+)\(", line)
-            if not m:
-                i += 1
-                continue
-            name = m.group(1).strip('"')
-            params, ptypes = [], {}
-            for p in split_top(balanced(line, m.end() - 1)):
-                pm = re.search(r"(%[\w.$-]+)\s*$", p.strip())
-                if pm:
-                    params.append(pm.group(1))
-                    ptypes[pm.group(1)] = p.strip().split()[0]
-            j = i + 1
-            body = []
-            while j < len(lines) and lines[j] != "}":
-                if lines[j].lstrip().startswith("to label") and body:  # an invoke's continuation
-                    body[-1] = (body[-1][0], body[-1][1] + " " + lines[j].strip())
-                else:
-                    body.append((j + 1, lines[j]))
-                j += 1
-            f = _parse_body(name, params, ptypes, body, path)
-            _field_offsets(f, types)
-            funcs.append(f)
-            i = j + 1
-            continue
-        i += 1
+    for f in module.funcs.values():
+        func = _function(f, path)
+        _field_offsets(func, module.types)
+        funcs.append(func)
     return funcs
 
 
-def balanced(s: str, open_at: int) -> str:
-    """The text inside the parenthesis that opens at s[open_at] (a define's parameter list, which
-    a personality clause after it may follow)."""
-    depth = 0
-    for i in range(open_at, len(s)):
-        depth += {"(": 1, ")": -1}.get(s[i], 0)
-        if depth == 0:
-            return s[open_at + 1:i]
-    return s[open_at + 1:]
-
-
-def split_top(s: str) -> list[str]:
-    """s split at the commas outside any (), [], {} or <>, items stripped."""
-    return split_outside(s, "([{<", ")]}>")
-
-
-def _parse_body(name, params, ptypes, body, path) -> Function:
+def _function(f: LlvmFunction, path: str) -> Function:
     blocks = [Block("%entry")]
-    reg_types: dict[str, str] = {p: ("fp" if _is_fp(t) else "int") for p, t in ptypes.items()}
-    for ln, raw in body:
-        s = raw.split(";")[0].rstrip() if not raw.strip().startswith(";") else ""
-        if not s.strip():
-            continue
+    reg_types: dict[str, str] = {p: ("fp" if is_fp(t) else "int") for p, t in f.param_types.items()}
+    for ln, s in f.lines:
         lm = re.match(r"^([\w.$-]+):", s)
         if lm:
             blocks.append(Block("%" + lm.group(1)))
             continue
-        inst = _parse_inst(s.strip(), reg_types)
+        inst = parse_inst(s.strip(), reg_types)
         inst.line = ln
         inst.text = s.strip()
         blocks[-1].insts.append(inst)
-    if not blocks[0].insts and len(blocks) > 1:
-        blocks = blocks[1:] if False else blocks
     for bi, b in enumerate(blocks):
         succs: list[str] = []
         for inst in b.insts:
@@ -103,223 +166,51 @@ def _parse_body(name, params, ptypes, body, path) -> Function:
             if bi + 1 < len(blocks):
                 succs.append(blocks[bi + 1].label)
         b.succs = list(dict.fromkeys(succs))
-    return Function(name, params, blocks, path, "llvm", reg_types)
+    return Function(f.name, f.params, blocks, path, "llvm", reg_types)
 
 
-def _parse_inst(s: str, reg_types: dict[str, str]) -> Inst:
-    dst = None
-    m = re.match(r"^(%[\w.$-]+)\s*=\s*(.*)$", s)
-    if m:
-        dst, s = m.group(1), m.group(2)
-    words = s.split()
-    op = words[0] if words else ""
-    if op in ("tail", "musttail", "notail"):
-        op = words[1]
-        s = s.split(None, 1)[1]
-    inst = Inst(op=op, kind="arith")
-    if dst:
-        inst.dsts = [dst]
-    values = [v for v in _VALUE.findall(s) if v != dst]
-    if op == "br":
-        inst.kind = "branch"
-        labels = re.findall(r"label %([\w.$-]+)", s)
-        inst.targets = ["%" + x for x in labels]
-        cond = re.match(r"^br i1 (%[\w.$-]+),", s)
-        if cond:
-            inst.pred = cond.group(1)
-        return inst
-    if op == "switch":
-        inst.kind = "branch"
-        inst.targets = ["%" + x for x in re.findall(r"label %([\w.$-]+)", s)]
-        inst.pred = values[0] if values else None
-        return inst
-    if op in ("ret", "unreachable", "resume"):
-        inst.kind = "ret"
-        inst.op = op  # "ret": a normal return; "unreachable", "resume": an abort or a throw
-        return inst
-    if op == "load":
-        inst.kind = "load"
-        inst.space = "global"
-        ty = s.split()[1].rstrip(",")
-        inst.fp_dst = _is_fp(ty)
-        inst.addr = values
-        if dst:
-            reg_types[dst] = "fp" if inst.fp_dst else "int"
-            if "*" in ty or ty == "ptr" or "ptr>" in ty:
-                inst.op = "load ptr"
-        return inst
-    if op == "store":
-        inst.kind = "store"
-        inst.space = "global"
-        parts = split_top(s[len("store"):])
-        inst.srcs = _VALUE.findall(parts[0]) if parts else []
-        inst.addr = _VALUE.findall(parts[1]) if len(parts) > 1 else []
-        return inst
-    if op in ("atomicrmw", "cmpxchg"):
-        inst.kind = "atomic"
-        inst.space = "global"
-        inst.fp = "fadd" in s or "fsub" in s or "fmax" in s or "fmin" in s
-        parts = split_top(s.split(None, 1)[1] if " " in s else "")
-        inst.addr = _VALUE.findall(parts[0]) if parts else []
-        inst.srcs = [v for p in parts[1:] for v in _VALUE.findall(p)]
-        return inst
-    if op == "getelementptr" or op == "bitcast" or op == "addrspacecast":
-        inst.kind = "move"
-        inst.op = op
-        inst.srcs = [v for v in values if not re.match(r"^%\"?(class|struct|union)\.", v)]
-        if dst:
-            reg_types[dst] = "int" if op == "getelementptr" else ("fp" if _is_fp(s.split(" to ")[-1]) else "int")
-        return inst
-    if op == "call" or op == "invoke":
-        cm = re.search(r"@([\w.$-]+)\(", s)
-        im = re.search(r"(%[\w.$-]+)\(", s)
-        callee = cm.group(1) if cm else ("indirect:" + im.group(1) if im else "?")
-        inst.callee = callee
-        args = values
-        ty = re.match(r"^call\s+(?:[\w]+\s+)*?([^@]+?)\s+@", s)
-        rty = ty.group(1).strip() if ty else ""
-        if callee.startswith("llvm.memcpy") or callee.startswith("llvm.memmove"):
-            inst.kind = "copy"
-            inst.dst_addr = args[:1]
-            inst.addr = args[1:2]
-            inst.srcs = args[2:]
-            inst.space = inst.dst_space = "global"
-            return inst
-        if callee.startswith("llvm.memset"):
-            inst.kind = "store"
-            inst.space = "global"
-            inst.addr = args[:1]
-            inst.srcs = args[1:]
-            return inst
-        if callee.startswith("llvm.prefetch") or callee.startswith("llvm.lifetime") or \
-                callee.startswith("llvm.assume") or callee.startswith("llvm.experimental.noalias"):
-            inst.kind = "other"
-            inst.srcs = []
-            return inst
-        if callee.startswith("llvm.masked.load"):
-            inst.kind = "load"
-            inst.space = "global"
-            inst.addr = args[:1]
-            inst.srcs = args[1:]
-            inst.fp_dst = _is_fp(rty)
-            if dst:
-                reg_types[dst] = "fp" if inst.fp_dst else "int"
-            return inst
-        if callee.startswith("llvm.masked.store"):
-            inst.kind = "store"
-            inst.space = "global"
-            inst.srcs = args[:1] + args[2:]
-            inst.addr = args[1:2]
-            return inst
-        if callee in _LIBM:  # a function of its operands (sqrt: IEEE; the others: the one libm, assumed)
-            inst.kind = "arith"
-            inst.op = "call @" + callee
-            inst.srcs = args
-            inst.fp = inst.fp_dst = True
-            if dst:
-                reg_types[dst] = "fp"
-            return inst
-        if callee.startswith("llvm.") or callee.startswith("__"):
-            inst.kind = "arith"
-            inst.op = "call @" + callee
-            inst.srcs = args
-            inst.fp = _is_fp(rty) or any(reg_types.get(a) == "fp" for a in args)
-            inst.fp_dst = _is_fp(rty)
-            if dst:
-                reg_types[dst] = "fp" if inst.fp_dst else "int"
-            return inst
-        inst.kind = "call"
-        inst.srcs = args
-        if op == "invoke":  # a call that ends the block: normal and unwind successors
-            inst.targets = ["%" + x for x in re.findall(r"label %([\w.$-]+)", s)]
-            inst.srcs = [a for a in args if a.lstrip("%") not in {t.lstrip("%") for t in inst.targets}]
-        if dst:
-            reg_types[dst] = "fp" if _is_fp(rty) else "int"
-        return inst
-    if op == "alloca":  # a stack object: the root of the addresses into it
-        inst.kind = "move"
-        inst.symbols = [dst] if dst else []
-        if dst:
-            reg_types[dst] = "int"
-        return inst
-    # Everything else computes a value from values.
-    inst.srcs = values
-    rty = ""
-    if op in ("phi", "select", "fneg", "freeze") or op in _FP_OPS or op in ("add", "sub", "mul", "and", "or", "xor",
-                                                                             "shl", "lshr", "ashr", "udiv", "sdiv",
-                                                                             "urem", "srem"):
-        parts = s.split()
-        if op == "select":
-            rty = split_top(s[len("select"):])[1].strip().rsplit(" ", 1)[0] if len(split_top(s[len("select"):])) > 1 else ""
+def _gep_offset(text: str, types: dict[str, str]) -> tuple[int, str] | None:
+    """(byte offset, base pointer) of a getelementptr whose indices are all constants, else None."""
+    parts = split_top(re.sub(r"^.*?getelementptr (inbounds )?", "", text))
+    cur, off = parts[0], 0
+    for k, idx in enumerate(parts[2:]):
+        v = idx.rsplit(" ", 1)[1]
+        if not re.match(r"^-?\d+$", v):
+            return None
+        i = int(v)
+        if k == 0:
+            off += i * type_size(cur, types)
+            continue
+        tt = types.get(cur, cur)
+        am = re.match(r"^\[(\d+) x (.+)\]$", tt)
+        sm = re.match(r"^<?\{(.*)\}>?$", tt)
+        if am:
+            cur = am.group(2)
+            off += i * type_size(cur, types)
+        elif sm:
+            off += field_offsets(tt, types)[i]  # fields at their alignment
+            cur = split_top(sm.group(1))[i]
         else:
-            k = 1
-            while k < len(parts) and parts[k] in ("fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc",
-                                                     "nuw", "nsw", "exact", "disjoint"):
-                k += 1
-            rty = parts[k].rstrip(",") if k < len(parts) else ""
-            if rty.startswith("<"):
-                rty = " ".join(parts[k:k + 3]).rstrip(",")
-    elif op in ("extractelement",):
-        rty = s.split()[1]
-        if rty.startswith("<"):
-            rty = re.match(r"^extractelement\s+<\d+ x (\w+)>", s).group(1)
-    elif op in ("insertelement", "shufflevector"):
-        rty = re.match(r"^\w+\s+(<[^>]+>)", s).group(1) if re.match(r"^\w+\s+(<[^>]+>)", s) else ""
-    elif op in ("sitofp", "uitofp", "fptrunc", "fpext", "fptosi", "fptoui", "trunc", "zext", "sext", "ptrtoint",
-                "inttoptr"):
-        rty = s.split(" to ")[-1].strip()
-    elif op == "fcmp" or op == "icmp":
-        rty = "i1"
-    inst.fp_dst = _is_fp(rty)
-    inst.fp = op in _FP_OPS or (inst.fp_dst and op in ("phi", "select") and False)
-    if op == "select" and inst.fp_dst:
-        inst.fp = True
-    if dst:
-        reg_types[dst] = "fp" if inst.fp_dst else "int"
-    return inst
+            return None
+    return off, parts[1].rsplit(" ", 1)[1]
 
 
 def _field_offsets(f: Function, types: dict[str, str]) -> None:
     """Byte offsets of pointers into stack objects: inst.offset of each getelementptr with constant
     indices (relative to its base pointer; inst.args[0] = "const" then), and inst.width of every
     load and store (the bytes it moves). Used by flow.py for field-sensitive stack cells."""
-    from ..symbolic import dag
     for b in f.blocks:
         for inst in b.insts:
             t = inst.text
             try:
                 if inst.op == "getelementptr":
-                    body = re.sub(r"^.*?getelementptr (inbounds )?", "", t)
-                    parts = split_top(body)
-                    cur, off, const = parts[0], 0, True
-                    for k, idx in enumerate(parts[2:]):
-                        v = idx.rsplit(" ", 1)[1]
-                        if not re.match(r"^-?\d+$", v):
-                            const = False
-                            break
-                        i = int(v)
-                        if k == 0:
-                            off += i * dag.type_size(cur, types)
-                            continue
-                        tt = types.get(cur, cur)
-                        am = re.match(r"^\[(\d+) x (.+)\]$", tt)
-                        sm = re.match(r"^<?\{(.*)\}>?$", tt)
-                        if am:
-                            cur = am.group(2)
-                            off += i * dag.type_size(cur, types)
-                        elif sm:
-                            fields = split_top(sm.group(1))
-                            off += dag.field_offsets(tt, types)[i]  # fields at their alignment
-                            cur = fields[i]
-                        else:
-                            const = False
-                            break
-                    if const:
-                        inst.offset = off
-                        inst.args = ["const", parts[1].rsplit(" ", 1)[1]]  # the base pointer
+                    got = _gep_offset(t, types)
+                    if got is not None:
+                        inst.offset = got[0]
+                        inst.args = ["const", got[1]]  # the base pointer
                 elif inst.kind in ("load", "store") and not inst.op.startswith("call"):
                     ty = t.split("load ", 1)[1].split(",")[0] if inst.kind == "load" else \
                         split_top(t.split("store ", 1)[1])[0].rsplit(" ", 1)[0]
-                    inst.width = dag.type_size(ty.strip(), types)
-            except (dag.Unsupported, IndexError, ValueError, KeyError):
+                    inst.width = type_size(ty.strip(), types)
+            except (Unsupported, IndexError, ValueError, KeyError):
                 pass
