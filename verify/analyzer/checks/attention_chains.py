@@ -23,9 +23,13 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from ..domains.ptx_dag import Dag, ExecError, Node, half, value_of_bytes
+from ..frontend.ptx import PtxModule
 from ..spec import loader as specmod
-from ..symbolic import ptx_exec as px
-from ..symbolic import ptx_ops
+from ..symbolic.ptx_exec import Cta, run_cta
+from ..symbolic.ptx_memory import Buffer, GlobalMemory, param_bytes
+from ..symbolic.ptx_ops import compile_program
+from ..symbolic.ptx_program import Program
 
 PTX = os.path.join("ptx", "vosti_kernels_cuda", "attention_mma.compute_80.ptx")
 _OUT = {"f": "f", "bf16": "13__nv_bfloat16"}
@@ -101,7 +105,7 @@ class Inputs:
         hd, kvh, bs = case.hd, case.num_kv_heads, case.block_size
         self.rows = case.count
         width = case.num_heads * hd
-        self.q = [[px.Node(("leaf", "q", r, c), 4) for c in range(width)] for r in range(self.rows)]
+        self.q = [[Node(("leaf", "q", r, c), 4) for c in range(width)] for r in range(self.rows)]
         # every position a tile the last row's reaches (the loaders read whole tiles)
         self.blocks = ((case.last // TILE + 1) * TILE + bs - 1) // bs
         self.kv = {}
@@ -113,7 +117,7 @@ class Inputs:
                     for o in range(bs):
                         pos = j * bs + o
                         for d in range(hd):
-                            leaf = px.Node(("leaf", t, pos, h * hd + d), 2)
+                            leaf = Node(("leaf", t, pos, h * hd + d), 2)
                             pool += [(leaf, 0), (leaf, 1)]
             self.kv[t] = pool
         self.table = [self.blocks - 1 - j for j in range(self.blocks)]
@@ -151,7 +155,7 @@ class Machine:
 
     def __init__(self, case: Case, inputs: Inputs, c_bits: int) -> None:
         self.case, self.c_bits = case, c_bits
-        gm = self.gm = px.GlobalMemory()
+        gm = self.gm = GlobalMemory()
         hd, width = case.hd, case.num_heads * case.hd
         self.q = gm.add("q", inputs.rows * width * 4, writable=False,
                         data=[(leaf, i) for row in inputs.q for leaf in row for i in range(4)])
@@ -165,7 +169,7 @@ class Machine:
         self.partial_o = gm.add("partial_o", slots * case.num_heads * hd * 4)
         self.partial_ml = gm.add("partial_ml", slots * case.num_heads * 2 * 4)
 
-    def mma_params(self, lay: Layout, work: px.Buffer, count: int) -> bytes:
+    def mma_params(self, lay: Layout, work: Buffer, count: int) -> bytes:
         case = self.case
         shift = case.block_size.bit_length() - 1 if case.block_size & (case.block_size - 1) == 0 and \
             case.block_size <= 64 else -1
@@ -177,17 +181,17 @@ class Machine:
                   "partial_o": self.partial_o.base, "partial_ml": self.partial_ml.base, "work": work.base,
                   "num_work_dev": 0, "num_work_host": count, "window": 0}
         if set(fields) != set(lay.mma):
-            raise px.ExecError(f"MmaParams fields {sorted(lay.mma)} in kernels.toml, the runner sets {sorted(fields)}")
+            raise ExecError(f"MmaParams fields {sorted(lay.mma)} in kernels.toml, the runner sets {sorted(fields)}")
         size = max(off + b for off, b in lay.mma.values())
-        return px.param_bytes((size + 7) // 8 * 8, {lay.mma[f][0]: (v, lay.mma[f][1]) for f, v in fields.items()})
+        return param_bytes((size + 7) // 8 * 8, {lay.mma[f][0]: (v, lay.mma[f][1]) for f, v in fields.items()})
 
-    def work(self, lay: Layout, items: list[dict]) -> px.Buffer:
+    def work(self, lay: Layout, items: list[dict]) -> Buffer:
         if set(items[0]) != set(lay.work):
-            raise px.ExecError(f"AttentionWork fields {lay.work} in kernels.toml, the runner sets {sorted(items[0])}")
+            raise ExecError(f"AttentionWork fields {lay.work} in kernels.toml, the runner sets {sorted(items[0])}")
         return self.gm.add(f"work{len(self.gm.buffers)}", 28 * len(items), writable=False,
                            data=_i32([it[f] for it in items for f in lay.work]))
 
-    def stored(self, dag: px.Dag) -> tuple[dict[tuple[int, int], px.Node], list[tuple[int, int]]]:
+    def stored(self, dag: Dag) -> tuple[dict[tuple[int, int], Node], list[tuple[int, int]]]:
         """(row, column) -> the output's node, and the elements never stored."""
         out, missing = {}, []
         width = self.case.num_heads * self.case.hd
@@ -199,9 +203,9 @@ class Machine:
                     missing.append((r, col))
                     continue
                 try:
-                    out[(r, col)] = px.value_of_bytes(e, "f32", dag) if b == 4 else px._half(e[0], e[1], dag)
+                    out[(r, col)] = value_of_bytes(e, "f32", dag) if b == 4 else half(e[0], e[1], dag)
                 except TypeError:
-                    raise px.ExecError(f"out[{r}][{col}] holds bytes of different values") from None
+                    raise ExecError(f"out[{r}][{col}] holds bytes of different values") from None
         return out, missing
 
 
@@ -210,16 +214,16 @@ def _item(row: int, position: int, count: int, s0: int, s1: int, partial: int) -
             "split_end": s1, "partial": partial}
 
 
-def _launch(prog: ptx_ops.Program, grid: tuple[int, int], params, gm: px.GlobalMemory, dag: px.Dag,
+def _launch(prog: Program, grid: tuple[int, int], params, gm: GlobalMemory, dag: Dag,
             smem: int) -> None:
     threads = prog.func.ntid[0] if prog.func.ntid else THREADS
     for y in range(grid[1]):
         for x in range(grid[0]):
-            px.run_cta(px.Cta(prog, threads, (x, y, 0), (grid[0], grid[1], 1), params, gm, dag, smem))
+            run_cta(Cta(prog, threads, (x, y, 0), (grid[0], grid[1], 1), params, gm, dag, smem))
 
 
-def run_path(path: str, progs: dict[str, ptx_ops.Program], case: Case, lay: Layout, inputs: Inputs,
-             dag: px.Dag) -> Machine:
+def run_path(path: str, progs: dict[str, Program], case: Case, lay: Layout, inputs: Inputs,
+             dag: Dag) -> Machine:
     """Runs one path's launches on the case; returns its memory. Errors: ExecError."""
     mc = Machine(case, inputs, scale_c(case.hd))
     kvh, splits = case.num_kv_heads, case.num_splits
@@ -242,54 +246,31 @@ def run_path(path: str, progs: dict[str, ptx_ops.Program], case: Case, lay: Layo
     return mc
 
 
-def merge_params(merges: px.Buffer, num: px.Buffer, partial_o: px.Buffer, partial_ml: px.Buffer, heads: int, hd: int,
-                 c_bits: int, out: px.Buffer) -> list[bytes]:
+def merge_params(merges: Buffer, num: Buffer, partial_o: Buffer, partial_ml: Buffer, heads: int, hd: int,
+                 c_bits: int, out: Buffer) -> list[bytes]:
     """attention_merge_kernel's parameters, each its bytes (out's rows heads x hd apart)."""
     return [v.to_bytes(n, "little") for v, n in (
         (merges.base, 8), (num.base, 8), (partial_o.base, 8), (partial_ml.base, 8), (heads, 4), (hd, 4), (c_bits, 4),
         (out.base, 8), (heads * hd, 8))]
 
 
-_PROGRAMS: dict[tuple[str, str], ptx_ops.Program] = {}  # (PTX path, entry regex) -> program, per process
-_LINES: dict[str, tuple[list[str], list[tuple[str, int, int]]]] = {}  # PTX path -> lines, entries' line ranges
+_PROGRAMS: dict[tuple[str, str], Program] = {}  # (PTX path, entry regex) -> program, per process
+_MODULES: dict[str, PtxModule] = {}  # PTX path -> the file, read once per process
 
 
-def program(ptx: str, entry: str) -> ptx_ops.Program:
-    """The compiled entry of ptx matching the regex entry (exactly one). Only that entry is parsed:
-    the module's other entries are blanked out of a copy (line numbers kept), a tenth of the time of
-    the whole file. Errors: ExecError, OSError."""
+def program(ptx: str, entry: str) -> Program:
+    """The compiled entry of ptx matching the regex entry (exactly one). Only that entry is parsed
+    (a tenth of the time of the whole file). Errors: ExecError, OSError."""
     key = (ptx, entry)
     if key in _PROGRAMS:
         return _PROGRAMS[key]
-    import tempfile
-    from ..frontend.ptx import parse_ptx
-    if ptx not in _LINES:
-        lines = open(ptx, encoding="utf-8", errors="replace").read().split("\n")
-        ranges, start, name = [], None, ""
-        for i, ln in enumerate(lines):
-            m = re.match(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$]+)", ln)
-            if m:
-                start, name = i, m.group(1)
-            elif ln.startswith("}") and start is not None:
-                ranges.append((name, start, i + 1))
-                start = None
-        _LINES[ptx] = (lines, ranges)
-    lines, ranges = _LINES[ptx]
-    found = [r for r in ranges if re.search(entry, r[0])]
+    if ptx not in _MODULES:
+        _MODULES[ptx] = PtxModule(ptx)
+    module = _MODULES[ptx]
+    found = [e.name for e in module.entries if re.search(entry, e.name)]
     if len(found) != 1:
-        raise px.ExecError(f"{len(found)} entries match /{entry}/ in {ptx}")
-    keep = list(lines)
-    for name, a, b in ranges:
-        if name != found[0][0]:
-            keep[a:b] = [""] * (b - a)
-    text = "\n".join(keep)
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
-        f.write(text)
-        f.flush()
-        funcs = parse_ptx(f.name)[0]
-    if len(funcs) != 1:
-        raise px.ExecError(f"{found[0][0]}: {len(funcs)} entries parsed from its lines")
-    got = _PROGRAMS[key] = ptx_ops.compile_program(funcs[0], text)
+        raise ExecError(f"{len(found)} entries match /{entry}/ in {ptx}")
+    got = _PROGRAMS[key] = compile_program(module.function(found[0]), module)
     return got
 
 
@@ -308,7 +289,7 @@ class MergeCase:
         return f"the merge alone, head_dim {self.hd}, {self.splits} splits, {'f32' if self.out == 'f' else 'bf16'} out"
 
 
-def merge_contract(dag: px.Dag, c: px.Node, m: list, l: list, o: list) -> px.Node:
+def merge_contract(dag: Dag, c: Node, m: list, l: list, o: list) -> Node:
     """O / L of the in-order fold of the states (m[s], l[s], o[s]): the first copied, each later one
     folded with fold_coef and fold (end_split's and the merge kernel's operations), divide_row's
     quotient last."""
@@ -329,12 +310,12 @@ def run_merge(ptx: str, case: MergeCase, entries: dict[str, str] | None = None) 
     res = CaseOutcome(case)
     try:
         prog = program(ptx, {**ENTRIES, **(entries or {})}["merge"].format(out=_OUT[case.out]))
-        dag = px.Dag(commutative=True)
+        dag = Dag(commutative=True)
         hd, heads, n = case.hd, case.num_heads, case.splits
-        po = [[[px.Node(("leaf", "partial_o", s, h * hd + d), 4) for d in range(hd)] for h in range(heads)]
+        po = [[[Node(("leaf", "partial_o", s, h * hd + d), 4) for d in range(hd)] for h in range(heads)]
               for s in range(n)]
-        pml = [[[px.Node(("leaf", "partial_" + x, s, h), 4) for x in "ml"] for h in range(heads)] for s in range(n)]
-        gm = px.GlobalMemory()
+        pml = [[[Node(("leaf", "partial_" + x, s, h), 4) for x in "ml"] for h in range(heads)] for s in range(n)]
+        gm = GlobalMemory()
         o_buf = gm.add("partial_o", n * heads * hd * 4, writable=False,
                        data=[(v, i) for sl in po for hv in sl for v in hv for i in range(4)])
         ml_buf = gm.add("partial_ml", n * heads * 8, writable=False,
@@ -352,7 +333,7 @@ def run_merge(ptx: str, case: MergeCase, entries: dict[str, str] | None = None) 
                 if None in e:
                     res.differences.append(f"out[0][{h * hd + d}] not stored")
                     return res
-                got = px.value_of_bytes(e, "f32", dag) if width == 4 else px._half(e[0], e[1], dag)
+                got = value_of_bytes(e, "f32", dag) if width == 4 else half(e[0], e[1], dag)
                 want = merge_contract(dag, c, [pml[s][h][0] for s in range(n)], [pml[s][h][1] for s in range(n)],
                                       [po[s][h][d] for s in range(n)])
                 if width == 2:
@@ -363,7 +344,7 @@ def run_merge(ptx: str, case: MergeCase, entries: dict[str, str] | None = None) 
                                            f"in-order fold has {describe(b)[:200]}")
                     return res
                 res.compared += 1
-    except px.ExecError as e:
+    except ExecError as e:
         res.error = str(e)
     except Exception as e:  # an executor fault: not proven, and says why
         res.error = f"{type(e).__name__}: {e}"
@@ -383,7 +364,7 @@ class CaseOutcome:
 
 def describe(n, depth: int = 0) -> str:
     """A short form of a DAG node for a report."""
-    if not isinstance(n, px.Node):
+    if not isinstance(n, Node):
         return repr(n)
     k = n.key
     if k[0] == "leaf":
@@ -401,9 +382,9 @@ def first_difference(a, b, trail: list | None = None) -> tuple:
     """Where a and b part: the first operand that differs of equal operations, down to a pair whose
     operations (or operand counts) differ (trail: the operations passed on the way)."""
     while a is not b:
-        if trail is not None and isinstance(a, px.Node):
+        if trail is not None and isinstance(a, Node):
             trail.append(a.key[0])
-        if not (isinstance(a, px.Node) and isinstance(b, px.Node)) or a.key[0] != b.key[0] or \
+        if not (isinstance(a, Node) and isinstance(b, Node)) or a.key[0] != b.key[0] or \
                 len(a.key) != len(b.key) or a.key[0] in ("leaf", "const") or isinstance(a.key[1], frozenset):
             return a, b
         i = next((i for i in range(1, len(a.key)) if a.key[i] is not b.key[i] and a.key[i] != b.key[i]), None)
@@ -428,7 +409,7 @@ def run_case(ptx: str, spec_path: str, case: Case, entries: dict[str, str] | Non
         names = {**ENTRIES, **(entries or {})}
         progs = {p: program(ptx.replace("compute_80", "compute_90a") if p == "wgmma" else ptx, names[p].format(**kinds))
                  for p in set(case.paths) | {"merge"}}
-        dag = px.Dag(commutative=True)
+        dag = Dag(commutative=True)
         inputs = Inputs(case)
         stored = {}
         for path in case.paths:
@@ -452,7 +433,7 @@ def run_case(ptx: str, spec_path: str, case: Case, entries: dict[str, str] | Non
                         f"differ: {describe(a)[:220]} vs {describe(b)[:220]}")
                     break
                 res.compared += 1
-    except px.ExecError as e:
+    except ExecError as e:
         res.error = str(e)
     except Exception as e:  # an executor fault: the case is not proven, and says why
         res.error = f"{type(e).__name__}: {e}"

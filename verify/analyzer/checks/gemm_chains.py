@@ -14,9 +14,13 @@ import os
 import re
 from dataclasses import dataclass
 
+from ..domains.ptx_dag import MMA_OP, Dag, ExecError, Node, half, value_of_bytes
+from ..frontend.ptx import PtxModule
 from ..spec import loader as specmod
-from ..symbolic import ptx_exec as px
-from ..symbolic import ptx_ops
+from ..symbolic.ptx_exec import Cta, run_cta
+from ..symbolic.ptx_memory import GlobalMemory, param_bytes
+from ..symbolic.ptx_ops import compile_program
+from ..symbolic.ptx_program import Program
 
 PTX = os.path.join("ptx", "vosti_kernels_cuda", "gemm_bf16.compute_80.ptx")
 # gemm_bf16_kernel<BM, WM, WN, STAGES>'s mangled name (the groups: the template arguments).
@@ -69,21 +73,21 @@ class Source:
     entry: str = ENTRY
 
 
-def instantiations(source: Source) -> dict[int, tuple[Instantiation, ptx_ops.Program]]:
+def instantiations(source: Source) -> dict[int, tuple[Instantiation, Program]]:
     """BM -> the instantiation and its compiled program. Errors: ExecError (an instruction not
     modelled, two entries with one BM), OSError (no PTX)."""
-    from ..frontend.ptx import parse_ptx
-    text = open(source.ptx, encoding="utf-8", errors="replace").read()
+    module = PtxModule(source.ptx)
     out = {}
-    for func in parse_ptx(source.ptx)[0]:
-        m = re.search(source.entry, func.name)
+    for entry in module.entries:
+        m = re.search(source.entry, entry.name)
         if m:
+            func = module.function(entry.name)
             inst = Instantiation(*(int(g) for g in m.groups()))
             if func.ntid and func.ntid[0] != inst.threads:
-                raise px.ExecError(f"{func.name}: .maxntid {func.ntid[0]}, TileConfig {inst.threads} threads")
+                raise ExecError(f"{func.name}: .maxntid {func.ntid[0]}, TileConfig {inst.threads} threads")
             if inst.bm in out:
-                raise px.ExecError(f"two entries with BM = {inst.bm} match /{source.entry}/")
-            out[inst.bm] = (inst, ptx_ops.compile_program(func, text))
+                raise ExecError(f"two entries with BM = {inst.bm} match /{source.entry}/")
+            out[inst.bm] = (inst, compile_program(func, module))
     return out
 
 
@@ -97,7 +101,7 @@ def gemm_params_layout(spec_path: str) -> dict[str, tuple[int, int]]:
 class PlanRun:
     """What one plan stored: (row, col) -> node, and what it did not store."""
 
-    y: dict[tuple[int, int], px.Node]
+    y: dict[tuple[int, int], Node]
     missing: list[tuple[int, int]]
 
 
@@ -106,23 +110,23 @@ class Inputs:
     made here once; the Dag's table does not hold them, nothing else makes leaves)."""
 
     def __init__(self, pb: Problem) -> None:
-        self.x = [[px.Node(("leaf", "x", r, c), 2) for c in range(pb.k)] for r in range(pb.m)]
-        self.w = [[px.Node(("leaf", "w", r, c), 2) for c in range(pb.k)] for r in range(pb.n)]
-        self.bias = [px.Node(("leaf", "bias", 0, c), 4) for c in range(pb.n)]
+        self.x = [[Node(("leaf", "x", r, c), 2) for c in range(pb.k)] for r in range(pb.m)]
+        self.w = [[Node(("leaf", "w", r, c), 2) for c in range(pb.k)] for r in range(pb.n)]
+        self.bias = [Node(("leaf", "bias", 0, c), 4) for c in range(pb.n)]
 
     @staticmethod
-    def memory(rows: list[list[px.Node]]) -> list:
+    def memory(rows: list[list[Node]]) -> list:
         """The byte entries of a row-major tensor."""
         return [(leaf, i) for row in rows for leaf in row for i in range(leaf.width)]
 
 
-def run_plan(inst: Instantiation, prog: ptx_ops.Program, pb: Problem, dag: px.Dag, inputs: Inputs, layout: dict,
+def run_plan(inst: Instantiation, prog: Program, pb: Problem, dag: Dag, inputs: Inputs, layout: dict,
              reverse_groups: bool = False) -> PlanRun:
     """Runs the grid of one plan on the symbolic inputs, CTAs one after another, the k-groups of every
     tile in increasing order (decreasing with reverse_groups), the tile counters concrete.
     Errors: ExecError."""
     m, n, k = pb.m, pb.n, pb.k
-    gm = px.GlobalMemory()
+    gm = GlobalMemory()
     x = gm.add("x", m * k * 2, writable=False, data=Inputs.memory(inputs.x))
     w = gm.add("w", n * k * 2, writable=False, data=Inputs.memory(inputs.w))
     bias = gm.add("bias", n * 4, writable=False, data=Inputs.memory([inputs.bias])) if pb.bias else None
@@ -137,19 +141,19 @@ def run_plan(inst: Instantiation, prog: ptx_ops.Program, pb: Problem, dag: px.Da
               "m": m, "n": n, "k": k, "num_k_blocks": pb.segments * pb.kbs, "num_segments": pb.segments,
               "num_groups": pb.groups, "out_f32": int(pb.out_f32), "split": int(split)}
     if set(fields) != set(layout):
-        raise px.ExecError(f"GemmParams fields {sorted(layout)} in kernels.toml, the runner sets {sorted(fields)}")
+        raise ExecError(f"GemmParams fields {sorted(layout)} in kernels.toml, the runner sets {sorted(fields)}")
     size = max(off + b for off, b in layout.values())
-    params = px.param_bytes((size + 7) // 8 * 8, {layout[f][0]: (v, layout[f][1]) for f, v in fields.items()})
+    params = param_bytes((size + 7) // 8 * 8, {layout[f][0]: (v, layout[f][1]) for f, v in fields.items()})
     grid = (tiles[0], tiles[1], pb.groups)
     zs = range(pb.groups - 1, -1, -1) if reverse_groups else range(pb.groups)
     for z in zs:
         for cy in range(grid[1]):
             for cx in range(grid[0]):
-                cta = px.Cta(prog, inst.threads, (cx, cy, z), grid, params, gm, dag, inst.smem_bytes)
-                px.run_cta(cta)
+                cta = Cta(prog, inst.threads, (cx, cy, z), grid, params, gm, dag, inst.smem_bytes)
+                run_cta(cta)
     if counters and any(counters.data):
-        raise px.ExecError("the tile counters are not back to zero after the launch")
-    out: dict[tuple[int, int], px.Node] = {}
+        raise ExecError("the tile counters are not back to zero after the launch")
+    out: dict[tuple[int, int], Node] = {}
     missing = []
     for r in range(m):
         for c in range(n):
@@ -159,22 +163,22 @@ def run_plan(inst: Instantiation, prog: ptx_ops.Program, pb: Problem, dag: px.Da
                 missing.append((r, c))
                 continue
             try:
-                out[(r, c)] = px.value_of_bytes(e, "f32", dag) if pb.out_f32 else px._half(e[0], e[1], dag)
+                out[(r, c)] = value_of_bytes(e, "f32", dag) if pb.out_f32 else half(e[0], e[1], dag)
             except TypeError:
-                raise px.ExecError(f"y[{r}][{c}] holds bytes of different values") from None
+                raise ExecError(f"y[{r}][{c}] holds bytes of different values") from None
     return PlanRun(out, missing)
 
 
 class Contract:
     """The contract's DAG of each element, in the run's Dag and on its inputs' leaves."""
 
-    def __init__(self, dag: px.Dag, pb: Problem, inputs: Inputs) -> None:
+    def __init__(self, dag: Dag, pb: Problem, inputs: Inputs) -> None:
         self.dag, self.pb, self.inputs = dag, pb, inputs
         self.zero = dag.const(0, 4)
         self.steps = pb.kbs * BLOCK_K // 16  # k16 steps a segment
-        self._vecs: dict[tuple[str, int], list[px.Node]] = {}
+        self._vecs: dict[tuple[str, int], list[Node]] = {}
 
-    def vecs(self, tensor: str, r: int) -> list[px.Node]:
+    def vecs(self, tensor: str, r: int) -> list[Node]:
         """Row r of x (or w) as the k16 operand of every step, k increasing."""
         got = self._vecs.get((tensor, r))
         if got is None:
@@ -183,7 +187,7 @@ class Contract:
                                              for q in range(len(row) // 16)]
         return got
 
-    def segment(self, r: int, c: int, s: int) -> px.Node:
+    def segment(self, r: int, c: int, s: int) -> Node:
         """P_s of element (r, c): its k16 steps over segment s in increasing k, from +0.0."""
         xv, wv = self.vecs("x", r), self.vecs("w", c)
         acc = self.zero
@@ -191,7 +195,7 @@ class Contract:
             acc = self.dag.mma(acc, xv[q], wv[q])
         return acc
 
-    def element(self, r: int, c: int) -> px.Node:
+    def element(self, r: int, c: int) -> Node:
         """round_out(((P_0 + P_1) + ... + P_{S-1}) + bias[c])."""
         total = self.segment(r, c, 0)
         for s in range(1, self.pb.segments):
@@ -200,7 +204,7 @@ class Contract:
             total = self.dag.f32_op("add", total, self.inputs.bias[c])
         return total if self.pb.out_f32 else self.dag.bf16_round(total)
 
-    def holds(self, node: px.Node, r: int, c: int) -> bool:
+    def holds(self, node: Node, r: int, c: int) -> bool:
         """Whether node is element(r, c), by walking it (the same test as node is element(r, c),
         without building the contract's nodes)."""
         n = node
@@ -222,7 +226,7 @@ class Contract:
                 p = n
             for q in range((s + 1) * self.steps - 1, s * self.steps - 1, -1):
                 k = p.key
-                if k[0] != px._MMA or k[2] is not xv[q] or k[3] is not wv[q]:
+                if k[0] != MMA_OP or k[2] is not xv[q] or k[3] is not wv[q]:
                     return False
                 p = k[1]
             if p is not self.zero:
@@ -236,7 +240,7 @@ class Contract:
 
 def describe(n, depth: int = 0) -> str:
     """A short form of a DAG: chains of mma steps as their k ranges, sums and roundings spelled out."""
-    if not isinstance(n, px.Node):
+    if not isinstance(n, Node):
         return repr(n)
     op = n.key[0]
     if op == "leaf":
@@ -245,17 +249,17 @@ def describe(n, depth: int = 0) -> str:
         return "+0.0" if n.key[2] == 0 else f"const {n.key[2]:#x}"
     if op == "vec":
         items = n.key[1:]
-        if all(isinstance(i, px.Node) and i.key[0] == "leaf" for i in items):
+        if all(isinstance(i, Node) and i.key[0] == "leaf" for i in items):
             t, r = items[0].key[1], items[0].key[2]
             cols = [i.key[3] for i in items]
             if all(i.key[1] == t and i.key[2] == r for i in items) and cols == list(range(cols[0], cols[0] + 16)):
                 return f"{t}[{r}][{cols[0]}:{cols[0] + 16}]"
-        if all(isinstance(i, px.Node) and i.key[0] == "const" and i.key[2] == 0 for i in items):
+        if all(isinstance(i, Node) and i.key[0] == "const" and i.key[2] == 0 for i in items):
             return "zeros"
         return "(" + ", ".join(describe(i, depth + 1) for i in items[:4]) + ", ...)"
-    if op == px._MMA:
+    if op == MMA_OP:
         steps = []
-        while isinstance(n, px.Node) and n.key[0] == px._MMA:
+        while isinstance(n, Node) and n.key[0] == MMA_OP:
             steps.append((describe(n.key[2]), describe(n.key[3])))
             n = n.key[1]
         steps.reverse()
@@ -287,12 +291,12 @@ def _ranges(ks: list[str]) -> str:
     return ", ".join(f"k {a}..{b + 16}" for a, b in runs)
 
 
-def first_difference(a: px.Node, b: px.Node) -> tuple[px.Node, px.Node]:
+def first_difference(a: Node, b: Node) -> tuple[Node, Node]:
     """Where a and b part, leftmost first: the first differing operand of equal operations, down to
     a pair whose operations differ, or two chains of mma steps, leaves or constants."""
     while a is not b:
-        if not (isinstance(a, px.Node) and isinstance(b, px.Node)) or a.key[0] != b.key[0] or \
-                len(a.key) != len(b.key) or a.key[0] in (px._MMA, "leaf", "const", "vec"):
+        if not (isinstance(a, Node) and isinstance(b, Node)) or a.key[0] != b.key[0] or \
+                len(a.key) != len(b.key) or a.key[0] in (MMA_OP, "leaf", "const", "vec"):
             return a, b
         i = next(i for i in range(1, len(a.key)) if a.key[i] is not b.key[i] and a.key[i] != b.key[i])
         a, b = a.key[i], b.key[i]
@@ -400,7 +404,7 @@ def run_one(source: Source, spec_path: str, run: Run) -> RunOutcome:
             out.error = f"no gemm_bf16_kernel<{run.bm}, ...> in {source.ptx}"
             return out
         inst, prog = progs[run.bm]
-        dag = px.Dag()
+        dag = Dag()
         inputs = Inputs(run.problem)
         got = run_plan(inst, prog, run.problem, dag, inputs, layout, run.reverse_groups)
         contract = Contract(dag, run.problem, inputs)
@@ -416,7 +420,7 @@ def run_one(source: Source, spec_path: str, run: Run) -> RunOutcome:
                                   f"(the element: {describe(node)[:240]})")
                 break
             out.compared += 1
-    except px.ExecError as e:
+    except ExecError as e:
         out.error = str(e)
     except Exception as e:  # an executor fault: the run is not proven, and says why
         out.error = f"{type(e).__name__}: {e}"
