@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass, field
 
 from .checks import flow
+from .domains.labels import EMPTY
 from .frontend.kir import Function
 from .frontend.ptx import parse_ptx, reg_type
 from .spec import loader as specmod
+from .spec import sources as sourcesmod
 
 _FLOAT_REG_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
 TABLE_AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding")
@@ -30,7 +32,7 @@ class KernelResult:
     spec: specmod.KernelSpec
     functions: list[str] = field(default_factory=list)
     violations: list[tuple[str, flow.Violation]] = field(default_factory=list)
-    axes_seen: frozenset[str] = flow.EMPTY
+    axes_seen: frozenset[str] = EMPTY
     fp_instructions: int = 0
     errors: list[str] = field(default_factory=list)
     extra_failures: dict[str, str] = field(default_factory=dict)  # axis -> why (plan checks ...)
@@ -149,9 +151,9 @@ def analyze_kernel(sp: specmod.Spec, ks: specmod.KernelSpec, build: str, cache: 
             calls: list[str] = []
             for plan in ks.plans or [None]:
                 try:
-                    src = specmod.sources_for(sp, ks, func.params, func.kind, plan)
+                    src = sourcesmod.sources_for(sp, ks, func.params, func.kind, plan)
                     if func.kind == "ptx":
-                        specmod.check_param_types(sp, ks, func)
+                        sourcesmod.check_param_types(sp, ks, func)
                 except ValueError as e:
                     res.errors.append(str(e))
                     break
@@ -280,11 +282,11 @@ def ks_name(path: str) -> str:
 def check_pure(funcs: list[Function], callee: str, pure: str) -> str:
     """"" if callee's definition only reads memory: it stores only into its own stack objects and
     calls only intrinsics and other pure callees (on paths that return normally); else why not."""
-    from .checks import flow as flowmod
+    from .frontend.cfg import normal_paths
     f = next((g for g in funcs if g.name == callee), None)
     if f is None:
         return f"{callee[:60]} is declared pure but its definition is not in the artifact"
-    labels, _ = flowmod._normal_paths(f)
+    labels, _ = normal_paths(f)
     allocas = {i.dsts[0] for b in f.blocks for i in b.insts if i.op == "alloca" and i.dsts}
     for b in f.blocks:
         if b.label not in labels:

@@ -41,33 +41,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..domains.memory import (_blocks_in_cycles, _cell, _normal_paths, _pointer_roots, _roots_of, _tensor_map,
-                    _wgmma_reads, control_regions, stack_offsets)
-from ..domains.threads import PSEUDO, THREAD, TID_BITS, _LANE_BITS, _ROW_BOUND_AXES  # noqa: F401 (re-exported)
-from ..domains.threads import _elem_root, _row_bound_compares, _thread_fields, _uniform_for
+from ..domains.labels import EMPTY, LANE_BITS, PSEUDO, ROW_BOUND_AXES, THREAD, uniform_for
+from ..domains.memory import cell, pointer_roots, stack_offsets, tensor_map, wgmma_reads
+from ..domains.threads import row_bound_compares, thread_fields
 from ..domains.values import ValueInfo, analyze_values
+from ..frontend.cfg import blocks_in_cycles, control_regions, normal_paths
 from ..frontend.kir import Function, Inst
+from ..spec.sources import Sources
+from .flow_rules import Refinements
 
-EMPTY: frozenset[str] = frozenset()
 _INF = 1 << 62
-
-
-
-@dataclass
-class Sources:
-    """What the spec entry says about one function's inputs."""
-
-    param_labels: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)  # (param, offset) -> axes
-    param_default: frozenset[str] = EMPTY  # any other ld.param
-    load_labels: dict[tuple, frozenset[str]] = field(default_factory=dict)  # cell root -> axes of loaded values
-    address_ok: set[tuple] = field(default_factory=set)  # cells whose addresses may vary (inout rows)
-    special: dict[str, frozenset[str]] = field(default_factory=dict)  # "%ctaid.x" -> axes
-    assume_false: set[str] = field(default_factory=set)  # (unused: plans give constants instead)
-    consts: dict[tuple[str, int], int] = field(default_factory=dict)  # (param, offset) -> value (a plan)
-    special_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # "%ctaid.z" -> (0, 0) (a plan)
-    extents: set[tuple[str, int]] = field(default_factory=set)  # (param, offset) of row/column counts
-    pure_calls: str = ""  # regex of callees that only read memory (their result: their inputs' labels)
-    elem_labels: dict[tuple, tuple] = field(default_factory=dict)  # pointer root -> (size, field labels, default)
 
 
 @dataclass
@@ -110,7 +93,7 @@ def analyze(func: Function, src: Sources, is_fp_reg, _unused=None) -> FlowResult
     return a.verdict()
 
 
-class _Analysis:
+class _Analysis(Refinements):
     """One function's analysis: its feasible control flow, memory accesses and labels."""
 
     def __init__(self, func: Function, src: Sources, is_fp_reg) -> None:
@@ -122,7 +105,7 @@ class _Analysis:
             self.succ = {lab: [s for s in self.vi.feasible[lab] if s in self.vi.reachable] for lab in self.labels}
             self.dead = self.vi.never_runs
         else:
-            self.labels, self.succ = _normal_paths(func)
+            self.labels, self.succ = normal_paths(func)
             self.dead = set()
         self.insts = [(lab, i) for lab in self.labels for i in self.blocks[lab].insts if id(i) not in self.dead]
         self.where_used: dict[str, set[str]] = {}
@@ -134,7 +117,7 @@ class _Analysis:
         self.branch_pred = {lab: self.blocks[lab].insts[-1].pred for lab in self.labels
                             if self.blocks[lab].insts and self.blocks[lab].insts[-1].kind == "branch"
                             and self.blocks[lab].insts[-1].pred}
-        self.roots = _pointer_roots(func, self.insts)
+        self.roots = pointer_roots(func, self.insts)
         self.pointer_roots: set[tuple] = set()
         for _, inst in self.insts:
             if inst.op.startswith("cvta") or inst.op.startswith("getelementptr") or inst.kind == "copy":
@@ -143,10 +126,10 @@ class _Analysis:
             self.pointer_roots |= {("param-sym", s) if func.symbols.get(s) == "param" else ("sym", s)
                                    for s in inst.symbols}
         self.llvm_offs = stack_offsets(func, self.insts) if func.kind == "llvm" else {}
-        self.row_bounds = _row_bound_compares(func, self.insts, src)
-        self.tid_fields, self.warp_broadcasts = _thread_fields(func, self.insts, self.vi)
+        self.row_bounds = row_bound_compares(func, self.insts, src.extents)
+        self.tid_fields, self.warp_broadcasts = thread_fields(func, self.insts, self.vi)
         self.block_of = {id(i): lab for lab, i in self.insts}
-        self.in_loop = _blocks_in_cycles(self.labels, self.succ)
+        self.in_loop = blocks_in_cycles(self.labels, self.succ)
         self.position = {id(i): k for k, (_, i) in enumerate(self.insts)}
         self.heads_of: dict[str, list[str]] = {}
         for a, region in self.regions.items():
@@ -178,7 +161,7 @@ class _Analysis:
     # ---- memory accesses ----
     def _add(self, acc: list, inst: Inst, write: bool, regs: list[str], sym: str, iv, width: int,
              staging: bool = False) -> None:
-        root = _cell(self.roots, self.pointer_roots, regs, sym)
+        root = cell(self.roots, self.pointer_roots, regs, sym)
         if iv is None and self.func.kind == "llvm" and regs and regs[0] in self.llvm_offs:
             iv = (self.llvm_offs[regs[0]], self.llvm_offs[regs[0]])
         lo, hi = (-_INF, _INF) if iv is None or root[0] != "sym" else (iv[0], iv[1] + (width or _INF))
@@ -195,8 +178,8 @@ class _Analysis:
                 self._add(acc, inst, False, inst.addr, inst.mem_sym, addr, inst.width or 16)
         elif inst.kind == "copy":
             first = vi.first_reg.get(id(inst), (None, None)) if vi else (None, None)
-            tmap_src = _tensor_map(inst.addr, first[0], self.roots)
-            tmap_dst = _tensor_map(inst.dst_addr, first[1], self.roots)
+            tmap_src = tensor_map(inst.addr, first[0], self.roots)
+            tmap_dst = tensor_map(inst.dst_addr, first[1], self.roots)
             if tmap_src:  # TMA load: the global tensor the map (a kernel parameter) describes
                 acc.append(_Access(inst, False, tmap_src, -_INF, _INF, list(inst.addr)))
             else:
@@ -224,7 +207,7 @@ class _Analysis:
         shared_syms = sorted(n for n, sp in self.func.symbols.items() if sp == "shared")
         for _, inst in self.insts:
             if inst.op.startswith("wgmma.mma_async"):
-                ranges = _wgmma_reads(inst, self.vi)
+                ranges = wgmma_reads(inst, self.vi)
                 self.accesses[id(inst)] = [
                     _Access(inst, False, ("sym", sym), *(r if r else (-_INF, _INF)), inst.ignored_srcs)
                     for sym in shared_syms or ["<shared>"] for r in ranges or [None]]
@@ -283,7 +266,7 @@ class _Analysis:
                 # decided once (in no loop) and the read lies in its region too: the read runs only
                 # where the write's side was taken.
                 if (covered or head not in self.in_loop) and self.block_of[id(a.inst)] in self.regions.get(head, ()) \
-                        and _uniform_for(lb, self.labs(a.addr_regs) | self.waddr.get(id(w), EMPTY)):
+                        and uniform_for(lb, self.labs(a.addr_regs) | self.waddr.get(id(w), EMPTY)):
                     continue
                 v = v | lb
         if not self.row_data(a.root) and not self.staging_only(a):
@@ -291,125 +274,6 @@ class _Analysis:
         else:
             v = v | (self.labs(a.addr_regs) & PSEUDO)  # another address per thread: another value
         return v
-
-    def _covered(self, a: _Access, ws: list[_Access]) -> bool:
-        """Every path from the entry to the read passes an unguarded write of the cell first."""
-        rb = self.block_of[id(a.inst)]
-        cover_blocks = set()
-        for w in ws:
-            if w.inst.pred is not None or w.write is False:
-                continue
-            wb = self.block_of[id(w.inst)]
-            if wb == rb:
-                if self.position[id(w.inst)] < self.position[id(a.inst)]:
-                    return True
-                continue
-            cover_blocks.add(wb)
-        key = (rb, frozenset(cover_blocks))
-        if key not in self.cover_cache:
-            self.cover_cache[key] = self._cover_search(rb, cover_blocks)
-        return self.cover_cache[key]
-
-    def _cover_search(self, rb: str, cover_blocks: set[str]) -> bool:
-        labels, succ = self.labels, self.succ
-        # Blocks from which a write is reachable without passing the read: at a branch that only
-        # the thread index decides, a writing thread takes a side that leads to its write, the same
-        # in every pass.
-        # (The blocks other than the read's that reach a writing block through such blocks: a
-        # backward search from the writes, never through the read's block.)
-        to_cover = set(cover_blocks)
-        back = list(cover_blocks)
-        while back:
-            for b in self.pred.get(back.pop(), ()):
-                if b not in to_cover and b != rb:
-                    to_cover.add(b)
-                    back.append(b)
-        seen = {labels[0]} if labels[0] not in cover_blocks else set()
-        work = list(seen)
-        while work:
-            b = work.pop()
-            if b == rb:
-                return False
-            nxt = succ.get(b, ())
-            bp = self.branch_pred.get(b)
-            if bp and self.label.get(bp) and self.label[bp] <= frozenset(TID_BITS):
-                nxt = [c2 for c2 in nxt if c2 in to_cover] or nxt
-            for c2 in nxt:
-                if c2 not in seen and c2 not in cover_blocks:
-                    seen.add(c2)
-                    work.append(c2)
-        return labels[0] not in cover_blocks
-
-    # ---- copies that cannot change a register (the control rule's exception) ----
-    @staticmethod
-    def _copy_key(inst: Inst) -> tuple | None:
-        """(destination, source) of an unguarded mov of one register or one immediate, else None."""
-        if inst.kind != "move" or inst.pred or len(inst.dsts) != 1 or not inst.op.startswith("mov") \
-                or inst.special or inst.symbols:
-            return None
-        if len(inst.srcs) == 1:
-            return (inst.dsts[0], ("reg", inst.srcs[0]))
-        if not inst.srcs and len(inst.args) == 2:
-            return (inst.dsts[0], ("imm", inst.args[1].strip()))
-        return None
-
-    def _copies_at_branch(self) -> dict[str, frozenset]:
-        """Available copies: for each block, the (d, source) pairs with d equal to the source at its
-        end on every path from the entry (forward, intersection at joins)."""
-        if self.copies_out is not None:
-            return self.copies_out
-        out: dict[str, frozenset | None] = {lab: None for lab in self.labels}  # None: not reached yet
-        entry = self.labels[0] if self.labels else None
-
-        def transfer(lab: str, cur: set) -> frozenset:
-            for inst in self.blocks[lab].insts:
-                if id(inst) in self.dead:
-                    continue
-                for x in inst.dsts:
-                    cur = {c for c in cur if c[0] != x and c[1] != ("reg", x)}
-                key = self._copy_key(inst)
-                if key and key[1] != ("reg", key[0]):
-                    cur.add(key)
-            return frozenset(cur)
-
-        changed = True
-        while changed:
-            changed = False
-            for lab in self.labels:
-                ins = [out[q] for q in self.pred.get(lab, []) if out[q] is not None]
-                if lab == entry:
-                    cur: set = set()
-                elif not ins:
-                    continue
-                else:
-                    cur = set(ins[0]).intersection(*ins[1:])
-                new = transfer(lab, cur)
-                if new != out[lab]:
-                    out[lab] = new
-                    changed = True
-        self.copies_out = {lab: v or frozenset() for lab, v in out.items()}
-        return self.copies_out
-
-    def _same_copy(self, inst: Inst, d: str, a: str) -> bool:
-        """Whether inst's definition of d inside branch a's region leaves d as it was at the branch."""
-        key = self._copy_key(inst)
-        if key is None or key[0] != d:
-            return False
-        if (id(inst), a) in self.same_copy:
-            return self.same_copy[(id(inst), a)]
-        ok = key in self._copies_at_branch().get(a, frozenset())
-        src = key[1][1] if key[1][0] == "reg" else None
-        for lab in self.regions[a] if ok else ():
-            for other in self.blocks[lab].insts:
-                if id(other) in self.dead:
-                    continue
-                if (d in other.dsts and self._copy_key(other) != key) or (src is not None and src in other.dsts):
-                    ok = False
-                    break
-            if not ok:
-                break
-        self.same_copy[(id(inst), a)] = ok
-        return ok
 
     def escapes_region(self, d: str, a: str) -> bool:
         if (d, a) not in self.escapes:
@@ -452,7 +316,7 @@ class _Analysis:
                     v = v | src.param_labels.get((p, off + k * size), src.param_default)
                 self._assign(d, v, "parameter")
             return
-        if inst.kind == "load" and _elem_root(self.accesses.get(id(inst), []), src):
+        if inst.kind == "load" and self._element_load(self.accesses.get(id(inst), [])):
             self._elem_load(inst, ctrl_regions, guard)
             return
         v_fp, why_v = EMPTY, "operand"
@@ -510,11 +374,15 @@ class _Analysis:
         if id(inst) in self.tid_fields:  # (tid.x >> s) & mask: depends on those bits only
             v = (v - PSEUDO) | self.tid_fields[id(inst)]
         elif id(inst) in self.warp_broadcasts:  # shfl from a fixed lane: the same in the whole warp
-            v = v - _LANE_BITS
-        if id(inst) in self.row_bounds and v - PSEUDO <= _ROW_BOUND_AXES and v & {"row", "plan"}:
+            v = v - LANE_BITS
+        if id(inst) in self.row_bounds and v - PSEUDO <= ROW_BOUND_AXES and v & {"row", "plan"}:
             v = v & PSEUDO  # a row coordinate against the row count: a row mask (A-bounds)
             why_v = "row bound"
         return v, v_fp, why_v
+
+    def _element_load(self, accs: list) -> bool:
+        """A load of one struct-array element through a spec'd pointer ("->Struct")."""
+        return len(accs) == 1 and not accs[0].write and accs[0].root in self.src.elem_labels
 
     def _elem_load(self, inst: Inst, ctrl_regions: list[str], guard: frozenset[str]) -> None:
         """An element of a struct array: each destination reads its field's labels."""
@@ -598,12 +466,13 @@ class _Analysis:
         return res
 
 
-def describe_cell(cell: tuple) -> str:
-    if cell[0] == "param":
-        return f"param {cell[1].split('_param_')[-1] if '_param_' in cell[1] else cell[1]}+{cell[2]}"
-    if cell[0] == "sym":
-        return f"symbol {cell[1][-40:]}"
-    return cell[0]
+def describe_cell(root: tuple) -> str:
+    """A cell's root as the report names it."""
+    if root[0] == "param":
+        return f"param {root[1].split('_param_')[-1] if '_param_' in root[1] else root[1]}+{root[2]}"
+    if root[0] == "sym":
+        return f"symbol {root[1][-40:]}"
+    return root[0]
 
 
 def _reason(reg: str, why: dict[str, str]) -> str:

@@ -1,7 +1,7 @@
-# The analyzer's control-flow and memory model, shared by flow.py: post-dominators and the
-# regions a branch controls, normal-return paths (LLVM), pointer provenance (roots: parameters,
-# symbols, stack objects and the pointers stored in them), the cell of an access, TMA tensor maps
-# and the shared bytes a wgmma descriptor reads.
+# The memory model of the information-flow analysis (checks/flow.py): pointer provenance (roots:
+# parameters, symbols, stack objects and the pointers stored in them, as sets per register), the
+# cell of an access, (LLVM) constant byte offsets into stack objects, TMA tensor maps, and the
+# shared bytes a wgmma descriptor reads.
 from __future__ import annotations
 
 import re
@@ -10,70 +10,7 @@ from ..frontend.kir import Function, Inst
 from .values import ValueInfo
 
 
-def _postdominators(labels: list[str], succ: dict[str, list[str]]):
-    exit_ = "<exit>"
-    full_succ = {lab: (succ[lab] if succ[lab] else [exit_]) for lab in labels}
-    pdom = {n: set(labels) | {exit_} for n in labels}
-    pdom[exit_] = {exit_}
-    changed = True
-    while changed:
-        changed = False
-        for n in reversed(labels):
-            ss = [s for s in full_succ[n] if s in pdom]
-            new = (set.intersection(*[pdom[s] for s in ss]) if ss else set()) | {n}
-            if new != pdom[n]:
-                pdom[n] = new
-                changed = True
-    ipdom = {}
-    for n in labels:
-        cands = sorted(pdom[n] - {n}, key=lambda c: len(pdom.get(c, ())), reverse=True)
-        ipdom[n] = cands[0] if cands else exit_
-    return ipdom, full_succ
-
-
-def control_regions(blocks: dict, labels: list[str], succ: dict[str, list[str]],
-                    exit_guards: set[str]) -> dict[str, set[str]]:
-    """For each block with two or more successors: the blocks its decision controls, directly or
-    through nested branches (reachable from its successors without passing its immediate
-    post-dominator). A decision whose region runs to the kernel's end is an exit guard."""
-    ipdom, full_succ = _postdominators(labels, succ)
-    regions: dict[str, set[str]] = {}
-    for a in labels:
-        ss = full_succ[a]
-        if len(ss) < 2:
-            continue
-        stop = ipdom[a]
-        region: set[str] = set()
-        work = [b for b in ss if b != stop and b != "<exit>"]
-        while work:
-            b = work.pop()
-            if b in region:
-                continue
-            region.add(b)
-            work.extend(c for c in full_succ.get(b, []) if c != stop and c != "<exit>" and c not in region)
-        regions[a] = region
-        if stop == "<exit>" or all(i.kind == "ret" for i in blocks[stop].insts):
-            exit_guards.add(a)
-    return regions
-
-
-def _normal_paths(func: Function) -> tuple[list[str], dict[str, list[str]]]:
-    """LLVM: the blocks from which a normal return (ret) is reachable, and their edges to such
-    blocks. The others end in an abort or a throw (a failed check): they produce no result."""
-    succ = {b.label: list(b.succs) for b in func.blocks}
-    live = {b.label for b in func.blocks if b.insts and b.insts[-1].kind == "ret" and b.insts[-1].op == "ret"}
-    grow = True
-    while grow:
-        grow = False
-        for b in func.blocks:
-            if b.label not in live and any(c in live for c in succ[b.label]):
-                live.add(b.label)
-                grow = True
-    labels = [b.label for b in func.blocks if b.label in live]
-    return labels, {lab: [c for c in succ[lab] if c in live] for lab in labels}
-
-
-def _pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, set[tuple]]:
+def pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, set[tuple]]:
     """The roots (parameters, symbols) each register's value may derive from, as an address."""
     roots: dict[str, set[tuple]] = {}
     if func.kind == "llvm":
@@ -87,10 +24,10 @@ def _pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, s
         for _, inst in insts:
             new: set[tuple] = set()
             if func.kind == "llvm" and inst.kind == "store":
-                for cell in _roots_of(inst.addr, roots):
+                for cell in roots_of(inst.addr, roots):
                     if cell[0] == "sym":
                         key = (cell, offs.get(inst.addr[0]) if inst.addr else None)
-                        got = _roots_of(inst.srcs[:1], roots)
+                        got = roots_of(inst.srcs[:1], roots)
                         if not got <= stored.get(key, set()):
                             stored[key] = stored.get(key, set()) | got
                             changed = True
@@ -101,7 +38,7 @@ def _pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, s
                 if func.kind == "llvm" and inst.op.startswith("load ptr"):
                     # a pointer read out of a struct parameter: the struct's pointed-to data; out
                     # of a stack object: the pointers stored there
-                    at = _roots_of(inst.addr, roots)
+                    at = roots_of(inst.addr, roots)
                     new = {("param", r[1], "*") for r in at if r[0] == "param"}
                     off = offs.get(inst.addr[0]) if inst.addr else None
                     for r in at:
@@ -133,25 +70,6 @@ def _pointer_roots(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, s
     return roots
 
 
-def _blocks_in_cycles(labels: list[str], succ: dict[str, list[str]]) -> set[str]:
-    """Blocks that lie on a cycle of the control-flow graph (in a loop)."""
-    index = {lab: i for i, lab in enumerate(labels)}
-    out: set[str] = set()
-    for lab in labels:
-        # lab is on a cycle iff it is reachable from one of its successors
-        seen, work = set(), list(succ.get(lab, ()))
-        while work:
-            b = work.pop()
-            if b == lab:
-                out.add(lab)
-                break
-            if b in seen or b not in index:
-                continue
-            seen.add(b)
-            work.extend(succ.get(b, ()))
-    return out
-
-
 def stack_offsets(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, int]:
     """LLVM: register -> constant byte offset into the stack object it points to (alloca = 0,
     bitcast keeps it, getelementptr with constant indices adds llvm.py's inst.offset). A register
@@ -179,10 +97,13 @@ def stack_offsets(func: Function, insts: list[tuple[str, Inst]]) -> dict[str, in
     return offs
 
 
-def _cell(roots, pointer_roots: set[tuple], addr_regs: list[str], sym: str) -> tuple:
-    rs = _roots_of(addr_regs, roots) | ({("sym", sym)} if sym else set())
+def cell(roots, pointers: set[tuple], addr_regs: list[str], sym: str) -> tuple:
+    """The cell an access touches: the one root its address derives from (a parameter, a symbol, a
+    stack object), preferring roots used as pointers where there are several; else unknown or
+    multi (a read of it may meet any write)."""
+    rs = roots_of(addr_regs, roots) | ({("sym", sym)} if sym else set())
     if len(rs) > 1:
-        rs = {r for r in rs if r in pointer_roots} or rs
+        rs = {r for r in rs if r in pointers} or rs
     if not rs:
         return ("unknown",)
     rs = {("param", r[1], "blob") if r[0] == "param-sym" else r for r in rs}
@@ -191,7 +112,7 @@ def _cell(roots, pointer_roots: set[tuple], addr_regs: list[str], sym: str) -> t
     return ("multi",) + tuple(sorted(map(str, rs)))
 
 
-def _tensor_map(regs: list[str], iv, roots) -> tuple | None:
+def tensor_map(regs: list[str], iv, roots) -> tuple | None:
     """The cell of a TMA operand [tensor map, {coordinates}] whose map is a kernel parameter (its
     address derives from the parameter symbol, at a known offset): ("param", name, ("tmap", offset)),
     the global tensor that map describes. None for any other operand."""
@@ -204,7 +125,7 @@ def _tensor_map(regs: list[str], iv, roots) -> tuple | None:
     return ("param", next(iter(params))[1], ("tmap", iv[0]))
 
 
-def _wgmma_reads(inst: Inst, vi: ValueInfo | None) -> list[tuple[int, int]] | None:
+def wgmma_reads(inst: Inst, vi: ValueInfo | None) -> list[tuple[int, int]] | None:
     """Byte ranges (relative to the shared symbol) a wgmma's descriptor operands can read: start
     address (descriptor bits 0-13, x16) plus rows/8 core-matrix groups at the stride byte offset
     (bits 32-45, x16); A has 64 rows, B the instruction's N. None where not decoded (any byte)."""
@@ -235,7 +156,7 @@ def _wgmma_reads(inst: Inst, vi: ValueInfo | None) -> list[tuple[int, int]] | No
     return out
 
 
-def _roots_of(regs, roots) -> set[tuple]:
+def roots_of(regs, roots) -> set[tuple]:
     out: set[tuple] = set()
     for r in regs:
         out |= roots.get(r, set())

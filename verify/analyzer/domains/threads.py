@@ -1,36 +1,15 @@
-# Which threads of a CTA can disagree (the pseudo-axes of %tid.x bits), bit fields of %tid.x, and
-# comparisons of row coordinates with row counts (row masks, assumption A-bounds). Used by flow.py.
+# Two small analyses over a function's registers for the information-flow analysis (flow.py):
+# the bit fields of %tid.x ((tid.x >> s) & mask: which tid bits a value depends on, so that a
+# value's thread pseudo-axes are those bits only) and comparisons of row coordinates with row
+# counts (row masks, assumption A-bounds: a register's coefficient of the row count, +1, -1, 0 or
+# unknown, over all its definitions).
 from __future__ import annotations
 
 from ..frontend.kir import Function, Inst
-
-# Pseudo-axes: the value may differ between the threads of one CTA: "tid<i>", through bit i of
-# %tid.x; "thread", otherwise (elected lane, %tid.y ...). Never a violation by themselves; they say
-# which threads of a CTA can take different sides of a branch.
-THREAD = "thread"
-TID_BITS = tuple(f"tid{i}" for i in range(10))
-PSEUDO = frozenset((THREAD,) + TID_BITS)
-_LANE_BITS = frozenset(TID_BITS[:5])
+from .labels import TID_BITS
 
 
-_ROW_BOUND_AXES = frozenset({"row", "plan", "rows", "padding"})
-
-
-def _elem_root(accs: list, src: Sources) -> bool:
-    """A load of one struct-array element through a spec'd pointer ("->Struct")."""
-    return len(accs) == 1 and not accs[0].write and accs[0].root in src.elem_labels
-
-
-def _uniform_for(branch: frozenset[str], addresses: frozenset[str]) -> bool:
-    """A branch that every pair of threads writing and reading one cell decides alike: it depends on
-    no thread-variant input but bits of %tid.x that neither address depends on (the threads that
-    differ in those bits touch the same cells), and on no scheduling state."""
-    if THREAD in branch or "schedule" in branch or THREAD in addresses:
-        return False
-    return not (branch & addresses & PSEUDO)
-
-
-def _thread_fields(func: Function, insts: list[tuple[str, Inst]], vi) -> tuple[dict, set]:
+def thread_fields(func: Function, insts: list[tuple[str, Inst]], vi) -> tuple[dict, set]:
     """Instructions whose result is a bit field of %tid.x, (tid.x >> s) & mask (register defined
     once): id -> the tid bits it depends on; and shfl.sync.idx reads from a constant lane."""
     ndefs: dict[str, int] = {}
@@ -87,14 +66,14 @@ def _thread_fields(func: Function, insts: list[tuple[str, Inst]], vi) -> tuple[d
     return out, broadcasts
 
 
-def _row_bound_compares(func: Function, insts: list[tuple[str, Inst]], src: Sources) -> set[int]:
+def row_bound_compares(func: Function, insts: list[tuple[str, Inst]], extents: set) -> set[int]:
     """Integer comparisons x + c CMP m (or m - x CMP c ...) where m is a row-count parameter (a field
     labelled rows) entering with coefficient +-1 and everything else is free of it: the candidates
     for row masks. flow.analyze() accepts one as a mask when its other operand carries the row
     (or plan) axis, i.e. is a row coordinate, and nothing but row, plan, rows and padding.
     Coefficients are per register over all its definitions (a register defined twice with
     different coefficients has none)."""
-    rows_fields = src.extents
+    rows_fields = extents  # (param, offset) of the row and column counts
     if not rows_fields:
         return set()
     coef: dict[str, int | None] = {}
