@@ -164,20 +164,15 @@ class ThreadValues:
         return None
 
     def _eval(self, inst: Inst, block: str, index: int, depth: int) -> tuple[list[int], int] | None:
+        """(every thread's value, bits) of inst's one result, where its semantics below are exact."""
         parts = inst.op.split(".")
         base = parts[0]
         if inst.pred is not None or base not in _OPS or len(inst.dsts) != 1 or not inst.args or "|" in inst.args[0]:
             return None
         if any(p in ("cc", "sat", "f16", "f32", "f64", "bf16", "rn", "rz", "rm", "rp") for p in parts):
             return None  # carries, saturation, floating point: not modelled (mul.hi: below)
-        if base == "ld":  # a parameter the plan fixes
-            if inst.space != "param" or len(inst.params) != 1 or len(parts) != 3:
-                return None
-            ty = int_type(parts[2])
-            c = self.consts.get(inst.params[0])
-            if ty is None or c is None:
-                return None
-            return [c & ((1 << ty[1]) - 1)] * len(self.threads), ty[1]
+        if base == "ld":
+            return self._param(inst, parts)
         tys = [int_type(p) for p in parts[1:] if int_type(p)]
         args = inst.args[1:]
 
@@ -185,21 +180,7 @@ class ThreadValues:
             return self._operand(args[k], ty[1], block, index, depth) if k < len(args) else None
 
         if base == "setp":
-            if len(parts) != 3 or not tys or len(args) != 2:
-                return None  # setp.cmp.bool.type (a combined predicate) is not modelled
-            cmp_, ty = parts[1], tys[0]
-            sign = ty[0] == "s"
-            if cmp_ in _CMP_UNSIGNED:
-                cmp_, sign = _CMP_UNSIGNED[cmp_], False
-            if cmp_ not in _CMP_SIGNED or (ty[0] == "b" and cmp_ not in ("eq", "ne")):
-                return None
-            a, b = opnd(0, ty), opnd(1, ty)
-            if a is None or b is None:
-                return None
-            f = _CMP_SIGNED[cmp_]
-            if sign:
-                return [int(f(_signed(x, ty[1]), _signed(y, ty[1]))) for x, y in zip(a, b)], 1
-            return [int(f(x, y)) for x, y in zip(a, b)], 1
+            return self._setp(parts, tys, args, opnd)
         if "pred" in parts:
             if base not in ("and", "or", "xor", "not", "mov"):
                 return None
@@ -208,19 +189,11 @@ class ThreadValues:
                 return None
             return _bitwise(base, xs, 1), 1
         if base == "cvt":
-            if len(tys) != 2 or len(parts) != 3 or len(args) != 1:
-                return None
-            dty, sty = tys
-            a = opnd(0, sty)
-            if a is None:
-                return None
-            wide = [_signed(x, sty[1]) if sty[0] == "s" else x for x in a]
-            return [x & ((1 << dty[1]) - 1) for x in wide], dty[1]
+            return self._cvt(parts, tys, args, opnd)
         if not tys:
             return None
         ty = tys[0]
         bits = ty[1] * 2 if "wide" in parts else ty[1]
-        mask = (1 << bits) - 1
         if base in ("mul", "mad") and not ("lo" in parts or "wide" in parts):
             return None
         if base == "selp":
@@ -231,9 +204,7 @@ class ThreadValues:
                 return None
             return [x if c else y for x, y, c in zip(a, b, p)], bits
         n = {"mov": 1, "not": 1, "neg": 1, "mad": 3}.get(base, 2)
-        if len(args) != n:
-            return None
-        if base == "mov" and args[0].strip().startswith("{"):
+        if len(args) != n or (base == "mov" and args[0].strip().startswith("{")):
             return None
         shift = base in ("shl", "shr")
         xs = [opnd(k, ("u", 32) if shift and k == 1 else ty) for k in range(n)]
@@ -241,36 +212,76 @@ class ThreadValues:
             xs[2] = self._operand(args[2], bits, block, index, depth)
         if any(x is None for x in xs):
             return None
-        sx = [[_signed(v, ty[1]) for v in x] for x in xs] if ty[0] == "s" else xs
-        if base == "mad" and "wide" in parts and ty[0] == "s":
-            sx[2] = [_signed(v, bits) for v in xs[2]]
-        if base == "mov":
-            vals = xs[0]
-        elif base in ("and", "or", "xor", "not"):
-            vals = _bitwise(base, xs, ty[1])
-        elif base == "add":
-            vals = [a + b for a, b in zip(sx[0], sx[1])]
-        elif base == "sub":
-            vals = [a - b for a, b in zip(sx[0], sx[1])]
-        elif base == "neg":
-            vals = [-a for a in sx[0]]
-        elif base == "mul":
-            vals = [a * b for a, b in zip(sx[0], sx[1])]
-        elif base == "mad":
-            vals = [a * b + c for a, b, c in zip(sx[0], sx[1], sx[2])]
-        elif base in ("min", "max"):
-            f = min if base == "min" else max
-            vals = [f(a, b) for a, b in zip(sx[0], sx[1])]
-        elif base == "shl":
-            vals = [a << b if b < bits else 0 for a, b in zip(xs[0], xs[1])]
-        elif base == "shr":
-            if ty[0] == "s":
-                vals = [a >> min(b, bits - 1) for a, b in zip(sx[0], xs[1])]
-            else:
-                vals = [a >> b if b < bits else 0 for a, b in zip(xs[0], xs[1])]
-        else:
+        return _arith(base, parts, ty, bits, xs)
+
+    def _param(self, inst: Inst, parts: list[str]) -> tuple[list[int], int] | None:
+        """ld.param of a parameter the plan fixes."""
+        if inst.space != "param" or len(inst.params) != 1 or len(parts) != 3:
             return None
-        return [v & mask for v in vals], bits
+        ty = int_type(parts[2])
+        c = self.consts.get(inst.params[0])
+        if ty is None or c is None:
+            return None
+        return [c & ((1 << ty[1]) - 1)] * len(self.threads), ty[1]
+
+    @staticmethod
+    def _setp(parts: list[str], tys: list, args: list[str], opnd) -> tuple[list[int], int] | None:
+        if len(parts) != 3 or not tys or len(args) != 2:
+            return None  # setp.cmp.bool.type (a combined predicate) is not modelled
+        cmp_, ty = parts[1], tys[0]
+        sign = ty[0] == "s"
+        if cmp_ in _CMP_UNSIGNED:
+            cmp_, sign = _CMP_UNSIGNED[cmp_], False
+        if cmp_ not in _CMP_SIGNED or (ty[0] == "b" and cmp_ not in ("eq", "ne")):
+            return None
+        a, b = opnd(0, ty), opnd(1, ty)
+        if a is None or b is None:
+            return None
+        f = _CMP_SIGNED[cmp_]
+        if sign:
+            return [int(f(_signed(x, ty[1]), _signed(y, ty[1]))) for x, y in zip(a, b)], 1
+        return [int(f(x, y)) for x, y in zip(a, b)], 1
+
+    @staticmethod
+    def _cvt(parts: list[str], tys: list, args: list[str], opnd) -> tuple[list[int], int] | None:
+        if len(tys) != 2 or len(parts) != 3 or len(args) != 1:
+            return None
+        dty, sty = tys
+        a = opnd(0, sty)
+        if a is None:
+            return None
+        wide = [_signed(x, sty[1]) if sty[0] == "s" else x for x in a]
+        return [x & ((1 << dty[1]) - 1) for x in wide], dty[1]
+
+
+def _arith(base: str, parts: list[str], ty: tuple[str, int], bits: int, xs: list) -> tuple[list[int], int] | None:
+    """An integer operation on every thread's operand bits xs (typed: signed where ty is)."""
+    mask = (1 << bits) - 1
+    sx = [[_signed(v, ty[1]) for v in x] for x in xs] if ty[0] == "s" else xs
+    if base == "mad" and "wide" in parts and ty[0] == "s":
+        sx[2] = [_signed(v, bits) for v in xs[2]]
+    if base in ("and", "or", "xor", "not"):
+        vals = _bitwise(base, xs, ty[1])
+    elif base == "shr" and ty[0] == "s":
+        vals = [a >> min(b, bits - 1) for a, b in zip(sx[0], xs[1])]
+    elif base in _ARITH:
+        vals = _ARITH[base](xs if base in ("mov", "shl", "shr") else sx, bits)
+    else:
+        return None
+    return [v & mask for v in vals], bits
+
+
+# base -> f(operands, bits) -> values, on signed operands where the type is (mov and shifts: bits)
+_ARITH = {"mov": lambda x, w: x[0],
+          "add": lambda x, w: [a + b for a, b in zip(x[0], x[1])],
+          "sub": lambda x, w: [a - b for a, b in zip(x[0], x[1])],
+          "neg": lambda x, w: [-a for a in x[0]],
+          "mul": lambda x, w: [a * b for a, b in zip(x[0], x[1])],
+          "mad": lambda x, w: [a * b + c for a, b, c in zip(x[0], x[1], x[2])],
+          "min": lambda x, w: [min(a, b) for a, b in zip(x[0], x[1])],
+          "max": lambda x, w: [max(a, b) for a, b in zip(x[0], x[1])],
+          "shl": lambda x, w: [a << b if b < w else 0 for a, b in zip(x[0], x[1])],
+          "shr": lambda x, w: [a >> b if b < w else 0 for a, b in zip(x[0], x[1])]}
 
 
 def _bitwise(base: str, xs: list[list[int]], bits: int) -> list[int]:

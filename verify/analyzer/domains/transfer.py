@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from ..frontend.kir import Function, Inst
-from .intervals import (NEGATE, UNSIGNED, Interval, bits_cover, decide, fit, int_type, mul_iv, parse_imm, tdiv,
-                       type_range)
+from .intervals import NEGATE, UNSIGNED, Interval, bits_cover, decide, fit, int_type, parse_imm, type_range
+from .transfer_ops import INTEGER, NEEDS_ALL
 
 
 class PtxEval:
@@ -241,6 +241,7 @@ class PtxEval:
         return None
 
     def _compute(self, st, inst: Inst, base: str, parts: list[str], tys, setp_of=None) -> Interval | None:
+        """The interval of the integer or predicate value inst computes (None: any value)."""
         args = inst.args[1:]
         dty = tys[0] if tys else None
         sty = tys[-1] if tys else None
@@ -251,158 +252,87 @@ class PtxEval:
             if len(all_t) < 2 or not int_type(all_t[0]) or not int_type(all_t[1]):
                 return None  # to or from floating point: not an integer value
             dty, sty = int_type(all_t[0]), int_type(all_t[1])
-        if base == "setp":
-            return self._setp(st, inst, parts)
         if base in ("and", "or", "xor", "not") and "pred" in parts:
-            xs = [self.operand(st, a, None) for a in args]
-            if any(x is None for x in xs):
-                return (0, 1)
-            if base == "not":
-                return (1 - xs[0][1], 1 - xs[0][0])
-            if all(x[0] == x[1] for x in xs):
-                a, b = xs[0][0], xs[1][0]
-                v = (a & b) if base == "and" else (a | b) if base == "or" else (a ^ b)
-                return (v, v)
-            if base == "and" and any(x == (0, 0) for x in xs):
-                return (0, 0)
-            if base == "or" and any(x == (1, 1) for x in xs):
-                return (1, 1)
-            return (0, 1)
-        if base in ("selp", "slct"):
-            if len(args) < 3:
-                return None
-            p = self.operand(st, args[2], None)
-            a, b = self.operand(st, args[0], sty), self.operand(st, args[1], sty)
-            if p == (1, 1):
-                return a
-            if p == (0, 0):
-                return b
-            setp = (setp_of or {}).get(args[2].strip())
-            if setp is not None:  # each side under its condition (x == 11 ? 0 : x)
-                st_t, st_f = self.refine(st, setp, True), self.refine(st, setp, False)
-                a = self.operand(st_t, args[0], sty) if st_t is not None else None
-                b = self.operand(st_f, args[1], sty) if st_f is not None else None
-                if st_t is None:
-                    return b
-                if st_f is None:
-                    return a
-            if a is None or b is None:
-                return None
-            return (min(a[0], b[0]), max(a[1], b[1]))
-        if base in ("mov", "cvta"):
-            if not args:
-                return None
-            if args[0].startswith("{"):  # pack {lo, hi}
-                regs = [r.strip() for r in args[0].strip("{}").split(",")]
-                vals = [self.operand(st, r, None) for r in regs]
-                if any(v is None or v[0] < 0 for v in vals) or len(vals) != 2:
-                    return None
-                bits = 32 if dty and dty[1] == 64 else 16
-                if any(v[1] >= (1 << bits) for v in vals):
-                    return None
-                return ((vals[1][0] << bits) + vals[0][0], (vals[1][1] << bits) + vals[0][1])
-            iv = self.operand(st, args[0], sty if base == "mov" else None)
-            return fit(iv, dty) if iv is not None and dty else iv
-        if base == "cvt":
-            if not dty:
-                return None
-            iv = self.operand(st, args[0], sty) if sty else None
-            return fit(iv, dty)
-        if base in ("shfl",):
-            return self.operand(st, args[0], dty) if args else None
-        if base == "elect":
-            return (0, 31)
+            return self._predicate(st, base, args)
+        special = _SPECIAL.get(base)
+        if special is not None:
+            return special(self, st, inst, base, parts, args, dty, sty, setp_of)
         if not dty:
             return None
         xs = [self.operand(st, a, sty) for a in args]
-        full = type_range(*dty)
-        r: Interval | None = None
-        if base in ("add", "sub", "mul", "mad", "min", "max", "neg", "abs") and any(x is None for x in xs[:3]):
+        if base in NEEDS_ALL and any(x is None for x in xs[:3]):
             return None
-        if base == "add" and len(xs) == 2:
-            r = (xs[0][0] + xs[1][0], xs[0][1] + xs[1][1])
-        elif base == "sub" and len(xs) == 2:
-            r = (xs[0][0] - xs[1][1], xs[0][1] - xs[1][0])
-        elif base == "mul" and len(xs) == 2:
-            if "hi" in parts:
-                return None
-            r = mul_iv(xs[0], xs[1])
-        elif base == "mad" and len(xs) == 3:
-            if "hi" in parts:
-                return None
-            p = mul_iv(xs[0], xs[1])
-            r = (p[0] + xs[2][0], p[1] + xs[2][1])
-        elif base == "neg" and len(xs) == 1:
-            r = (-xs[0][1], -xs[0][0])
-        elif base == "abs" and len(xs) == 1:
-            lo, hi = xs[0]
-            r = (0 if lo <= 0 <= hi else min(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
-        elif base == "min" and len(xs) == 2:
-            r = (min(xs[0][0], xs[1][0]), min(xs[0][1], xs[1][1]))
-        elif base == "max" and len(xs) == 2:
-            r = (max(xs[0][0], xs[1][0]), max(xs[0][1], xs[1][1]))
-        elif base == "shl" and len(xs) == 2:
-            sh = self.operand(st, args[1], ("u", 32))
-            if xs[0] is None or sh is None or sh[0] != sh[1] or sh[0] >= dty[1]:
-                return None
-            r = (xs[0][0] << sh[0], xs[0][1] << sh[0])
-        elif base == "shr" and len(xs) == 2:
-            sh = self.operand(st, args[1], ("u", 32))
-            if xs[0] is None or sh is None:
-                return None
-            if sh[0] == sh[1]:
-                s = min(sh[0], dty[1] - 1) if dty[0] == "s" else sh[0]
-                r = (xs[0][0] >> s, xs[0][1] >> s)
-            elif xs[0][0] >= 0:
-                r = (xs[0][0] >> sh[1], xs[0][1] >> sh[0])
-            else:
-                return None
-        elif base == "and" and len(xs) == 2:
-            a, b = xs
-            for x, y in ((a, b), (b, a)):  # x & low-bit mask that covers x: x itself
-                if x is not None and y is not None and y[0] == y[1] and x[0] >= 0 and y[0] >= 0 and \
-                        y[0] & (y[0] + 1) == 0 and x[1] <= y[0]:
-                    return x
-            cands = []
-            for x in (a, b):
-                if x is not None and x[0] >= 0:
-                    cands.append(x[1])
-            if not cands:
-                return None
-            r = (0, min(cands))
-        elif base in ("or", "xor") and len(xs) == 2:
-            a, b = xs
-            if a is None or b is None or a[0] < 0 or b[0] < 0:
-                return None
-            for x, y in ((a, b), (b, a)):  # a constant whose bits lie above x's: a sum
-                if y[0] == y[1] and y[0] & bits_cover(x[1]) == 0:
-                    return fit((x[0] + y[0], x[1] + y[0]), dty)
-            top = bits_cover(max(a[1], b[1]))
-            r = (max(a[0], b[0]) if base == "or" else 0, top)
-        elif base == "not":
+        op = INTEGER.get(base)
+        return op(self, st, args, xs, parts, dty) if op is not None else None
+
+    def _predicate(self, st, base: str, args: list[str]) -> Interval:
+        """and, or, xor, not of predicates (0 or 1)."""
+        xs = [self.operand(st, a, None) for a in args]
+        if any(x is None for x in xs):
+            return (0, 1)
+        if base == "not":
+            return (1 - xs[0][1], 1 - xs[0][0])
+        if all(x[0] == x[1] for x in xs):
+            a, b = xs[0][0], xs[1][0]
+            v = (a & b) if base == "and" else (a | b) if base == "or" else (a ^ b)
+            return (v, v)
+        if base == "and" and any(x == (0, 0) for x in xs):
+            return (0, 0)
+        if base == "or" and any(x == (1, 1) for x in xs):
+            return (1, 1)
+        return (0, 1)
+
+    def _select(self, st, inst, base, parts, args, dty, sty, setp_of) -> Interval | None:
+        """selp / slct: the side the predicate picks, or both sides' hull (each refined by the
+        predicate's comparison where it is a setp of the block: x == 11 ? 0 : x)."""
+        if len(args) < 3:
             return None
-        elif base in ("div", "rem") and len(xs) == 2:
-            a, b = xs
-            if a is None or b is None or b[0] <= 0:
+        p = self.operand(st, args[2], None)
+        a, b = self.operand(st, args[0], sty), self.operand(st, args[1], sty)
+        if p == (1, 1):
+            return a
+        if p == (0, 0):
+            return b
+        setp = (setp_of or {}).get(args[2].strip())
+        if setp is not None:
+            st_t, st_f = self.refine(st, setp, True), self.refine(st, setp, False)
+            a = self.operand(st_t, args[0], sty) if st_t is not None else None
+            b = self.operand(st_f, args[1], sty) if st_f is not None else None
+            if st_t is None:
+                return b
+            if st_f is None:
+                return a
+        if a is None or b is None:
+            return None
+        return (min(a[0], b[0]), max(a[1], b[1]))
+
+    def _move(self, st, inst, base, parts, args, dty, sty, setp_of) -> Interval | None:
+        """mov / cvta: the operand, or a pack {lo, hi} of two non-negative halves."""
+        if not args:
+            return None
+        if args[0].startswith("{"):  # pack {lo, hi}
+            regs = [r.strip() for r in args[0].strip("{}").split(",")]
+            vals = [self.operand(st, r, None) for r in regs]
+            if any(v is None or v[0] < 0 for v in vals) or len(vals) != 2:
                 return None
-            if base == "div":
-                c = [tdiv(x, y) for x in a for y in b]
-                r = (min(c), max(c))
-            else:
-                m = b[1] - 1
-                r = (0, min(m, a[1])) if a[0] >= 0 else (-m, m)
-        elif base in ("popc", "clz"):
-            return (0, 64)
-        elif base == "bfe" and len(args) == 3:
-            ln = self.operand(st, args[2], ("u", 32))
-            if ln and ln[0] == ln[1] and dty[0] != "s" and ln[0] < 64:
-                return (0, (1 << ln[0]) - 1)
+            bits = 32 if dty and dty[1] == 64 else 16
+            if any(v[1] >= (1 << bits) for v in vals):
+                return None
+            return ((vals[1][0] << bits) + vals[0][0], (vals[1][1] << bits) + vals[0][1])
+        iv = self.operand(st, args[0], sty if base == "mov" else None)
+        return fit(iv, dty) if iv is not None and dty else iv
+
+    def _convert(self, st, inst, base, parts, args, dty, sty, setp_of) -> Interval | None:
+        if not dty:
             return None
-        else:
-            return None
-        if r[0] < full[0] or r[1] > full[1]:
-            return fit(r, dty)
-        return r
+        iv = self.operand(st, args[0], sty) if sty else None
+        return fit(iv, dty)
+
+    def _shuffle(self, st, inst, base, parts, args, dty, sty, setp_of) -> Interval | None:
+        return self.operand(st, args[0], dty) if args else None
+
+    def _setp_value(self, st, inst, base, parts, args, dty, sty, setp_of) -> Interval:
+        return self._setp(st, inst, parts)
 
     def _setp(self, st, inst: Inst, parts: list[str]) -> Interval:
         cmp_ = parts[1] if len(parts) > 1 else ""
@@ -464,3 +394,9 @@ class PtxEval:
                     continue  # stored under another signedness: leave it
                 out[txt] = new
         return out
+
+
+# base opcode -> PtxEval method for the operations that are not integer arithmetic on intervals
+_SPECIAL = {"setp": PtxEval._setp_value, "selp": PtxEval._select, "slct": PtxEval._select, "mov": PtxEval._move,
+            "cvta": PtxEval._move, "cvt": PtxEval._convert, "shfl": PtxEval._shuffle,
+            "elect": lambda ev, st, inst, base, parts, args, dty, sty, setp_of: (0, 31)}

@@ -104,29 +104,78 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
         sp[f"%ntid.{axis}"] = (1, nt[i])
     if special:
         sp.update(special)
-    ev = PtxEval(func, consts or {}, sp)
-    edges = _edges(func)
-    blocks = {b.label: b for b in func.blocks}
-    order = [b.label for b in func.blocks]
-    index = {lab: i for i, lab in enumerate(order)}
-    entry_state: dict[str, dict | None] = {lab: None for lab in order}
-    entry_state[order[0]] = {}
-    visits = {lab: 0 for lab in order}
-    work = {order[0]}
-    feasible: dict[str, set[str]] = {lab: set() for lab in order}
-    ndefs: dict[str, int] = {}
-    for b in func.blocks:
-        for inst in b.insts:
-            for d in inst.dsts:
-                ndefs[d] = ndefs.get(d, 0) + 1
-    single_defs = {d: (inst, b.label) for b in func.blocks for inst in b.insts for d in inst.dsts[:1]
-                   if ndefs[d] == 1}
-    single_defs["#entry"] = func.blocks[0].label
+    fix = _Fixpoint(func, PtxEval(func, consts or {}, sp))
+    fix.solve()
+    order = fix.order
+    reachable = {lab for lab in order if fix.entry_state[lab] is not None}
+    info = ValueInfo({lab: [s for s, _, _ in fix.edges[lab] if s in fix.feasible[lab]] for lab in order}, reachable)
+    fix.threads = ThreadValues(func, info.feasible, consts or {}, sp)
+    # One pass more to record, per instruction, its guard's constancy and its address intervals.
+    for lab in order:
+        if lab in reachable:
+            fix.run_block(lab, info)
+    return info
 
-    def run_block(lab: str, record: ValueInfo | None) -> tuple[dict, dict]:
-        st = dict(entry_state[lab])
+
+class _Fixpoint:
+    """The blocks' entry states (register -> interval), iterated to a fixpoint over the feasible
+    edges (branch refinement on the edge a setp decides, widening on back edges)."""
+
+    def __init__(self, func: Function, ev: PtxEval) -> None:
+        self.ev = ev
+        self.edges = _edges(func)
+        self.blocks = {b.label: b for b in func.blocks}
+        self.order = [b.label for b in func.blocks]
+        self.index = {lab: i for i, lab in enumerate(self.order)}
+        self.entry_state: dict[str, dict | None] = {lab: None for lab in self.order}
+        self.entry_state[self.order[0]] = {}
+        self.visits = {lab: 0 for lab in self.order}
+        self.feasible: dict[str, set[str]] = {lab: set() for lab in self.order}
+        ndefs: dict[str, int] = {}
+        for b in func.blocks:
+            for inst in b.insts:
+                for d in inst.dsts:
+                    ndefs[d] = ndefs.get(d, 0) + 1
+        self.single_defs = {d: (inst, b.label) for b in func.blocks for inst in b.insts for d in inst.dsts[:1]
+                            if ndefs[d] == 1}
+        self.single_defs["#entry"] = func.blocks[0].label
+        self.threads: ThreadValues | None = None  # for the recording pass
+
+    def solve(self) -> None:
+        ev, index, entry_state = self.ev, self.index, self.entry_state
+        work = {self.order[0]}
+        while work:
+            lab = min(work, key=lambda x: index[x])
+            work.discard(lab)
+            st, setp_of = self.run_block(lab, None)
+            for succ, pred, truth in self.edges[lab]:
+                s2 = st
+                if pred is not None:
+                    pv = st.get(pred)
+                    if pv is not None and pv[0] == pv[1] and bool(pv[0]) != truth:
+                        continue  # infeasible edge
+                    if pred in setp_of:
+                        s2 = ev.refine(st, setp_of[pred], truth)
+                        if s2 is None:
+                            continue
+                self.feasible[lab].add(succ)
+                old = entry_state[succ]
+                new = join(old, s2)
+                if old is not None and index[succ] <= index[lab]:  # a back edge: widen
+                    self.visits[succ] += 1
+                    if self.visits[succ] > _WIDEN_AFTER:
+                        new = widen(old, new, ev.thresholds, self.visits[succ] > _WIDEN_FULL)
+                if new != old:
+                    entry_state[succ] = new
+                    work.add(succ)
+
+    def run_block(self, lab: str, record: ValueInfo | None) -> tuple[dict, dict]:
+        """The block's exit state and the setp of each predicate it defines (record: the recording
+        pass, which notes each instruction's facts)."""
+        ev = self.ev
+        st = dict(self.entry_state[lab])
         setp_of: dict[str, Inst] = {}
-        for k, inst in enumerate(blocks[lab].insts):
+        for k, inst in enumerate(self.blocks[lab].insts):
             if inst.pred is not None:
                 p = st.get(inst.pred)
                 if p is not None and p[0] == p[1] and bool(p[0]) == inst.pred_neg:
@@ -134,63 +183,35 @@ def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,
                         record.never_runs.add(id(inst))
                     continue  # never runs
             if record is not None:
-                if inst.kind in ("load", "store", "atomic", "copy"):
-                    here = _refined(ev, st, inst.addr[:1] + inst.dst_addr[:1], single_defs)
-                    here = _per_thread(threads, here, inst.addr[:1] + inst.dst_addr[:1], lab, k)
-                    record.addr[id(inst)] = _address(here, inst.addr, inst.offset)
-                    if inst.kind == "copy":
-                        record.dst_addr[id(inst)] = _address(here, inst.dst_addr, inst.dst_offset)
-                        record.first_reg[id(inst)] = (st.get(inst.addr[0]) if inst.addr else None,
-                                                      st.get(inst.dst_addr[0]) if inst.dst_addr else None)
-                if inst.op.startswith("wgmma.mma_async"):
-                    record.desc[id(inst)] = [st.get(r) for r in inst.ignored_srcs]
-                    if len(inst.args) > 3:
-                        record.wgmma_scale_d[id(inst)] = ev.operand(st, inst.args[3], None)
-                if inst.op.startswith("shfl") and len(inst.args) > 2:
-                    record.shfl_lane[id(inst)] = ev.operand(st, inst.args[2], None)
-                if inst.op.split(".")[0] in ("add", "sub", "and") and not inst.fp:
-                    record.operands[id(inst)] = [ev.operand(st, x, None) for x in inst.args[1:]]
+                self._record(record, st, inst, lab, k)
             ev.transfer(st, inst, setp_of)
             for d in inst.dsts:
                 if setp_of:
-                    for k in [k for k, s in setp_of.items() if k != "#sym" and (d in s.args[1:3] or k == d)]:
-                        setp_of.pop(k, None)
+                    for key in [key for key, s in setp_of.items() if key != "#sym" and (d in s.args[1:3] or key == d)]:
+                        setp_of.pop(key, None)
             if inst.op.startswith("setp") and inst.dsts and inst.pred is None and "|" not in inst.args[0]:
                 setp_of[inst.dsts[0]] = inst
         return st, setp_of
 
-    while work:
-        lab = min(work, key=lambda x: index[x])
-        work.discard(lab)
-        st, setp_of = run_block(lab, None)
-        for succ, pred, truth in edges[lab]:
-            s2 = st
-            if pred is not None:
-                pv = st.get(pred)
-                if pv is not None and pv[0] == pv[1] and bool(pv[0]) != truth:
-                    continue  # infeasible edge
-                if pred in setp_of:
-                    s2 = ev.refine(st, setp_of[pred], truth)
-                    if s2 is None:
-                        continue
-            feasible[lab].add(succ)
-            old = entry_state[succ]
-            new = join(old, s2)
-            if old is not None and index[succ] <= index[lab]:  # a back edge: widen
-                visits[succ] += 1
-                if visits[succ] > _WIDEN_AFTER:
-                    new = widen(old, new, ev.thresholds, visits[succ] > _WIDEN_FULL)
-            if new != old:
-                entry_state[succ] = new
-                work.add(succ)
-    reachable = {lab for lab in order if entry_state[lab] is not None}
-    info = ValueInfo({lab: [s for s, _, _ in edges[lab] if s in feasible[lab]] for lab in order}, reachable)
-    threads = ThreadValues(func, info.feasible, consts or {}, sp)
-    # One pass more to record, per instruction, its guard's constancy and its address intervals.
-    for lab in order:
-        if lab in reachable:
-            run_block(lab, info)
-    return info
+    def _record(self, record: ValueInfo, st: dict, inst: Inst, lab: str, k: int) -> None:
+        """inst's address intervals, descriptors, shuffle lane and operands, before it runs."""
+        ev = self.ev
+        if inst.kind in ("load", "store", "atomic", "copy"):
+            here = _refined(ev, st, inst.addr[:1] + inst.dst_addr[:1], self.single_defs)
+            here = _per_thread(self.threads, here, inst.addr[:1] + inst.dst_addr[:1], lab, k)
+            record.addr[id(inst)] = _address(here, inst.addr, inst.offset)
+            if inst.kind == "copy":
+                record.dst_addr[id(inst)] = _address(here, inst.dst_addr, inst.dst_offset)
+                record.first_reg[id(inst)] = (st.get(inst.addr[0]) if inst.addr else None,
+                                              st.get(inst.dst_addr[0]) if inst.dst_addr else None)
+        if inst.op.startswith("wgmma.mma_async"):
+            record.desc[id(inst)] = [st.get(r) for r in inst.ignored_srcs]
+            if len(inst.args) > 3:
+                record.wgmma_scale_d[id(inst)] = ev.operand(st, inst.args[3], None)
+        if inst.op.startswith("shfl") and len(inst.args) > 2:
+            record.shfl_lane[id(inst)] = ev.operand(st, inst.args[2], None)
+        if inst.op.split(".")[0] in ("add", "sub", "and") and not inst.fp:
+            record.operands[id(inst)] = [ev.operand(st, x, None) for x in inst.args[1:]]
 
 
 _REEVAL_OPS = ("add", "sub", "shl", "mul", "mad", "cvt", "cvta", "mov", "and", "or", "xor", "shr", "selp")
