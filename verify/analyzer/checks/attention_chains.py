@@ -31,7 +31,6 @@ from ..symbolic.ptx_memory import Buffer, GlobalMemory, param_bytes
 from ..symbolic.ptx_ops import compile_program
 from ..symbolic.ptx_program import Program
 
-PTX = os.path.join("ptx", "vosti_kernels_cuda", "attention_mma.compute_80.ptx")
 _OUT = {"f": "f", "bf16": "13__nv_bfloat16"}
 ENTRIES = {  # path -> the entry regex, formatted with hd and the output type's mangled name
     "folded": r"attention_mma_kernelILi{hd}E{out}Lb1ELi1EEEv",
@@ -394,9 +393,11 @@ def first_difference(a, b, trail: list | None = None) -> tuple:
     return a, b
 
 
-def run_case(ptx: str, spec_path: str, case: Case, entries: dict[str, str] | None = None) -> CaseOutcome:
+def run_case(ptx: str, spec_path: str, case: Case, entries: dict[str, str] | None = None,
+             ptx_sm90: str | None = None) -> CaseOutcome:
     """Runs every path of the case on one Dag and compares each output value across them. entries:
-    other entry regexes for some paths (mutants.py's planted kernels)."""
+    other entry regexes for some paths (mutants.py's planted kernels); ptx_sm90: the PTX of the wgmma
+    path (None: ptx)."""
     import gc
     import time
     t0 = time.time()
@@ -407,7 +408,7 @@ def run_case(ptx: str, spec_path: str, case: Case, entries: dict[str, str] | Non
         lay = layout(spec_path)
         kinds = {"hd": case.hd, "out": _OUT[case.out]}
         names = {**ENTRIES, **(entries or {})}
-        progs = {p: program(ptx.replace("compute_80", "compute_90a") if p == "wgmma" else ptx, names[p].format(**kinds))
+        progs = {p: program((ptx_sm90 or ptx) if p == "wgmma" else ptx, names[p].format(**kinds))
                  for p in set(case.paths) | {"merge"}}
         dag = Dag(commutative=True)
         inputs = Inputs(case)
@@ -473,8 +474,11 @@ def merge_cases() -> list[MergeCase]:
     return [MergeCase(128, 33), MergeCase(128, 70, "bf16"), MergeCase(64, 65)]
 
 
-def _run(ptx: str, spec_path: str, case: Case | MergeCase, entries: dict[str, str] | None) -> CaseOutcome:
-    return run_merge(ptx, case, entries) if isinstance(case, MergeCase) else run_case(ptx, spec_path, case, entries)
+def _run(ptx: str, spec_path: str, case: Case | MergeCase, entries: dict[str, str] | None,
+         ptx_sm90: str | None) -> CaseOutcome:
+    if isinstance(case, MergeCase):
+        return run_merge(ptx, case, entries)
+    return run_case(ptx, spec_path, case, entries, ptx_sm90)
 
 
 def _cost(c: Case | MergeCase) -> float:
@@ -492,23 +496,24 @@ class ChainVerdict:
 
 
 def compare(ptx: str, spec_path: str, workers: int = 2, todo: list | None = None,
-            entries: dict[str, str] | None = None) -> ChainVerdict:
+            entries: dict[str, str] | None = None, ptx_sm90: str | None = None) -> ChainVerdict:
     """Runs the cases (cases() and merge_cases() by default; in `workers` processes, the costliest
     first) and gathers the verdict: every output value of every case must be the same node on every
-    path (the merge's: the in-order fold's)."""
+    path (the merge's: the in-order fold's). ptx_sm90: the PTX of the wgmma kernel (None: ptx)."""
     import time
     from concurrent.futures import ProcessPoolExecutor
     t0 = time.time()
-    for f in (ptx, ptx.replace("compute_80", "compute_90a")):
+    for f in (ptx, ptx_sm90 or ptx):
         if not os.path.exists(f):
             return ChainVerdict([], [f"split paths not compared: no {f}"])
     todo = sorted(todo or cases() + merge_cases(), key=_cost, reverse=True)
     paths = [p for p in PATHS if any(isinstance(c, Case) and p in c.paths for c in todo)]
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(_run, [ptx] * len(todo), [spec_path] * len(todo), todo, [entries] * len(todo)))
+            outcomes = list(pool.map(_run, [ptx] * len(todo), [spec_path] * len(todo), todo, [entries] * len(todo),
+                                     [ptx_sm90] * len(todo)))
     else:
-        outcomes = [_run(ptx, spec_path, c, entries) for c in todo]
+        outcomes = [_run(ptx, spec_path, c, entries, ptx_sm90) for c in todo]
     reasons = []
     for o in outcomes:
         if o.error:

@@ -22,7 +22,6 @@ from ..symbolic.ptx_memory import GlobalMemory, param_bytes
 from ..symbolic.ptx_ops import compile_program
 from ..symbolic.ptx_program import Program
 
-PTX = os.path.join("ptx", "vosti_kernels_cuda", "gemm_bf16.compute_80.ptx")
 # gemm_bf16_kernel<BM, WM, WN, STAGES>'s mangled name (the groups: the template arguments).
 ENTRY = r"gemm_bf16_kernelILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)EEEv"
 BLOCK_N = 128  # kGemmBlockN

@@ -16,10 +16,10 @@ from ..symbolic import dag
 K_SMALL = 80
 
 
-def block_table(module: LlvmModule, path: str) -> list[str]:
-    """The function names of the kBlockTable constant, in table order."""
+def block_table(module: LlvmModule, path: str, table: str = "kBlockTable") -> list[str]:
+    """The function names of the constant table (the spec entry's `dispatch`), in table order."""
     text = open(path, encoding="utf-8", errors="replace").read()
-    m = re.search(r"^@\S*kBlockTable\S* = .*$", text, re.M)
+    m = re.search(r"^@\S*" + re.escape(table) + r"\S* = .*$", text, re.M)
     if not m:
         return []
     return re.findall(r"@(_ZN\w*dot_block\w*)", m.group(0))
@@ -60,13 +60,13 @@ def element_dags(module: LlvmModule, name: str, k: int, with_bias: bool) -> dict
     return out
 
 
-def compare(path: str, ks: list[int]) -> tuple[list[str], list[str]]:
+def compare(path: str, ks: list[int], table: str = "kBlockTable") -> tuple[list[str], list[str]]:
     """(names compared, reasons they differ): every candidate of the table against dot_block<1,1>,
     element by element, for every k in ks, with and without bias."""
     module = LlvmModule(path)
-    names = block_table(module, path)
+    names = block_table(module, path, table)
     if not names:
-        return [], ["kBlockTable not found in the IR"]
+        return [], [f"{table} not found in the IR"]
     ref = next((n for n in names if _rc(n) == (1, 1)), None)
     problems: list[str] = []
     for k in ks:

@@ -87,10 +87,11 @@ def _verdicts(results) -> tuple[dict[str, list[str]], dict[tuple[int, str], list
     return tma, mma
 
 
-def check_plans(build: str, results, shapes_path: str, signatures: dict | None = None) -> list[PlanRow]:
+def check_plans(build: str, results, shapes_path: str, art: specmod.Artifacts, spec_path: str,
+                signatures: dict | None = None) -> list[PlanRow]:
     """One PlanRow per GPU of shapes.toml. signatures: CUTLASS tile -> its chain signature (or an
     error string), from signature.py; None skips that comparison (and says so)."""
-    tool = os.path.join(build, "verify", "analyzer", "vosti_gemm_plans")
+    tool = os.path.join(build, art.gemm_plans)
     cfg = tomllib.load(open(shapes_path, "rb"))
     rows = []
     if not os.path.exists(tool):
@@ -135,7 +136,7 @@ def check_plans(build: str, results, shapes_path: str, signatures: dict | None =
         for name in sorted(used_tiles):
             why = tma.get(name)
             if why is None:
-                row.reasons.append(f"{name}: selected, but no analysed PTX (build/ptx/vosti_gemm_sm90_tma/{name}.ptx)")
+                row.reasons.append(f"{name}: selected, but no analysed PTX (build/ptx/{art.cutlass}/{name}.ptx)")
             elif why:
                 row.reasons.append(f"{name}: not proven: {why[0]}")
         if used_tiles:
@@ -156,8 +157,8 @@ def check_plans(build: str, results, shapes_path: str, signatures: dict | None =
             # The plans differ in the m-tile height and the k-group count: every one must store the
             # contract's DAG in every element (gemm_chains.py, symbolic execution of the sm_80 PTX).
             from . import gemm_chains
-            chains = gemm_chains.compare(gemm_chains.Source(os.path.join(build, gemm_chains.PTX)),
-                                         specmod.DEFAULT_SPEC, mma_classes)
+            chains = gemm_chains.compare(gemm_chains.Source(os.path.join(build, "ptx", art.gemm_chains)), spec_path,
+                                         mma_classes)
             row.summary += chains.summary
             row.reasons += chains.reasons
         row.proven = not row.reasons
@@ -187,18 +188,18 @@ def _compare_signatures(tiles: list[str], signatures: dict | None) -> list[str]:
     return out
 
 
-def check_attention_plans(build: str) -> list[PlanRow]:
+def check_attention_plans(build: str, art: specmod.Artifacts, spec_path: str) -> list[PlanRow]:
     """A-plan on the real planner (vosti_attention_plans): the assumption the tensor-core attention
     entries make about the work items; and, where the build has the attention's PTX, the comparison of
     the paths a row's splits may take (attention_chains.py: the folded kernels, mma.sync and wgmma,
     against the per-split kernels with the merge)."""
-    tool = os.path.join(build, "verify", "analyzer", "vosti_attention_plans")
+    tool = os.path.join(build, art.attention_plans)
     row = PlanRow("cuda attention plans (A-plan)")
     rows = [row]
     from . import attention_chains
-    ptx = os.path.join(build, attention_chains.PTX)
+    ptx = os.path.join(build, "ptx", art.attention_chains)
     if os.path.exists(ptx):
-        chains = attention_chains.compare(ptx, specmod.DEFAULT_SPEC)
+        chains = attention_chains.compare(ptx, spec_path, ptx_sm90=os.path.join(build, "ptx", art.attention_chains_sm90))
         rows.append(PlanRow("cuda attention: split paths", not chains.reasons, chains.reasons, chains.summary))
     if not os.path.exists(tool):
         row.proven = False

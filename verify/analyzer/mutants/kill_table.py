@@ -19,7 +19,8 @@ import subprocess
 import sys
 import tomllib
 
-from .. import cli as vosti_analyze
+from ..checks.kernels import analyze_kernel, verdict
+from ..frontend.artifacts import ArtifactCache, clang, emit_llvm, source_options
 from ..spec import loader as specmod
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # the planted sources and mutants.toml
@@ -40,20 +41,21 @@ def main() -> int:
         if r.returncode != 0:
             print(r.stderr)
             return 1
-    errs = vosti_analyze.emit_llvm(args.build, REPO)
+    art = specmod.load_artifacts()
+    errs = emit_llvm(args.build, REPO, art.llvm_sources, art.cmake)
     if errs:
         print("\n".join(errs))
         return 1
     path = os.path.join(HERE, "mutants.toml")
     sp = specmod.load_spec(path)
     expect = {k["name"]: k.get("expect", "") for k in tomllib.load(open(path, "rb"))["kernel"]}
-    cache = vosti_analyze.ArtifactCache()
+    cache = ArtifactCache()
     killed = survived = 0
     for ks in sp.kernels:
         if ks.artifacts[0].startswith("ptx:") and not os.path.exists(ptx):
             print(f"  skip  {ks.name} (no nvcc)")
             continue
-        res = vosti_analyze.analyze_kernel(sp, ks, args.build, cache, set())
+        res = analyze_kernel(sp, ks, args.build, cache, set())
         want = expect[ks.name]
         if res.errors:
             print(f"  FAIL  {ks.name}: {res.errors}")
@@ -63,7 +65,7 @@ def main() -> int:
             print(f"  {'ok   ' if ok else 'FAIL '} clean control '{ks.name}' {'proven' if ok else 'NOT proven'}")
             survived += 0 if ok else 1
         else:
-            v = vosti_analyze.verdict(res, want)
+            v = verdict(res, want)
             ok = v == "NOT PROVEN"
             first = res.violations[0][1] if res.violations else None
             where = f"line {first.line}: {first.text[:60]}" if first else ""
@@ -96,21 +98,21 @@ ROW_MUTANTS = [("CPU one-row matmul, clean copy", ["PLANTED_ROWS=0"], False, "")
 def row_mutants(build: str) -> tuple[int, int]:
     """(killed, survived) of the one-row matmul mutants."""
     from ..checks import rowkernels
-    clang = shutil.which("clang++-14") or shutil.which("clang++")
-    quant = os.path.join(build, "llvm", "quant_blocks.ll")
-    if not clang or not os.path.exists(quant):
-        print("  skip  CPU one-row matmul mutants (no clang or no quant_blocks.ll)")
+    cc = clang()
+    art = specmod.load_artifacts()
+    quant = os.path.join(build, "llvm", art.decoders)
+    if not cc or not os.path.exists(quant):
+        print(f"  skip  CPU one-row matmul mutants (no clang or no {art.decoders})")
         return 0, 0
     out_dir = os.path.join(build, "llvm", "mutants")
     os.makedirs(out_dir, exist_ok=True)
-    repo = REPO
     killed = survived = 0
     reference = ""
-    avx512 = vosti_analyze.source_options(repo, "src/kernels/cpu/matmul_rows_avx512.cc")
+    avx512 = source_options(REPO, art.avx512_rows, art.cmake)
     for variant, (name, defines, is_avx512, want) in enumerate(ROW_MUTANTS):
         ll = os.path.join(out_dir, f"planted_rows_{variant}.ll")
-        r = subprocess.run([clang, "-O3", "-DNDEBUG", "-march=x86-64-v3", *(avx512 if is_avx512 else []),
-                            "-ffp-contract=off", "-std=c++20", f"-I{repo}/src", f"-I{repo}",
+        r = subprocess.run([cc, "-O3", "-DNDEBUG", "-march=x86-64-v3", *(avx512 if is_avx512 else []),
+                            "-ffp-contract=off", "-std=c++20", f"-I{REPO}/src", f"-I{REPO}",
                             *[f"-D{d}" for d in defines], "-S", "-emit-llvm", "-o", ll,
                             os.path.join(HERE, "planted_rows.cc")], capture_output=True, text=True)
         if r.returncode != 0:

@@ -143,3 +143,34 @@ def load_spec(path: str) -> Spec:
                             {("%" + g if not g.startswith("%") else g): tuple(r) for g, r in pl.get("grid", {}).items()})
                    for pl in k.get("plan", [])]))
     return Spec(kernels, structs, offsets, defaults)
+
+
+DEFAULT_ARTIFACTS = os.path.join(SPEC_DIR, "artifacts.toml")  # where the analyzer finds what it reads
+
+
+@dataclass
+class Artifacts:
+    """artifacts.toml: sources relative to the repository, PTX to build/ptx, LLVM IR to build/llvm,
+    tools to the build directory."""
+
+    llvm_sources: list[str]  # the CPU kernels (and decoders) compiled to LLVM IR
+    cmake: str  # where per-file compile options are set
+    decoders: str  # the decoders' IR the one-row comparison executes
+    avx512_rows: str  # the source whose flags the planted AVX-512 rows get
+    cuda: str  # a build has CUDA when this PTX directory holds PTX
+    complete: list[str]  # PTX directories whose every kernel needs an entry
+    cutlass: str  # the CUTLASS instantiations' PTX directory
+    gemm_chains: str  # the mma.sync GEMM's PTX
+    attention_chains: str  # the tensor-core attention's PTX (compute_80)
+    attention_chains_sm90: str  # ... and its compute_90a PTX (the wgmma kernel)
+    gemm_plans: str
+    attention_plans: str
+
+
+def load_artifacts(path: str = DEFAULT_ARTIFACTS) -> Artifacts:
+    """Errors: OSError, KeyError (a missing key), tomllib.TOMLDecodeError."""
+    d = tomllib.load(open(path, "rb"))
+    llvm, ptx, tools = d["llvm"], d["ptx"], d["tools"]
+    return Artifacts(list(llvm["sources"]), llvm["cmake"], llvm["decoders"], llvm["avx512_rows"], ptx["cuda"],
+                     list(ptx["complete"]), ptx["cutlass"], ptx["gemm_chains"], ptx["attention_chains"],
+                     ptx["attention_chains_sm90"], tools["gemm_plans"], tools["attention_plans"])
