@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
 
 from ..domains.dag_tables import same
 from ..domains.dag_values import N, Unsupported, reset
@@ -158,114 +159,151 @@ WINDOWS = ((0, 1), (0, 4), (0, 7), (5, 27))
 LINE_BYTES = 640  # row_columns prefetches rows of up to this many bytes in one burst, longer ones a line per block
 
 
-def compare_codec(module, quant, f: dict, codec: str, ks: list[int], pure: str) -> tuple[list[str], list[str], str]:
-    """(group differences, path differences, summary) of one codec (see the file comment)."""
+@dataclass
+class _Build:
+    """Another build of the one-row path (the AVX-512 one) compared at one codec's ks: its module,
+    its functions for the codec (`of`, with its name), its dispatch entry, the weight type, whether
+    its dot_row functions are this build's (then only its dispatch is run), and its findings."""
+
+    other: LlvmModule
+    of: dict
+    entry: str
+    wtype: int
+    identical: bool
+    groups: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    def stopped(self) -> bool:
+        return len(self.groups) > 3 or len(self.paths) > 3
+
+
+def compare_codec(module, quant, f: dict, codec: str, ks: list[int], pure: str,
+                  others: tuple = ()) -> tuple[list[str], list[str], str, list[tuple[list[str], list[str]]]]:
+    """(group differences, path differences, summary) of one codec (see the file comment), and the
+    (group, path) differences of each other build (others: (module, its functions for the codec,
+    its dispatch entry), other_build()). At each k, the runs of every build share one reference:
+    dot_row<Codec, 1>'s DAGs in one epoch of the node table, computed once."""
     modules = [quant]
     groups: list[str] = []
     paths: list[str] = []
     missing = [r for r in ("row1", "row4", "rows", "tiled") if r not in f]
+    builds: list[_Build | tuple[list[str], list[str]]] = [_setup_build(module, quant, f, codec, *o) for o in others]
+    live = [b for b in builds if isinstance(b, _Build)]
+    results = lambda: [(b.groups, b.paths) if isinstance(b, _Build) else b for b in builds]  # noqa: E731
     if missing:
-        return [f"{codec}: no compiled {', '.join(missing)}"], [], ""
+        return [f"{codec}: no compiled {', '.join(missing)}"], [], "", results()
     try:
         elems, block_bytes = block_layout(module, quant, f["rows"])
     except Unsupported as e:
-        return [f"{codec}: {e}"], [], ""
-    valid = [k for k in ks if k % elems == 0]
-    if not valid:
-        return [], [], f"{codec}: no k"
-    line_k = next((k for k in valid if k // elems * block_bytes > LINE_BYTES), None)
-    for k in valid:
-        small = k <= microkernels.K_SMALL
-        reset()
-        ref = Reference(module, modules, f["row1"], k, pure)
-        for bias in (True, False) if small or k == valid[0] else (True,):
-            where = f"{codec} at k={k}{' with bias' if bias else ''}"
-            try:
-                for ahead in (False, True):
-                    for j, got in row_group(module, modules, f["row4"], 4, k, bias, ahead, pure).items():
-                        if got is not ref(0, j, bias):
-                            groups.append(f"{where}: dot_row<{codec}, 4> column {j}"
-                                          f"{' (prefetching)' if ahead else ''} differs from dot_row<{codec}, 1> "
-                                          f"({dag.first_difference(got, ref(0, j, bias))})")
-                            break
-                for c0, n in WINDOWS if k in (valid[0], line_k) else ():
-                    if k == line_k and k != valid[0] and c0 == 0:
-                        continue
-                    for c, got in windows(module, modules, f["rows"], c0, c0 + n, k, bias, pure).items():
-                        if got is not ref(0, c, bias):
-                            groups.append(f"{where}: row_columns<{codec}> on columns [{c0}, {c0 + n}): column {c} "
-                                          f"differs from dot_row<{codec}, 1>")
-                            break
-            except Unsupported as e:
-                groups.append(f"{where}: symbolic execution stopped: {e}")
-            try:
-                for m, c0, c1 in [(2, 0, 1)] + ([(5, 1, 6)] if small else []):
-                    for (r, c), got in tiled(module, modules, f["tiled"], m, c0, c1, k, bias, pure).items():
-                        if got is not ref(r, c, bias):
-                            why = dag.first_difference(got, ref(r, c, bias))
-                            paths.append(f"{where}: tiled_columns<{codec}> element ({r}, {c}) of m={m} "
-                                         f"differs from dot_row<{codec}, 1>'s ({why})")
-                            break
-            except Unsupported as e:
-                paths.append(f"{where}: symbolic execution stopped: {e}")
-            if len(groups) > 3 or len(paths) > 3:
-                return groups, paths, ""
-    reset()
-    return groups, paths, f"{codec} ({len(valid)} k)"
-
-
-def other_build(module, quant, f: dict, codec: str, other, of: dict, entry: str, ks: list[int],
-                pure: str) -> tuple[list[str], list[str]]:
-    """Another build of the one-row path (the AVX-512 one, `other`, whose dispatch `entry` inlines
-    row_columns) against this codec's: its dot_row<Codec', 1> must compute what this build's
-    dot_row<Codec, 1> computes (same(): the table decoders by their case split; shown for one
-    column's leaves, it holds for every column's, the execution being blind to leaf names), and
-    every column of its dot_row<Codec', 4> and every column its dispatch stores, run on the thread
-    column ranges for the codec's weight type, must be the same node as one of the two's for that
-    column. (groups differences, path differences)."""
-    modules = [quant]
-    groups: list[str] = []
-    paths: list[str] = []
-    elems, block_bytes = block_layout(module, quant, f["rows"])
-    wtype = weight_type(module, f["rows"])
+        return [f"{codec}: {e}"], [], "", results()
     valid = [k for k in ks if k % elems == 0]
     line_k = next((k for k in valid if k // elems * block_bytes > LINE_BYTES), None)
-    # The AVX-512 flags change the IR of most codecs' dot_row not at all: identical functions
-    # compute identical DAGs, so only the dispatch (row_columns inlined into it) is run then.
-    identical = ir_identical(module, f["row1"], other, of["row1"]) and \
-        ir_identical(module, f["row4"], other, of["row4"])
+    stopped = False  # more than three differences: this build's comparison ends there
     for k in valid:
-        small = k <= microkernels.K_SMALL
-        if identical and k not in (valid[0], line_k):
+        # The AVX-512 flags change the IR of most codecs' dot_row not at all: identical functions
+        # compute identical DAGs, so only the dispatch (row_columns inlined into it) is run then.
+        active = [b for b in live if not b.stopped() and (not b.identical or k in (valid[0], line_k))]
+        if stopped and not active:
             continue
         reset()
         ref = Reference(module, modules, f["row1"], k, pure)
-        own = Reference(other, modules, of["row1"], k, pure)
-        for bias in (True, False) if small or k == valid[0] else (True,):
-            where = f"{codec} (AVX-512 build: {of['name']}) at k={k}{' with bias' if bias else ''}"
-            try:
-                if not identical and not same(own(0, 0, bias), ref(0, 0, bias)):
-                    paths.append(f"{where}: dot_row<{of['name']}, 1> differs from the AVX2 build's dot_row<{codec}, 1>")
-                for ahead in (False, True) if not identical else ():
-                    for j, got in row_group(other, modules, of["row4"], 4, k, bias, ahead, pure).items():
-                        if got is not ref(0, j, bias) and got is not own(0, j, bias):
-                            groups.append(f"{where}: dot_row<{of['name']}, 4> column {j}"
-                                          f"{' (prefetching)' if ahead else ''} differs from dot_row<{of['name']}, 1>")
-                            break
-                for c0, n in WINDOWS if k in (valid[0], line_k) else ():
-                    if k == line_k and k != valid[0] and c0 == 0:
-                        continue
-                    for c, got in dispatch_windows(other, modules, entry, wtype, c0, c0 + n, k, bias, pure).items():
-                        if got is not ref(0, c, bias) and got is not own(0, c, bias):
-                            groups.append(f"{where}: {entry[:40]} on columns [{c0}, {c0 + n}): column {c} "
-                                          f"differs from dot_row<{of['name']}, 1>")
-                            break
-            except Unsupported as e:
-                groups.append(f"{where}: symbolic execution stopped: {e}")
-            if len(groups) > 3 or len(paths) > 3:
-                return groups, paths
+        if not stopped:
+            _this_build(module, modules, f, codec, k, valid, line_k, ref, pure, groups, paths)
+            stopped = len(groups) > 3 or len(paths) > 3
+        for b in active:
+            other_build(b, modules, f, codec, k, valid, line_k, ref, pure)
     reset()
-    return groups, paths
+    if not valid:
+        return [], [], f"{codec}: no k", results()
+    return groups, paths, "" if stopped else f"{codec} ({len(valid)} k)", results()
+
+
+def _this_build(module, modules, f: dict, codec: str, k: int, valid: list[int], line_k, ref, pure: str,
+                groups: list[str], paths: list[str]) -> None:
+    """This build's comparisons at k: dot_row<Codec, 4>'s columns, row_columns on the thread column
+    ranges (at the first k and the first line-prefetched one), and the tiled path's elements, each
+    against dot_row<Codec, 1> (ref)."""
+    small = k <= microkernels.K_SMALL
+    for bias in (True, False) if small or k == valid[0] else (True,):
+        where = f"{codec} at k={k}{' with bias' if bias else ''}"
+        try:
+            for ahead in (False, True):
+                for j, got in row_group(module, modules, f["row4"], 4, k, bias, ahead, pure).items():
+                    if got is not ref(0, j, bias):
+                        groups.append(f"{where}: dot_row<{codec}, 4> column {j}"
+                                      f"{' (prefetching)' if ahead else ''} differs from dot_row<{codec}, 1> "
+                                      f"({dag.first_difference(got, ref(0, j, bias))})")
+                        break
+            for c0, n in WINDOWS if k in (valid[0], line_k) else ():
+                if k == line_k and k != valid[0] and c0 == 0:
+                    continue
+                for c, got in windows(module, modules, f["rows"], c0, c0 + n, k, bias, pure).items():
+                    if got is not ref(0, c, bias):
+                        groups.append(f"{where}: row_columns<{codec}> on columns [{c0}, {c0 + n}): column {c} "
+                                      f"differs from dot_row<{codec}, 1>")
+                        break
+        except Unsupported as e:
+            groups.append(f"{where}: symbolic execution stopped: {e}")
+        try:
+            for m, c0, c1 in [(2, 0, 1)] + ([(5, 1, 6)] if small else []):
+                for (r, c), got in tiled(module, modules, f["tiled"], m, c0, c1, k, bias, pure).items():
+                    if got is not ref(r, c, bias):
+                        why = dag.first_difference(got, ref(r, c, bias))
+                        paths.append(f"{where}: tiled_columns<{codec}> element ({r}, {c}) of m={m} "
+                                     f"differs from dot_row<{codec}, 1>'s ({why})")
+                        break
+        except Unsupported as e:
+            paths.append(f"{where}: symbolic execution stopped: {e}")
+        if len(groups) > 3 or len(paths) > 3:
+            return
+
+
+def _setup_build(module, quant, f: dict, codec: str, other, of: dict, entry: str):
+    """The _Build of another build for the codec, or its findings where it cannot be run."""
+    try:
+        block_layout(module, quant, f["rows"])
+        wtype = weight_type(module, f["rows"])
+        identical = ir_identical(module, f["row1"], other, of["row1"]) and \
+            ir_identical(module, f["row4"], other, of["row4"])
+    except Unsupported as e:
+        return [f"{codec}: {e}"], []
+    return _Build(other, of, entry, wtype, identical)
+
+
+def other_build(b: _Build, modules, f: dict, codec: str, k: int, valid: list[int], line_k, ref, pure: str) -> None:
+    """Another build of the one-row path (b.other, whose dispatch b.entry inlines row_columns)
+    against this codec's, at k: its dot_row<Codec', 1> must compute what this build's
+    dot_row<Codec, 1> (ref) computes (same(): the table decoders by their case split; shown for one
+    column's leaves, it holds for every column's, the execution being blind to leaf names), and
+    every column of its dot_row<Codec', 4> and every column its dispatch stores, run on the thread
+    column ranges for the codec's weight type, must be the same node as one of the two's for that
+    column. Findings go to b.groups and b.paths."""
+    other, of, entry, identical = b.other, b.of, b.entry, b.identical
+    small = k <= microkernels.K_SMALL
+    own = Reference(other, modules, of["row1"], k, pure)
+    for bias in (True, False) if small or k == valid[0] else (True,):
+        where = f"{codec} (AVX-512 build: {of['name']}) at k={k}{' with bias' if bias else ''}"
+        try:
+            if not identical and not same(own(0, 0, bias), ref(0, 0, bias)):
+                b.paths.append(f"{where}: dot_row<{of['name']}, 1> differs from the AVX2 build's dot_row<{codec}, 1>")
+            for ahead in (False, True) if not identical else ():
+                for j, got in row_group(other, modules, of["row4"], 4, k, bias, ahead, pure).items():
+                    if got is not ref(0, j, bias) and got is not own(0, j, bias):
+                        b.groups.append(f"{where}: dot_row<{of['name']}, 4> column {j}"
+                                        f"{' (prefetching)' if ahead else ''} differs from dot_row<{of['name']}, 1>")
+                        break
+            for c0, n in WINDOWS if k in (valid[0], line_k) else ():
+                if k == line_k and k != valid[0] and c0 == 0:
+                    continue
+                for c, got in dispatch_windows(other, modules, entry, b.wtype, c0, c0 + n, k, bias, pure).items():
+                    if got is not ref(0, c, bias) and got is not own(0, c, bias):
+                        b.groups.append(f"{where}: {entry[:40]} on columns [{c0}, {c0 + n}): column {c} "
+                                        f"differs from dot_row<{of['name']}, 1>")
+                        break
+        except Unsupported as e:
+            b.groups.append(f"{where}: symbolic execution stopped: {e}")
+        if b.stopped():
+            return
 
 
 _ATTR = re.compile(r" #\d+|, ![\w.]+ !\d+|, ![\w.]+ !\{[^}]*\}")
@@ -358,11 +396,7 @@ def compare(path: str, quant_path: str, ks: list[int], pure: str,
     for codec, f in sorted(fns.items()):
         if only and codec != only:
             continue
-        g, p, summary = compare_codec(module, quant, f, codec, ks, pure)
-        out["groups"][path] += g
-        out["paths"] += p
-        if summary:
-            out["done"].append(summary)
+        others, where = [], []
         for other_path, other, entry, ofns in builds:
             name = next((n for n in (codec.replace("Codec", "TableCodec"), codec) if n in ofns
                          and n.replace("Table", "") == codec and "row1" in ofns[n] and "row4" in ofns[n]), None)
@@ -370,10 +404,14 @@ def compare(path: str, quant_path: str, ks: list[int], pure: str,
                 out["groups"][other_path].append(f"{codec}: no dot_row<{codec}, 1 and 4> in "
                                                  f"{os.path.basename(other_path)}")
                 continue
-            try:
-                g, p = other_build(module, quant, f, codec, other, dict(ofns[name], name=name), entry, ks, pure)
-            except Unsupported as e:
-                g, p = [f"{codec}: {e}"], []
+            others.append((other, dict(ofns[name], name=name), entry))
+            where.append(other_path)
+        g, p, summary, per_build = compare_codec(module, quant, f, codec, ks, pure, tuple(others))
+        out["groups"][path] += g
+        out["paths"] += p
+        if summary:
+            out["done"].append(summary)
+        for other_path, (g, p) in zip(where, per_build):
             out["groups"][other_path] += g
             out["paths"] += p
     return out

@@ -105,18 +105,20 @@ def _to_float(op: str, sw: int, tel: str):
         if is_ptr(x) or x is None:
             raise Unsupported(f"{op} of a pointer")
         a = _bits(x, sw)
-        if all(type(b) is int for b in a) and tel in ("float", "double"):  # a known integer: its value
+        known = type(x) is int or all(type(b) is int for b in a)
+        if known and tel in ("float", "double"):  # a known integer: its value
             v = sum(b << j for j, b in enumerate(a))
             if op == "sitofp" and a[-1]:
                 v -= 1 << len(a)
             c = _const_of(float(v), tel == "float") if abs(v) < (1 << 53) else None
             if c is not None:
                 return c
+        n = len(a)
         if op == "uitofp" or a[-1] == 0:  # the value of the bits up to the highest not known 0
-            while a and a[-1] == 0:
-                a = a[:-1]
-            return node("uitofp", tel, a)
-        while len(a) > 1 and a[-1] is a[-2]:  # the value of the bits without sign copies
-            a = a[:-1]
-        return node("sitofp", tel, a)
+            while n and type(a[n - 1]) is int and a[n - 1] == 0:
+                n -= 1
+            return node("uitofp", tel, a[:n])
+        while n > 1 and a[n - 1] is a[n - 2]:  # the value of the bits without sign copies
+            n -= 1
+        return node("sitofp", tel, a[:n])
     return one

@@ -70,9 +70,10 @@ def getter(tok: str, ty: str):
     tok = tok.strip()
     if tok.startswith("%"):
         def get(env, tok=tok):
-            if tok not in env:
-                raise Unsupported(f"use of undefined {tok}")
-            return env[tok]
+            try:
+                return env[tok]
+            except KeyError:
+                raise Unsupported(f"use of undefined {tok}") from None
         return get
     if tok.startswith("<") and "%" in tok:  # a vector of operands
         et = re.match(r"^<\d+ x (.+)>$", ty.strip()).group(1)
