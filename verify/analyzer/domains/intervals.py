@@ -47,12 +47,22 @@ def fit(iv: Interval | None, ty: tuple[str, int]) -> Interval | None:
     return None
 
 
+_IMM_CACHE: dict[str, int | None] = {}
+
+
 def parse_imm(text: str) -> int | None:
+    """The integer an operand's text is, or None (a register, a symbol, a float)."""
+    try:
+        return _IMM_CACHE[text]
+    except KeyError:
+        pass
     m = _IMM.match(text.strip())
-    if not m:
-        return None
-    v = int(m.group(2), 0)
-    return -v if m.group(1) else v
+    v = None
+    if m:
+        v = int(m.group(2), 0)
+        v = -v if m.group(1) else v
+    _IMM_CACHE[text] = v
+    return v
 
 
 def mul_iv(a: Interval, b: Interval) -> Interval:
@@ -96,14 +106,19 @@ def decide(cmp_: str, a: Interval, b: Interval) -> Interval:
 
 
 def join(a: dict | None, b: dict) -> dict:
+    """The states' join: a register both hold gets the hull of its intervals (the union of its
+    masks); a register one of them lacks (any value) is dropped. Only the entries that differ are
+    visited (the symmetric difference of the items, in C): two states at a join mostly agree."""
     if a is None:
         return dict(b)
-    out = {}
-    for r in a.keys() & b.keys():
-        x, y = a[r], b[r]
-        if x == y:
-            out[r] = x
-        elif isinstance(x, int):  # a bit mask
+    out = dict(a)
+    for r in {r for r, _ in a.items() ^ b.items()}:
+        y = b.get(r)
+        if y is None or r not in a:
+            out.pop(r, None)
+            continue
+        x = a[r]
+        if isinstance(x, int):  # a bit mask
             out[r] = x | y
         else:
             out[r] = (x[0] if x[0] < y[0] else y[0], x[1] if x[1] > y[1] else y[1])

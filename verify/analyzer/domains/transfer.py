@@ -16,6 +16,7 @@ class PtxEval:
         self.consts = consts
         self.special = special
         self.thresholds = self._constants()
+        self._decoded: dict[int, tuple] = {}  # id(inst) -> (opcode parts, base, integer types, destinations)
 
     def _constants(self) -> list[int]:
         """Widening thresholds: the constants the function compares with (loop bounds, ring sizes)."""
@@ -48,13 +49,15 @@ class PtxEval:
 
     # -- one instruction --
     def transfer(self, st: dict, inst: Inst, setp_of: dict | None = None) -> None:
-        op = inst.op
-        parts = op.split(".")
-        base = parts[0]
-        tys = [int_type(p) for p in parts[1:] if int_type(p)]
-        dst_names = [d.strip() for d in inst.args[0].split("|")] if inst.args else []
         if inst.kind in ("branch", "ret", "barrier", "store"):
             return
+        decoded = self._decoded.get(id(inst))
+        if decoded is None:  # the opcode's parts, integer types and destinations: read once
+            parts = inst.op.split(".")
+            decoded = self._decoded[id(inst)] = (
+                parts, parts[0], [int_type(p) for p in parts[1:] if int_type(p)],
+                [d.strip() for d in inst.args[0].split("|")] if inst.args else [])
+        parts, base, tys, dst_names = decoded
         if inst.kind == "load" and inst.space == "param" and inst.params and inst.dsts:
             p, off = inst.params[0]
             size = inst.width // max(len(inst.dsts), 1) if inst.width else 4

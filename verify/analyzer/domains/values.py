@@ -81,7 +81,9 @@ def _edges(func: Function):
     return out
 
 
-_MEMO: dict[tuple, ValueInfo] = {}
+# (id(func), constants, ranges) -> (func, its ValueInfo): the entry holds its function, so that no
+# other function can take its id while the entry stands
+_MEMO: dict[tuple, tuple[Function, ValueInfo]] = {}
 
 
 def analyze_values(func: Function, consts: dict[tuple[str, int], int] | None = None,
@@ -90,9 +92,10 @@ def analyze_values(func: Function, consts: dict[tuple[str, int], int] | None = N
     ((param, byte offset) -> value) and special-register ranges (defaults: SPECIAL_RANGES and the
     function's .maxntid). Memoized per (function, constants, ranges)."""
     key = (id(func), tuple(sorted((consts or {}).items())), tuple(sorted((special or {}).items())))
-    if key not in _MEMO:
-        _MEMO[key] = _analyze_values(func, consts, special)
-    return _MEMO[key]
+    got = _MEMO.get(key)
+    if got is None or got[0] is not func:
+        got = _MEMO[key] = (func, _analyze_values(func, consts, special))
+    return got[1]
 
 
 def _analyze_values(func: Function, consts: dict[tuple[str, int], int] | None,

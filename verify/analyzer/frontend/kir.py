@@ -67,6 +67,11 @@ class Function:
 def split_outside(s: str, opens: str, closes: str) -> list[str]:
     """s split at the commas outside the brackets `opens`/`closes`, items stripped (empty tail
     dropped): operand lists of PTX and LLVM IR text."""
+    if not any(c in s for c in opens) and not any(c in s for c in closes):  # no brackets: a plain split
+        out = [p.strip() for p in s.split(",")]
+        if out and not out[-1]:
+            out.pop()
+        return out
     out, depth, cur = [], 0, []
     for ch in s:
         if ch in opens:

@@ -18,6 +18,14 @@ _SPECIAL = re.compile(
     r"(\.[xyz])?$"
 )
 _VEC = re.compile(r"\.v(\d)\.")
+_TOKEN = re.compile(r"%[A-Za-z_$][\w$]*(?:\.[xyzw])?|\b[A-Za-z_$][\w$]*\b")
+_MEM = re.compile(r"^([%\w$.]+)\s*(?:\+\s*(-?\d+))?$")
+_TYPE_PART = re.compile(r"^(b|s|u|f|bf)\d+(x\d+)?$|^pred$|^tf32$|^e[45]m[23](x2)?$")
+_NAME = re.compile(r"%?[A-Za-z_$][\w$]*")
+_GUARD = re.compile(r"^@(!?)(%?[\w$]+)\s+(.*)$")
+_WORD = re.compile(r"\b[A-Za-z_$][\w$]*\b")
+_TYPES: dict[str, list[str]] = {}  # opcode -> its type parts (read once per opcode)
+_WIDTHS: dict[str, int] = {}
 _SPACES = ("shared::cluster", "shared::cta", "shared", "global", "local", "param", "const")
 
 
@@ -38,7 +46,7 @@ class Scope:
 def _regs_in(operand: str, scope: Scope) -> list[str]:
     """Registers (or scoped names) in one operand, renamed for inline-asm scopes."""
     regs = []
-    for tok in re.findall(r"%[A-Za-z_$][\w$]*(?:\.[xyzw])?|\b[A-Za-z_$][\w$]*\b", operand):
+    for tok in _TOKEN.findall(operand):
         if tok.startswith("%") or scope.rename(tok) != tok:
             regs.append(scope.rename(tok))
     return regs
@@ -47,7 +55,7 @@ def _regs_in(operand: str, scope: Scope) -> list[str]:
 def _mem_operand(operand: str, scope: Scope):
     """[base+off] -> (registers, symbol, offset)."""
     inner = operand.strip()[1:-1].strip()
-    m = re.match(r"^([%\w$.]+)\s*(?:\+\s*(-?\d+))?$", inner)
+    m = _MEM.match(inner)
     if m:
         base, off = m.group(1), int(m.group(2) or 0)
         if base.startswith("%") or scope.rename(base) != base:
@@ -57,18 +65,28 @@ def _mem_operand(operand: str, scope: Scope):
 
 
 def _types_of(op: str) -> list[str]:
-    return [p for p in op.split(".")[1:] if re.match(r"^(b|s|u|f|bf)\d+(x\d+)?$|^pred$|^tf32$|^e[45]m[23](x2)?$", p)]
+    got = _TYPES.get(op)
+    if got is None:
+        got = _TYPES[op] = [p for p in op.split(".")[1:] if _TYPE_PART.match(p)]
+    return got
 
 
 def _rename_all(operand: str, scope: Scope) -> str:
     if not scope.stack:
         return operand.strip()
-    return re.sub(r"%?[A-Za-z_$][\w$]*", lambda m: scope.rename(m.group(0)), operand.strip())
+    return _NAME.sub(lambda m: scope.rename(m.group(0)), operand.strip())
 
 
 def _access_width(op: str) -> int:
     """Bytes one load/store moves (vector count x element size); 0 when not a plain access.
     ldmatrix/stmatrix: each thread's address names one 16-byte row of an 8x8 b16 matrix."""
+    got = _WIDTHS.get(op)
+    if got is None:
+        got = _WIDTHS[op] = _width_of(op)
+    return got
+
+
+def _width_of(op: str) -> int:
     if op.startswith("ldmatrix") or op.startswith("stmatrix"):
         return 16
     t = _types_of(op)
@@ -115,7 +133,7 @@ def parse_inst(stmt: str, scope: Scope, symbols: dict[str, str]) -> Inst:
     """One statement (no trailing ';', labels apart) as a kir.Inst."""
     pred = None
     neg = False
-    pm = re.match(r"^@(!?)(%?[\w$]+)\s+(.*)$", stmt)
+    pm = _GUARD.match(stmt)
     if pm:
         pred = scope.rename(pm.group(2))
         neg = pm.group(1) == "!"
@@ -332,7 +350,7 @@ def _arith(s: _Stmt) -> Inst:
             inst.special.append(o.strip())
         else:
             inst.srcs += s.regs(o)
-            for tok in re.findall(r"\b[A-Za-z_$][\w$]*\b", o):
+            for tok in _WORD.findall(o):
                 if tok in s.symbols:
                     inst.symbols.append(tok)
     if base == "activemask":
