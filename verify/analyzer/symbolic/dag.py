@@ -79,6 +79,8 @@ def _call(ctx: Ctx, module: LlvmModule, name: str, args: list):
         prev, cur = cur, (nxt or fall)
 
 
+# (id(module), function) -> (module, compiled): the entry holds its module, so that no other module
+# can take its id while the entry stands
 _COMPILED: dict[tuple[int, str], tuple] = {}
 
 
@@ -86,8 +88,9 @@ def _compiled(module: LlvmModule, name: str):
     """The function's blocks, each instruction parsed once into a closure: label -> (phis
     [(dst, {pred: getter})], [closure], fall-through label)."""
     key = (id(module), name)
-    if key in _COMPILED:
-        return _COMPILED[key]
+    got = _COMPILED.get(key)
+    if got is not None and got[0] is module:
+        return got[1]
     f = module.funcs[name]
     params, body = f.params, f.body
     entry = f"%{len(params)}" if all(re.match(r"^%\d+$", p) for p in params) else "%entry"  # LLVM numbers it
@@ -118,8 +121,8 @@ def _compiled(module: LlvmModule, name: str):
                 except (AttributeError, ValueError, IndexError, KeyError, Unsupported) as e:
                     closures.append(fails(f"cannot read {ln[:80]} ({type(e).__name__})"))
         blocks[lab] = (phis, closures, order[i + 1] if i + 1 < len(order) else None)
-    _COMPILED[key] = (params, order, blocks)
-    return _COMPILED[key]
+    _COMPILED[key] = (module, (params, order, blocks))
+    return params, order, blocks
 
 
 

@@ -210,3 +210,28 @@ def write(text: str, suffix: str) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
+
+
+def micro_kernels(reverse_second_column: bool) -> str:
+    """A dispatch table of two micro-kernels at k = 2: dot_block<1, 1> (y = x0 w0 + x1 w1) and
+    dot_block<1, 2>, whose second column sums its two products the other way if asked."""
+    sig = "(float* %0, i64 %1, float* %2, i64 %3, float* %4, float* %5, i64 %6)"
+    ty = "void (float*, i64, float*, i64, float*, float*, i64)*"
+    one = "_ZN5vosti12_GLOBAL__N_19dot_blockILi1ELi1EEEvPKflS3_lS3_Pfl"
+    two = "_ZN5vosti12_GLOBAL__N_19dot_blockILi1ELi2EEEvPKflS3_lS3_Pfl"
+
+    def column(w: str, y: str, n: int, reverse: bool) -> str:
+        a, b = (f"%p{n}", f"%q{n}") if not reverse else (f"%q{n}", f"%p{n}")
+        return (f"  %x0{n} = load float, float* %0, align 4\n  %w0{n} = load float, float* {w}, align 4\n"
+                f"  %p{n} = fmul float %x0{n}, %w0{n}\n  %xa{n} = getelementptr inbounds float, float* %0, i64 1\n"
+                f"  %x1{n} = load float, float* %xa{n}, align 4\n"
+                f"  %wa{n} = getelementptr inbounds float, float* {w}, i64 1\n"
+                f"  %w1{n} = load float, float* %wa{n}, align 4\n  %q{n} = fmul float %x1{n}, %w1{n}\n"
+                f"  %s{n} = fadd float {a}, {b}\n  store float %s{n}, float* {y}, align 4\n")
+    return (f"@_ZN5vosti12_GLOBAL__N_111kBlockTableE = internal constant [2 x {ty}] [{ty} @{one}, {ty} @{two}], "
+            f"align 16\n\n"
+            f"define internal void @{one}{sig} {{\n" + column("%2", "%5", 0, False) + "  ret void\n}\n\n"
+            f"define internal void @{two}{sig} {{\n" + column("%2", "%5", 0, False) +
+            "  %w = getelementptr inbounds float, float* %2, i64 %3\n"
+            "  %y = getelementptr inbounds float, float* %5, i64 1\n" + column("%w", "%y", 1, reverse_second_column) +
+            "  ret void\n}\n")
