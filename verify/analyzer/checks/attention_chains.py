@@ -14,7 +14,7 @@
 #              (the planner's choice where a step's decode rows fill its CTAs: decode_fold_ctas).
 # Floating-point values are nodes of one hash-consed Dag, so equal DAGs are the same node: an output
 # value is compared by identity. What makes two paths' DAGs equal where their operations differ only
-# in an order that cannot change a bit is normalised in the Dag (ptx_exec.py), each an assumption
+# in an order that cannot change a bit is normalised in the Dag (domains/ptx_dag.py), each an assumption
 # printed with the verdict (ASSUMPTIONS). The cases (and why they cover the deployment): see cases().
 from __future__ import annotations
 

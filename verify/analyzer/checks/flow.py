@@ -2,7 +2,7 @@
 # carry: rows, row, chunk, pages, plan, threads, padding, schedule) can shape a floating-point
 # result of a kernel.
 #
-# Sources (spec.py turns the spec entry into them): scalar parameters and struct fields, special
+# Sources (spec/sources.py turns the spec entry into them): scalar parameters and struct fields, special
 # registers (%ctaid = the CTA's place, %nctaid = the grid, %warpid/%smid/%clock = scheduling), loads
 # through pointers whose values are batch-variant (block tables, slots, row_seq), atomics' old values
 # and mbarrier phases (scheduling).
