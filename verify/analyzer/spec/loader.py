@@ -18,7 +18,7 @@ DEFAULT_SHAPES = os.path.join(SPEC_DIR, "shapes.toml")  # the deployment's GEMM 
 AXES = ("rows", "row", "chunk", "pages", "plan", "threads", "padding", "schedule", "thread") + tuple(
     f"tid{i}" for i in range(10))
 
-_SIZES = {"ptr": 8, "i64": 8, "u64": 8, "i32": 4, "u32": 4, "f32": 4, "u8": 1, "i8": 1, "u16": 2, "i16": 2,
+SIZES = {"ptr": 8, "i64": 8, "u64": 8, "i32": 4, "u32": 4, "f32": 4, "u8": 1, "i8": 1, "u16": 2, "i16": 2,
           "f64": 8, "bool": 1}
 
 
@@ -120,7 +120,7 @@ def load_spec(path: str) -> Spec:
         for f in fields:
             if "offset" in s and f.name in s["offset"]:
                 at = s["offset"][f.name]
-            size = _SIZES.get(f.type, 8)
+            size = SIZES.get(f.type, 8)
             at = (at + size - 1) // size * size
             placed.append((at, f))
             at += size

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..domains.labels import EMPTY
-from .loader import _SIZES, KernelSpec, PlanSpec, Spec
+from .loader import SIZES, KernelSpec, PlanSpec, Spec
 
 
 # Special registers: the CTA's place and the grid's size vary with the batch unless an entry says
@@ -62,7 +62,7 @@ def _elem_table(spec: Spec, struct: str) -> tuple[int, dict[int, frozenset[str]]
     if struct not in spec.structs:
         raise ValueError(f"unknown struct {struct}")
     placed = spec.struct_offsets[struct]
-    size = max(off + _SIZES.get(f.type, 8) for off, f in placed)
+    size = max(off + SIZES.get(f.type, 8) for off, f in placed)
     return size, {off: f.value_axes for off, f in placed}, spec.struct_defaults.get(struct, EMPTY)
 
 
@@ -150,7 +150,7 @@ def check_param_types(spec: Spec, ks: KernelSpec, func) -> None:
             for k in range(n):
                 lo, hi = off + k * size, off + (k + 1) * size
                 for foff, f in spec.struct_offsets[st]:
-                    fsize = _SIZES.get(f.type, 8)
+                    fsize = SIZES.get(f.type, 8)
                     if foff < hi and lo < foff + fsize:
                         ok = (lo, hi) == (foff, foff + fsize) and ty in _DECLARED.get(f.type, {ty})
                         if not ok:
