@@ -2,7 +2,7 @@
 // reduction splits in two halves when a call has more than one row, so a row's bits depend on how
 // many rows share the call (DESIGN.md rule 2). Written once, with the CPU backend's own lane-8
 // dot: tests/support/planted.h wraps the CPU backend with it, and the kernel analyzer's mutant
-// (verify/analyzer/mutants/planted_rows.cc) compiles it to show the analyzer rejects it.
+// (verify/analyzer/mutants/planted_matmul.cc) compiles it to show the analyzer rejects it.
 // Thread safety: pure.
 #pragma once
 

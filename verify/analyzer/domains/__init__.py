@@ -1,0 +1,1 @@
+# The abstract domains: intervals, thread values, labels, pointer roots, and the symbolic values.

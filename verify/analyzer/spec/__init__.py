@@ -1,0 +1,1 @@
+# The spec: the kernel entries, the deployment's shapes and the known gaps (.toml), and their loader.
