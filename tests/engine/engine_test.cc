@@ -208,6 +208,43 @@ TEST(Engine, PromptLogprobsAndDigestsAreDeterministicAndMatchScoring) {
   }
 }
 
+TEST(Engine, ResetPrefixCacheMakesTheNextRequestCold) {
+  auto e = make_engine();  // prefix caching on
+  RequestSpec spec;
+  spec.prompt = prompt_of(50);
+  spec.max_tokens = 3;
+  spec.ignore_eos = true;
+  spec.sampling.temperature = 0;
+  spec.logits_digests = true;
+  struct Run {
+    int32_t cached = -1;
+    std::vector<LogitsDigest> digests;
+  };
+  auto run = [&] {
+    Collected got;
+    EXPECT_TRUE(e->add_request(spec, collect(got)).ok());
+    run_to_completion(*e);
+    Run r;
+    r.cached = got.outputs.back().num_cached_prompt_tokens;
+    for (const auto& o : got.outputs) r.digests.insert(r.digests.end(), o.new_digests.begin(), o.new_digests.end());
+    return r;
+  };
+  const Run cold = run();
+  const Run warm = run();
+  e->reset_prefix_cache();
+  EXPECT_TRUE(e->has_work());  // the reset is work: the next step applies it
+  run_to_completion(*e);
+  const Run after_reset = run();
+  EXPECT_EQ(cold.cached, 0);
+  EXPECT_EQ(warm.cached, 48);  // three full blocks of 16
+  EXPECT_EQ(after_reset.cached, 0);
+  EXPECT_EQ(warm.digests, cold.digests);
+  EXPECT_EQ(after_reset.digests, cold.digests);
+  // A reset queued together with a request applies before the request is admitted.
+  e->reset_prefix_cache();
+  EXPECT_EQ(run().cached, 0);
+}
+
 TEST(Engine, SeedIsReportedAndReplaysTheRun) {
   auto e = make_engine();
   RequestSpec spec;
