@@ -260,7 +260,7 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
     for (; next_row < out.rows.size() && out.rows[next_row].plan_index == static_cast<int32_t>(i); ++next_row) {
       const RowResult& row = out.rows[next_row];
       if (row.kind == RowKind::kScore) {
-        r.record_prompt_score(row.position, row.scored);
+        r.record_prompt_score(row.position, row.scored, row.digest);
       } else {
         sampled = &row;
       }
