@@ -62,6 +62,8 @@ int cmd_verify(int argc, char** argv) {
   }
   if (protocol == "paper") {
     paper.deployment = deployment;
+    paper.command_line = "vosti";
+    for (int i = 0; i < argc; ++i) paper.command_line += std::string(" ") + argv[i];
     if (!paper.http.base_url.empty()) {
       if (models.size() > 1) {
         std::fprintf(stderr, "vosti verify: with --base-url, --model names the one served model\n");

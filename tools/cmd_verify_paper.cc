@@ -7,6 +7,7 @@
 #include "runner/device_model.h"
 #include "runner/load_device_model.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/bench/build_info.h"
 #include "tools/verify/engine_backend.h"
 #include "tools/verify/paper_runner.h"
 
@@ -108,8 +109,11 @@ int run_paper_command(const PaperCommand& c) {
   bool ok = true;
   for (const ProtocolReport& r : reports) ok = ok && r.passed();
   if (!c.json_path.empty()) {
+    nlohmann::ordered_json doc = protocol_json(reports);
+    doc["commit"] = bench::build_commit();
+    doc["command"] = c.command_line;
     std::ofstream out(c.json_path);
-    out << protocol_json(reports).dump(1) << "\n";
+    out << doc.dump(1) << "\n";
     if (!out) {
       std::fprintf(stderr, "vosti verify: cannot write %s\n", c.json_path.c_str());
       return 1;

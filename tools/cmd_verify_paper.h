@@ -18,6 +18,7 @@ struct PaperCommand {
   HttpBackendOptions http;           // remote when http.base_url is set (http.model: the served name)
   int32_t max_context = 0;           // the longest sequence the protocol builds; 0: the model's / server's
   std::string json_path;             // write the JSON here
+  std::string command_line;          // recorded in the JSON
 };
 
 // Runs it, prints the table; returns the exit code (0: every relation of every report passed).
