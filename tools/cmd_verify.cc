@@ -51,6 +51,9 @@ int cmd_verify(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off", "both"}))
       ->capture_default_str();
   app.add_option("--json", paper.json_path, "paper: write every comparison and witness here as JSON");
+  app.add_option("--relations", paper.relations,
+                 "paper: run only these relations (batch, chunk, pd, cache; default all), e.g. to split a long run")
+      ->delimiter(',');
   add_engine_options(app, deployment, EngineOptionSet::kDeployment);
   app.footer(
       "--attention-split 64 exercises the split states within the harness's 128-token contexts (512 with "

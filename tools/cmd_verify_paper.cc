@@ -37,6 +37,7 @@ int64_t blocks_for_plan(const PaperPlan& plan, int32_t block_size) {
 }
 
 Result<std::vector<ProtocolReport>> run_in_process(const PaperCommand& c, const std::string& path) {
+  VOSTI_ASSIGN_OR_RETURN(const std::vector<Relation> relations, parse_relations(c.relations));
   VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceModel> model, load_device_model(path, c.deployment.device));
   const ModelConfig& mc = model->config();
   auto tokenizer = Tokenizer::load_for_model(path);  // optional: the special ids, when the model has one
@@ -62,7 +63,7 @@ Result<std::vector<ProtocolReport>> run_in_process(const PaperCommand& c, const 
     d.check_device_sampler = d.device == "cuda";
     say("mode " + mode);
     EngineBackend backend(model, d);
-    ProtocolReport report = run_paper_protocol(plan, backend, say);
+    ProtocolReport report = run_paper_protocol(plan, backend, say, relations);
     report.model = mc.name;
     report.mode = mode;
     reports.push_back(std::move(report));
@@ -71,6 +72,7 @@ Result<std::vector<ProtocolReport>> run_in_process(const PaperCommand& c, const 
 }
 
 Result<std::vector<ProtocolReport>> run_remote(const PaperCommand& c) {
+  VOSTI_ASSIGN_OR_RETURN(const std::vector<Relation> relations, parse_relations(c.relations));
   VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<HttpBackend> backend, HttpBackend::connect(c.http));
   const int32_t context = c.max_context > 0 ? c.max_context : backend->context();
   if (context <= 0) return invalid_argument("the server does not say its context length: give --max-context N");
@@ -78,7 +80,7 @@ Result<std::vector<ProtocolReport>> run_remote(const PaperCommand& c) {
                          make_paper_plan(paper_protocol_spec(), backend->domain(), backend->window(), context));
   say("server " + backend->description());
   print_plan(plan);
-  ProtocolReport report = run_paper_protocol(plan, *backend, say);
+  ProtocolReport report = run_paper_protocol(plan, *backend, say, relations);
   report.model = backend->model();
   report.mode = "remote";
   return std::vector<ProtocolReport>{std::move(report)};

@@ -230,15 +230,26 @@ Status run_prefix_reuse(const Run& x, RelationResult& r) {
 
 }  // namespace
 
+Result<std::vector<Relation>> parse_relations(const std::vector<std::string>& keys) {
+  std::vector<Relation> out;
+  for (Relation r : kRelations)
+    if (keys.empty() || std::find(keys.begin(), keys.end(), relation_key(r)) != keys.end()) out.push_back(r);
+  for (const std::string& k : keys)
+    if (std::none_of(std::begin(kRelations), std::end(kRelations), [&](Relation r) { return k == relation_key(r); }))
+      return invalid_argument("--relations: unknown relation '" + k + "' (batch, chunk, pd, cache)");
+  return out;
+}
+
 ProtocolReport run_paper_protocol(const PaperPlan& plan, ProtocolBackend& backend,
-                                  const std::function<void(const std::string&)>& progress) {
+                                  const std::function<void(const std::string&)>& progress,
+                                  std::span<const Relation> relations) {
   using Clock = std::chrono::steady_clock;
   ProtocolReport report;
   report.evidence = backend.evidence();
   report.plan = plan;
   const Run run{plan, backend, progress};
   const auto t0 = Clock::now();
-  for (Relation rel : kRelations) {
+  for (Relation rel : relations) {
     RelationResult r;
     r.relation = rel;
     r.expected = plan.expected(rel);

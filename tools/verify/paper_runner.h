@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -61,9 +62,13 @@ struct ProtocolReport {
   bool passed() const;  // every relation "pass"
 };
 
-// Runs every relation in order; `progress` (may be null) gets a line per arm and relation.
+// Runs `relations` (default: all four) in the protocol's order; `progress` (may be null) gets a
+// line per arm and relation. A report holds the relations it ran, and passes when they all pass.
 ProtocolReport run_paper_protocol(const PaperPlan& plan, ProtocolBackend& backend,
-                                  const std::function<void(const std::string&)>& progress = {});
+                                  const std::function<void(const std::string&)>& progress = {},
+                                  std::span<const Relation> relations = kRelations);
+// The relations named by their keys ("batch", "chunk", "pd", "cache"); errors name an unknown one.
+Result<std::vector<Relation>> parse_relations(const std::vector<std::string>& keys);
 
 // The paper's table for each report (model x mode), with the evidence it rests on and its cuts.
 std::string format_protocol_table(const std::vector<ProtocolReport>& reports);
