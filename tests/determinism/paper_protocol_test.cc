@@ -168,6 +168,10 @@ TEST_P(PaperProtocolTiny, EveryComparisonIsIdentical) {
   EXPECT_EQ(report.relations[0].expected + report.relations[1].expected + report.relations[2].expected +
                 report.relations[3].expected,
             report.plan.window == 24 ? 799 : 784);  // mistral-tiny-window: the window's edges add 15
+  // Every chunk call took the steps its budget implies.
+  int64_t chunked = 0;
+  for (const Witness& w : report.relations[1].witnesses) chunked += w.label.ends_with(": chunked") ? 1 : 0;
+  EXPECT_EQ(chunked, report.relations[1].expected + static_cast<int64_t>(report.plan.chunk_prompts.size()));
   int64_t warm_hits = 0;
   for (const Witness& w : report.relations[3].witnesses) warm_hits += w.label.ends_with("warm hit") ? 1 : 0;
   EXPECT_EQ(warm_hits, 14);  // every prefix case witnessed its hit (or, below a block, its miss)

@@ -61,6 +61,7 @@ Result<CallResult> EngineBackend::run_call(std::span<const std::vector<int32_t>>
     VOSTI_RETURN_IF_ERROR(engine_->add_request(std::move(spec), std::move(callback)).status());
   }
   bool together = false;
+  const int64_t steps_before = engine_->stats().num_steps;
   while (num_done < prompts.size()) {
     if (!engine_->step() && !engine_->has_work()) return internal_error("the engine stopped with requests unfinished");
     together = together || engine_->stats().num_running >= 2;
@@ -69,6 +70,7 @@ Result<CallResult> EngineBackend::run_call(std::span<const std::vector<int32_t>>
   for (size_t i = 0; i < prompts.size(); ++i)
     if (!errors[i].empty()) return internal_error("prompt " + std::to_string(i) + " of the call failed: " + errors[i]);
   if (prompts.size() > 1) out.co_scheduled = together;
+  out.num_steps = engine_->stats().num_steps - steps_before;
   out.num_cached_tokens = 0;
   for (const PromptResult& r : out.prompts) out.num_cached_tokens += r.num_cached_tokens;
   return out;

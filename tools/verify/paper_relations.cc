@@ -72,6 +72,16 @@ void witness_cold(RelationResult& r, const std::string& label, const CallResult&
                          std::to_string(c.num_cached_tokens) + " prompt tokens from the prefix cache"});
 }
 
+// A prompt of `length` tokens alone under `budget` tokens a step: its prefill took ceil(length /
+// budget) steps (the last samples the first token), then one a generated token (where observable).
+void witness_chunks(RelationResult& r, const std::string& label, const CallResult& c, size_t length, int32_t budget,
+                    int32_t max_tokens) {
+  if (!c.num_steps) return;
+  const int64_t chunks = (static_cast<int64_t>(length) + budget - 1) / budget;
+  r.witnesses.push_back({label + ": chunked", *c.num_steps == chunks + max_tokens - 1,
+                         std::to_string(*c.num_steps) + " steps for " + std::to_string(chunks) + " chunks"});
+}
+
 Status run_batch(const Run& x, RelationResult& r) {
   const PaperPlan& plan = x.plan;
   VOSTI_RETURN_IF_ERROR(x.arm("isolated-singles", plan.arm_token_budget, false));
@@ -130,6 +140,7 @@ Status run_chunk(const Run& x, RelationResult& r) {
   for (size_t i = 0; i < plan.chunk_prompts.size(); ++i) {
     VOSTI_ASSIGN_OR_RETURN(CallResult c, x.one(plan.chunk_prompts[i]));
     witness_cold(r, "whole-" + names[i], c);
+    witness_chunks(r, "whole-" + names[i], c, plan.chunk_prompts[i].size(), plan.full_budget, plan.call_output_tokens);
     whole.push_back(std::move(c.prompts[0]));
   }
   for (size_t k = 0; k < plan.chunk_budgets.size(); ++k) {
@@ -144,6 +155,7 @@ Status run_chunk(const Run& x, RelationResult& r) {
       VOSTI_ASSIGN_OR_RETURN(CallResult c, x.one(plan.chunk_prompts[i]));
       const std::string label = names[i] + "/" + std::to_string(b);
       witness_cold(r, label, c);
+      witness_chunks(r, label, c, plan.chunk_prompts[i].size(), b, plan.call_output_tokens);
       r.comparisons.push_back(compare(label, whole[i], 0, c.prompts[0], 0));
     }
   }

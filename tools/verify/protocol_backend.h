@@ -34,6 +34,7 @@ struct CallResult {
   std::vector<PromptResult> prompts;  // in the call's order
   std::optional<bool> co_scheduled;   // some step ran two or more of them (where observable)
   int64_t num_cached_tokens = -1;     // over all its prompts; -1: not reported
+  std::optional<int64_t> num_steps;   // engine steps the call took (where observable)
 };
 
 // The engine settings one arm of a relation runs under.
