@@ -100,8 +100,9 @@ void add_workload_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
   WorkloadConfig& w = c.workload;
   app.add_option("--preset", c.preset, "a named preset (--list-presets); other flags override it");
   app.add_flag("--list-presets", x.list_presets, "print the presets and exit");
-  app.add_option("--workload", w.kind, "random, shared-prefix or file")
-      ->check(CLI::IsMember({"random", "shared-prefix", "file"}))
+  app.add_option("--workload", w.kind,
+                 "random, shared-prefix, file, or the paper's: sessions (multi-session replay), phases (aligned)")
+      ->check(CLI::IsMember({"random", "shared-prefix", "file", "sessions", "phases"}))
       ->capture_default_str();
   app.add_option("--num-prompts,-n", w.num_prompts, "requests (file: at most this many, 0: all)")
       ->capture_default_str();
@@ -117,6 +118,21 @@ void add_workload_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
   app.add_option("--question-len", c.question_len, "shared-prefix: tokens after the prefix, N or MIN:MAX")
       ->capture_default_str();
   app.add_option("--seed", w.seed, "workload seed: prompts, lengths, arrivals, sampling seeds")->capture_default_str();
+  SessionsConfig& ss = c.sessions;
+  app.add_option("--num-sessions", ss.num_sessions, "sessions: independent sessions")->capture_default_str();
+  app.add_option("--num-turns", ss.num_turns, "sessions: turns per session")->capture_default_str();
+  app.add_option("--shared-prefix-len", ss.shared_len, "sessions: first-turn tokens every session shares")
+      ->capture_default_str();
+  app.add_option("--distinct-len", ss.distinct_len, "sessions: first-turn tokens of each session's own")
+      ->capture_default_str();
+  app.add_option("--append-len", ss.append_len, "sessions: new tokens each later turn appends")->capture_default_str();
+  app.add_option("--think-time", ss.think_s, "sessions: seconds between a response and the next turn")
+      ->capture_default_str();
+  app.add_option("--phase-batch", c.phases.batch, "phases: requests per phase, sent at once")->capture_default_str();
+  app.add_option("--cached-contexts", c.phases.cached_contexts, "phases: cached context lengths, e.g. 0,4096,8192")
+      ->delimiter(',');
+  app.add_option("--new-tokens", c.phases.new_tokens, "phases: prompt tokens each request adds to its context")
+      ->capture_default_str();
   app.add_option("--request-rate", c.request_rate, "requests/s, Poisson arrivals (0 or inf: all at once)")
       ->capture_default_str();
   app.add_option("--burstiness", c.burstiness, "gamma shape of the gaps (1: Poisson; < 1 burstier)")

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "runner/load_device_model.h"
+#include "tools/cmd_verify_paper.h"
 #include "tools/commands.h"
 #include "tools/engine_options.h"
 #include "tools/verify/verify_harness.h"
@@ -12,7 +13,8 @@ namespace vosti::tools {
 int cmd_verify(int argc, char** argv) {
   CLI::App app{
       "Runs a request set alone (the reference F_D) and under the variation matrix, and compares\n"
-      "every logit of every output position bit for bit.",
+      "every logit of every output position bit for bit; or (--protocol paper) the Vosti paper's\n"
+      "784-comparison protocol, in-process or against an OpenAI-compatible server (--base-url).",
       "vosti verify"};
   std::vector<std::string> models;
   bool full = false;
@@ -20,9 +22,38 @@ int cmd_verify(int argc, char** argv) {
   // The deployment under test; the harness sets the rest (its reference runs one token per step
   // with the cache off, and the variation matrix varies the scheduling and memory options).
   EngineConfig deployment;
-  app.add_option("--model", models, "model file or directory (repeatable; default: the default model)");
-  app.add_flag("--full", full, "the longer matrix: more requests, longer generations");
-  app.add_option("--seed", seed, "seed of the generated request set");
+  std::string protocol = "matrix";
+  PaperCommand paper;
+  app.add_option("--model", models,
+                 "model file or directory (repeatable; default: the default model); with --base-url, the served "
+                 "model's name");
+  app.add_option("--protocol", protocol,
+                 "matrix: Vosti's variation matrix (below); paper: the paper's protocol (batch composition, "
+                 "chunking, prefill/decode, prefix reuse; seed 0x5EED2026)")
+      ->check(CLI::IsMember({"matrix", "paper"}))
+      ->capture_default_str();
+  app.add_flag("--full", full, "matrix: the longer matrix: more requests, longer generations");
+  app.add_option("--seed", seed, "matrix: seed of the generated request set");
+  app.add_option("--base-url", paper.http.base_url,
+                 "paper: test an OpenAI-compatible server at this URL (Vosti, vLLM, SGLang, llama-server)");
+  app.add_option("--api-key", paper.http.api_key, "paper, --base-url: sent as 'Authorization: Bearer KEY'");
+  app.add_option("--tokenizer", paper.http.tokenizer,
+                 "paper, --base-url: a local copy of the served model (directory or GGUF) for its vocabulary, "
+                 "when the server's /v1/models does not list it");
+  app.add_option("--server-token-budget", paper.http.server_token_budget,
+                 "paper, --base-url: the server's step token budget (its --max-num-batched-tokens) when its "
+                 "/metrics does not say; chunking is induced below it");
+  app.add_option("--max-context", paper.max_context,
+                 "paper: the longest sequence (prompt + output) the protocol builds; the paper's longer prompts "
+                 "are cut to fit and the report says so (default: the model's context, or the server's)");
+  app.add_option("--cuda-graphs", paper.cuda_graphs,
+                 "paper, --device cuda: run with CUDA graphs on (padded), off, or both (one report each)")
+      ->check(CLI::IsMember({"on", "off", "both"}))
+      ->capture_default_str();
+  app.add_option("--json", paper.json_path, "paper: write every comparison and witness here as JSON");
+  app.add_option("--relations", paper.relations,
+                 "paper: run only these relations (batch, chunk, pd, cache; default all), e.g. to split a long run")
+      ->delimiter(',');
   add_engine_options(app, deployment, EngineOptionSet::kDeployment);
   app.footer(
       "--attention-split 64 exercises the split states within the harness's 128-token contexts (512 with "
@@ -31,6 +62,25 @@ int cmd_verify(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // commands.h: 2 for a usage error (CLI11's own codes vary)
+  }
+  if (protocol == "paper") {
+    paper.deployment = deployment;
+    paper.command_line = "vosti";
+    for (int i = 0; i < argc; ++i) paper.command_line += std::string(" ") + argv[i];
+    if (!paper.http.base_url.empty()) {
+      if (models.size() > 1) {
+        std::fprintf(stderr, "vosti verify: with --base-url, --model names the one served model\n");
+        return 2;
+      }
+      if (!models.empty()) paper.http.model = models[0];
+    } else {
+      paper.models = models.empty() ? std::vector<std::string>{default_model_path()} : models;
+    }
+    return run_paper_command(paper);
+  }
+  if (!paper.http.base_url.empty()) {
+    std::fprintf(stderr, "vosti verify: --base-url runs the paper protocol: add --protocol paper\n");
+    return 2;
   }
   if (models.empty()) models.push_back(default_model_path());
 

@@ -199,6 +199,15 @@ void BlockPool::unlink_free(BlockId b) {
   --num_free_;
 }
 
+int64_t BlockPool::reset_prefix_cache() {
+  std::vector<BlockId> cached;
+  cached.reserve(cache_.size());
+  for (const auto& [key, b] : cache_) cached.push_back(b);
+  for (BlockId b : cached) evict(b);
+  ++version_;
+  return static_cast<int64_t>(cached.size());
+}
+
 void BlockPool::evict(BlockId b) {
   BlockMeta& m = meta(b);
   const auto it = cache_.find(m.key);

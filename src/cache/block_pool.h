@@ -99,6 +99,12 @@ class BlockPool {
   // its head) and empties the table. Cached blocks stay findable until reused.
   void release(BlockTable& table);
 
+  // Forgets every prefix-cache entry (free and used blocks alike: no later match finds a block
+  // registered before the call). Ref counts, tables and the free order are untouched; a used
+  // block's later successors stay unregistered (their parent is no longer cached). Returns the
+  // number of entries dropped.
+  int64_t reset_prefix_cache();
+
   // Full consistency check; `tables` must be every live table holding blocks of this pool.
   Status check_invariants(std::span<const BlockTable* const> tables) const;
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include <xxhash.h>
 
@@ -72,9 +73,14 @@ class EngineImpl final : public Engine {
     aborts_.push_back(id);
   }
 
+  void reset_prefix_cache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    reset_prefix_cache_ = true;
+  }
+
   bool has_work() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return !pending_.empty() || !aborts_.empty() || !live_.empty();
+    return !pending_.empty() || !aborts_.empty() || !live_.empty() || reset_prefix_cache_;
   }
 
   EngineStats stats() const override {
@@ -112,9 +118,10 @@ class EngineImpl final : public Engine {
   const std::vector<int64_t> eos_token_ids_;
   Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
 
-  mutable std::mutex mu_;  // guards pending_, aborts_, next_id_, stats_ and live_'s membership
+  mutable std::mutex mu_;  // guards pending_, aborts_, reset_prefix_cache_, next_id_, stats_, live_'s membership
   std::vector<std::unique_ptr<LiveRequest>> pending_;
   std::vector<RequestId> aborts_;
+  bool reset_prefix_cache_ = false;  // applied by the next step before it admits anything
   RequestId next_id_ = 1;
   EngineStats stats_;
   std::unordered_map<RequestId, std::unique_ptr<LiveRequest>> live_;  // step thread only (size read under mu_)
@@ -159,11 +166,16 @@ Status EngineImpl::validate(const RequestSpec& spec) const {
 void EngineImpl::admit_and_abort() {
   std::vector<std::unique_ptr<LiveRequest>> pending;
   std::vector<RequestId> aborts;
+  bool reset = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending.swap(pending_);
     aborts.swap(aborts_);
+    reset = std::exchange(reset_prefix_cache_, false);
   }
+  // The reset and the drain happen under one lock: a request added after reset_prefix_cache()
+  // returned is admitted after the reset, never before it.
+  if (reset) scheduler_.reset_prefix_cache();
   for (auto& r : pending) {
     if (!broken_.ok()) {
       r->fail(broken_.message());
@@ -248,7 +260,7 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
     for (; next_row < out.rows.size() && out.rows[next_row].plan_index == static_cast<int32_t>(i); ++next_row) {
       const RowResult& row = out.rows[next_row];
       if (row.kind == RowKind::kScore) {
-        r.record_prompt_score(row.position, row.scored);
+        r.record_prompt_score(row.position, row.scored, row.digest);
       } else {
         sampled = &row;
       }

@@ -54,6 +54,10 @@ class Engine {
   virtual Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) = 0;
   // Aborts a queued or running request; its callback gets a final kAbort output. Unknown ids are ignored.
   virtual void abort(RequestId id) = 0;
+  // Empties the prefix cache (vLLM's reset_prefix_cache) at the start of the next step, before
+  // that step admits anything: every request added after this call finds nothing cached before
+  // it (Scheduler::reset_prefix_cache); running requests keep their blocks. Any thread.
+  virtual void reset_prefix_cache() = 0;
   // Runs one step if there is work; returns false if there was none.
   virtual bool step() = 0;
   virtual bool has_work() const = 0;

@@ -15,6 +15,7 @@ LiveRequest::LiveRequest(RequestId id, RequestSpec spec, StopConditions stop, Ou
       seed_(spec_.sampling.seed.has_value() ? *spec_.sampling.seed : fresh_seed()) {
   if (tokenizer_) decoder_ = std::make_unique<StreamingDecoder>(*tokenizer_, /*skip_special_tokens=*/true);
   if (spec_.prompt_logprobs) prompt_scores_.resize(spec_.prompt.size());
+  if (spec_.prompt_logprobs && spec_.logits_digests) prompt_digests_.resize(spec_.prompt.size());
 }
 
 LiveRequest::~LiveRequest() = default;
@@ -23,11 +24,12 @@ bool LiveRequest::wants_prompt_logits(int32_t num_computed) const {
   return spec_.prompt_logprobs && !prompt_scored_ && num_computed < static_cast<int32_t>(spec_.prompt.size());
 }
 
-void LiveRequest::record_prompt_score(int32_t position, const ScoredToken& scored) {
+void LiveRequest::record_prompt_score(int32_t position, const ScoredToken& scored, const LogitsDigest& digest) {
   if (!spec_.prompt_logprobs || prompt_scored_) return;
   const size_t next = static_cast<size_t>(position) + 1;
   if (next >= spec_.prompt.size()) return;
   prompt_scores_[next] = scored;
+  if (!prompt_digests_.empty()) prompt_digests_[next] = digest;
 }
 
 void LiveRequest::prompt_done(int32_t num_cached_prompt_tokens) {
@@ -62,6 +64,7 @@ RequestOutput LiveRequest::base_output() {
   out.num_cached_prompt_tokens = num_cached_prompt_tokens_;
   if (prompt_scores_pending_) {
     out.prompt_logprobs = std::move(prompt_scores_);
+    out.prompt_digests = std::move(prompt_digests_);
     prompt_scores_pending_ = false;
   }
   return out;

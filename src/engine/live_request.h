@@ -33,8 +33,9 @@ class LiveRequest {
 
   // True while the chunk starting at num_computed still needs per-position logits for prompt scoring.
   bool wants_prompt_logits(int32_t num_computed) const;
-  // Records the score of prompt token position + 1 under the logits at `position`.
-  void record_prompt_score(int32_t position, const ScoredToken& scored);
+  // Records the score of prompt token position + 1 under the logits at `position` (and, if the
+  // request wants digests, those logits' digest).
+  void record_prompt_score(int32_t position, const ScoredToken& scored, const LogitsDigest& digest);
   // The prompt is done: its logprobs (if asked) go out with the next output.
   void prompt_done(int32_t num_cached_prompt_tokens);
 
@@ -58,14 +59,15 @@ class LiveRequest {
   const Tokenizer* tokenizer_;
   std::unique_ptr<StreamingDecoder> decoder_;
   uint64_t seed_;
-  std::vector<int32_t> outputs_;            // [num_output_tokens]
-  std::string text_;                        // detokenised outputs so far
-  size_t text_checked_ = 0;                 // text_ bytes already searched for stop strings
-  size_t text_released_ = 0;                // text_ bytes already sent
-  size_t text_releasable_ = 0;              // text_ bytes that cannot begin a stop string
-  std::vector<ScoredToken> prompt_scores_;  // [num_prompt_tokens] if prompt logprobs are asked
-  bool prompt_scored_ = false;              // prompt logprobs complete (and queued or sent)
-  bool prompt_scores_pending_ = false;      // to be sent with the next output
+  std::vector<int32_t> outputs_;              // [num_output_tokens]
+  std::string text_;                          // detokenised outputs so far
+  size_t text_checked_ = 0;                   // text_ bytes already searched for stop strings
+  size_t text_released_ = 0;                  // text_ bytes already sent
+  size_t text_releasable_ = 0;                // text_ bytes that cannot begin a stop string
+  std::vector<ScoredToken> prompt_scores_;    // [num_prompt_tokens] if prompt logprobs are asked
+  std::vector<LogitsDigest> prompt_digests_;  // [num_prompt_tokens] if prompt logprobs and digests are asked
+  bool prompt_scored_ = false;                // prompt logprobs complete (and queued or sent)
+  bool prompt_scores_pending_ = false;        // to be sent with the next output
   int32_t num_cached_prompt_tokens_ = 0;
   bool finished_ = false;
 };

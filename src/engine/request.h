@@ -29,7 +29,7 @@ struct RequestSpec {
   bool include_stop_str_in_output = false;
   int32_t priority = 0;          // lower runs first; FCFS within a priority
   bool prompt_logprobs = false;  // logprobs of the prompt tokens (echo + logprobs)
-  bool logits_digests = false;   // 128-bit digest of every produced position's logits
+  bool logits_digests = false;   // 128-bit digest of every produced position's logits (scored prompt rows too)
   bool return_logits = false;    // the full logits row of every produced position (harness use)
 };
 
@@ -47,7 +47,10 @@ struct RequestOutput {
   std::vector<LogitsDigest> new_digests;          // [new_tokens] if asked
   std::vector<std::vector<float>> new_logits;     // [new_tokens][vocab] if return_logits
   std::vector<PositionLogprobs> prompt_logprobs;  // once, when the prompt is done (if asked); [0] has no logprob
-  std::string new_text;                           // detokenised delta, if the engine has a tokenizer
+  // With prompt_logprobs and logits_digests, alongside them: [i] digests the row that scored
+  // prompt[i] (position i - 1's logits); [0] has no row and is zero.
+  std::vector<LogitsDigest> prompt_digests;
+  std::string new_text;  // detokenised delta, if the engine has a tokenizer
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // when finish_reason == kError

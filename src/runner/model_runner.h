@@ -37,7 +37,7 @@ struct RequestLogitsTask {
   std::span<const int32_t> outputs;  // its outputs so far; the sampled position is outputs.size()
   bool sample = false;               // sample a token from the step's last row (it completes the known tokens)
   bool score_prompt = false;         // score prompt[p + 1] at each row p of the step with p + 1 < prompt.size()
-  bool digest = false;               // the sampled row's LogitsDigest
+  bool digest = false;               // the LogitsDigest of every row produced (sampled and scored)
   bool full_logits = false;          // the sampled row's whole logits (the determinism harness)
 };
 
@@ -49,7 +49,7 @@ struct RowResult {
   int32_t position = 0;    // the position whose next-token logits these are
   RowKind kind = RowKind::kSample;
   ScoredToken scored;         // kSample: the chosen token; kScore: prompt[position + 1]
-  LogitsDigest digest{};      // kSample with task.digest
+  LogitsDigest digest{};      // with task.digest (either kind)
   std::vector<float> logits;  // kSample with task.full_logits: [vocab]
 };
 

@@ -77,6 +77,10 @@ class Scheduler {
   // Returns false for an unknown id.
   bool finish(RequestId id);
 
+  // Empties the prefix cache (BlockPool::reset_prefix_cache): requests admitted afterwards
+  // compute every token no running request has shared with them. Returns the entries dropped.
+  int64_t reset_prefix_cache() { return pool_.reset_prefix_cache(); }
+
   const RequestState* find(RequestId id) const;
   bool has_work() const { return !requests_.empty(); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }

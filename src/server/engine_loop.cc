@@ -18,6 +18,27 @@ Result<RequestId> EngineLoop::add_request(RequestSpec spec, OutputCallback callb
   return id;
 }
 
+Result<std::vector<RequestId>> EngineLoop::add_requests(std::vector<Submission> submissions) {
+  std::vector<RequestId> ids;
+  ids.reserve(submissions.size());
+  for (Submission& s : submissions) {
+    auto id = engine_->add_request(std::move(s.spec), std::move(s.callback));
+    if (!id.ok()) {
+      for (RequestId added : ids) engine_->abort(added);
+      wake();
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  wake();
+  return ids;
+}
+
+void EngineLoop::reset_prefix_cache() {
+  engine_->reset_prefix_cache();
+  wake();
+}
+
 void EngineLoop::abort(RequestId id) {
   engine_->abort(id);
   wake();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 #include "runner/device_model.h"
@@ -35,8 +36,19 @@ class EngineLoop {
 
   // Engine::add_request, then wakes the engine thread.
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback);
+  struct Submission {
+    RequestSpec spec;
+    OutputCallback callback;
+  };
+  // Adds every submission, in order, then wakes the engine thread once: an idle engine admits
+  // them together, in its next step (a batched completion's prompts share that step). All or
+  // none: on a rejection the ones added are aborted and the error returned.
+  Result<std::vector<RequestId>> add_requests(std::vector<Submission> submissions);
   // Engine::abort, then wakes the engine thread (the final kAbort output comes from a step).
   void abort(RequestId id);
+  // Engine::reset_prefix_cache, then wakes the engine thread (which applies it before admitting
+  // anything added later).
+  void reset_prefix_cache();
   // The snapshot taken after the latest step.
   EngineLoopStats stats() const;
   const EngineConfig& config() const { return engine_->config(); }

@@ -37,28 +37,33 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
   spec.stop_token_ids = request_.stop_token_ids;
   spec.stop = request_.stop;
   spec.ignore_eos = request_.ignore_eos;
-  spec.prompt_logprobs = request_.echo && request_.logprobs;
+  // echo scores the prompt for its logprobs and, with return_logits_digests, its rows' digests.
+  spec.prompt_logprobs = request_.echo && (request_.logprobs || request_.return_logits_digests);
   spec.logits_digests = request_.return_logits_digests;
   return spec;
 }
 
 std::optional<ApiError> GenerationJob::start() {
   engine_start_ = Clock::now();
+  std::vector<EngineLoop::Submission> submissions;
   for (size_t k = 0; k < sequences_.size(); ++k) {
-    Sequence& seq = sequences_[k];
+    const Sequence& seq = sequences_[k];
     auto callback = [self = shared_from_this(), k](const RequestOutput& out) {
       // Engine thread: hand the output to the connection's strand.
       if (out.finished) self->engine_end_ns_ = Clock::now().time_since_epoch().count();
       self->responder_->post([self, k, out] { self->on_output(k, out); });
     };
-    auto id = env_.loop->add_request(make_spec(seq.prompt_index, seq.output.index % request_.n), std::move(callback));
-    if (!id.ok()) {
-      completed_ = true;  // no response from this job: the caller answers the error
-      for (size_t j = 0; j < k; ++j) env_.loop->abort(sequences_[j].engine_id);
-      return bad_request(id.status().message());
-    }
-    seq.engine_id = *id;
-    seq.submitted = true;
+    submissions.push_back({make_spec(seq.prompt_index, seq.output.index % request_.n), std::move(callback)});
+  }
+  // One wake for all: an idle engine admits every sequence of the request in the same step.
+  auto ids = env_.loop->add_requests(std::move(submissions));
+  if (!ids.ok()) {
+    completed_ = true;  // no response from this job: the caller answers the error
+    return bad_request(ids.status().message());
+  }
+  for (size_t k = 0; k < sequences_.size(); ++k) {
+    sequences_[k].engine_id = (*ids)[k];
+    sequences_[k].submitted = true;
   }
   if (request_.stream) responder_->start_events();
   std::weak_ptr<GenerationJob> weak = shared_from_this();
@@ -112,12 +117,15 @@ void GenerationJob::stream_delta(Sequence& seq, const RequestOutput& out) {
     d.logprobs = out.new_logprobs;
     if (request_.echo) d.prompt_logprobs = out.prompt_logprobs;
   }
-  if (request_.return_logits_digests) d.digests = out.new_digests;
+  if (request_.return_logits_digests) {
+    d.digests = out.new_digests;
+    if (request_.echo) d.prompt_digests = out.prompt_digests;
+  }
   if (first && request_.return_token_ids) d.prompt_token_ids = &prompts_[seq.prompt_index].ids;
   if (out.finished) d.finish_reason = out.finish_reason;
   d.text_offset = seq.emitted_text_bytes;
-  const bool worth_sending =
-      first || out.finished || !d.text.empty() || !d.token_ids.empty() || !d.prompt_logprobs.empty();
+  const bool worth_sending = first || out.finished || !d.text.empty() || !d.token_ids.empty() ||
+                             !d.prompt_logprobs.empty() || !d.prompt_digests.empty();
   if (!worth_sending) return;
   responder_->send_event(sse_event(chunk_body(context_, d, first)));
   seq.sent_first = true;
@@ -132,8 +140,10 @@ void GenerationJob::accumulate(Sequence& seq, const RequestOutput& out) {
     acc.logprobs.insert(acc.logprobs.end(), out.new_logprobs.begin(), out.new_logprobs.end());
     if (request_.echo && !out.prompt_logprobs.empty()) acc.prompt_logprobs = out.prompt_logprobs;
   }
-  if (request_.return_logits_digests)
+  if (request_.return_logits_digests) {
     acc.digests.insert(acc.digests.end(), out.new_digests.begin(), out.new_digests.end());
+    if (request_.echo && !out.prompt_digests.empty()) acc.prompt_digests = out.prompt_digests;
+  }
 }
 
 void GenerationJob::finish_sequence(Sequence& seq, const RequestOutput& out) {

@@ -104,6 +104,13 @@ void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOu
   }
   if (ctx.logits_digests) {
     w.key("logits_digests").begin_array();
+    for (size_t i = 0; i < c.prompt_digests.size(); ++i) {
+      if (i == 0) {
+        w.null();  // the first prompt token: no row scored it
+      } else {
+        w.value(digest_hex(c.prompt_digests[i]));
+      }
+    }
     for (const auto& d : c.digests) w.value(digest_hex(d));
     w.end_array();
   }

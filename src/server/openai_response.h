@@ -6,7 +6,9 @@
 //   - logprobs print in the float's shortest round-trip form (equal text <=> equal bits);
 //   - "return_token_ids": "prompt_token_ids" and "token_ids" per choice (vLLM's names);
 //   - "return_logits_digests": "logits_digests", one 32-hex-digit string per output
-//     position: the 128-bit XXH3 digest of that position's full f32 logits.
+//     position: the 128-bit XXH3 digest of that position's full f32 logits; with echo, the
+//     prompt's positions first, aligned as echo's logprobs are (null for the first prompt token,
+//     then the digest of the row that scored each prompt token).
 // Thread safety: pure functions.
 #pragma once
 
@@ -43,6 +45,7 @@ struct ChoiceOutput {
   std::vector<PositionLogprobs> logprobs;                  // [token_ids] when logprobs were asked
   std::vector<LogitsDigest> digests;                       // [token_ids] when digests were asked
   std::vector<PositionLogprobs> prompt_logprobs;           // echo + logprobs: [prompt], [0] unscored
+  std::vector<LogitsDigest> prompt_digests;                // echo + digests: [prompt], [0] has no row
   const std::vector<int32_t>* prompt_token_ids = nullptr;  // when return_token_ids (first chunk / full)
   std::optional<FinishReason> finish_reason;               // set on the last delta
   int64_t text_offset = 0;                                 // completions logprobs: offset of `text` in the choice

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <random>
 
+#include "engine/token_domain.h"
 #include "model/model.h"
 #include "server/json_writer.h"
 #include "tokenizer/chat_template.h"
@@ -47,6 +48,7 @@ std::string random_hex() {
 OpenAiService::OpenAiService(EngineLoop& loop, std::shared_ptr<const Tokenizer> tokenizer, ServiceOptions options)
     : loop_(loop), tokenizer_(std::move(tokenizer)), options_(std::move(options)), created_(std::time(nullptr)) {
   VOSTI_CHECK(tokenizer_ != nullptr, "the server needs a tokenizer");
+  token_domain_ = token_domain(loop_.model().config(), tokenizer_.get());
 }
 
 void OpenAiService::respond(const std::shared_ptr<HttpResponder>& r, int status, std::string content_type,
@@ -67,8 +69,8 @@ bool OpenAiService::authorized(const HttpRequest& request) const {
 void OpenAiService::handle(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) {
   const std::string& path = request.path;
   const bool get = path == "/health" || path == "/v1/models" || path == "/metrics";
-  const bool post =
-      path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize";
+  const bool post = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
+                    path == "/detokenize" || path == "/reset_prefix_cache";
   if (!get && !post) {
     return respond_error(responder, make_error(404,
                                                "unknown path " + request.method + " " + path +
@@ -91,6 +93,11 @@ void OpenAiService::handle(const HttpRequest& request, std::shared_ptr<HttpRespo
   if (path == "/metrics") return handle_metrics(responder);
   if (path == "/tokenize") return handle_tokenize(request, responder);
   if (path == "/detokenize") return handle_detokenize(request, responder);
+  if (path == "/reset_prefix_cache") {
+    // vLLM's route: the engine forgets its prefix cache before it admits anything sent later.
+    loop_.reset_prefix_cache();
+    return respond(responder, 200, kJson, R"({"status":"ok"})");
+  }
   handle_generation(request, path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChatCompletions,
                     std::move(responder));
 }
@@ -243,6 +250,20 @@ void OpenAiService::handle_models(const std::shared_ptr<HttpResponder>& r) {
   w.key("id").value(options_.served_model_name).key("object").value("model").key("created").value(created_);
   w.key("owned_by").value("vosti").key("root").value(loop_.model().path());
   w.key("max_model_len").value(static_cast<int64_t>(loop_.config().max_model_len));
+  // What a client needs to make valid token-id prompts (the paper protocol's random prompts).
+  w.key("vocab_size").value(token_domain_.vocab_size);
+  w.key("bos_token_id");
+  if (token_domain_.bos_token_id >= 0) {
+    w.value(token_domain_.bos_token_id);
+  } else {
+    w.null();
+  }
+  w.key("eos_token_ids").begin_array();
+  for (int32_t id : token_domain_.eos_token_ids) w.value(id);
+  w.end_array().key("special_token_ids").begin_array();
+  for (int32_t id : token_domain_.special_token_ids) w.value(id);
+  w.end_array();
+  w.key("sliding_window").value(loop_.model().config().sliding_window);
   w.end_object().end_array().end_object();
   respond(r, 200, kJson, w.take());
 }
@@ -250,7 +271,7 @@ void OpenAiService::handle_models(const std::shared_ptr<HttpResponder>& r) {
 void OpenAiService::handle_metrics(const std::shared_ptr<HttpResponder>& r) {
   const int64_t connections = options_.num_connections ? options_.num_connections() : 0;
   respond(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-          metrics_.render(loop_.stats(), connections, num_active(), &loop_.runner_info()));
+          metrics_.render(loop_.stats(), connections, num_active(), &loop_.runner_info(), &loop_.config()));
 }
 
 void OpenAiService::handle_tokenize(const HttpRequest& request, const std::shared_ptr<HttpResponder>& r) {

@@ -2,9 +2,10 @@
 // completions, models, health, metrics, tokenize/detokenize; authentication,
 // model-dependent validation (context length, token ids), and shutdown.
 //
-// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
-// GET /health (never needs the API key), GET /metrics, POST /tokenize,
-// POST /detokenize. Unknown path: 404; known path with another method: 405.
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models (with the
+// vocabulary size and special ids), GET /health (never needs the API key), GET /metrics,
+// POST /tokenize, POST /detokenize, POST /reset_prefix_cache (vLLM's: empties the prefix cache
+// before anything sent later is admitted). Unknown path: 404; known path with another method: 405.
 // Thread safety: handle() is called on many I/O threads at once; shared state is the
 // job registry (one mutex), the metrics (their own mutex), and the engine loop.
 #pragma once
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "engine/token_domain.h"
 #include "server/engine_loop.h"
 #include "server/generation_job.h"
 #include "server/http_server.h"
@@ -65,7 +67,8 @@ class OpenAiService {
   std::shared_ptr<const Tokenizer> tokenizer_;
   ServiceOptions options_;
   ServerMetrics metrics_;
-  int64_t created_;  // unix seconds at start, for /v1/models
+  int64_t created_;           // unix seconds at start, for /v1/models
+  TokenDomain token_domain_;  // for /v1/models
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_job_id_{1};
   mutable std::mutex jobs_mu_;

@@ -70,7 +70,7 @@ void ServerMetrics::observe_finish(const char* reason) {
 }
 
 std::string ServerMetrics::render(const EngineLoopStats& engine, int64_t num_connections, int64_t num_active_requests,
-                                  const RunnerInfo* runner) const {
+                                  const RunnerInfo* runner, const EngineConfig* config) const {
   const EngineStats& s = engine.engine;
   std::string out;
   if (runner != nullptr) {
@@ -84,6 +84,19 @@ std::string ServerMetrics::render(const EngineLoopStats& engine, int64_t num_con
                   static_cast<double>(runner->kv_cache_bytes));
     append_metric(out, "vosti_weight_bytes", "gauge", "Bytes of model weights on the engine's device.",
                   static_cast<double>(runner->weight_bytes));
+  }
+  if (config != nullptr) {
+    append_metric(out, "vosti_max_num_batched_tokens", "gauge",
+                  "The step token budget: tokens one engine step computes at most (longer prompts run in chunks).",
+                  static_cast<double>(config->max_num_batched_tokens));
+    append_metric(out, "vosti_max_num_seqs", "gauge", "Sequences one engine step runs at most.",
+                  static_cast<double>(config->max_num_seqs));
+    append_metric(out, "vosti_block_size", "gauge", "Tokens per KV block (prefix-cache hits are whole blocks).",
+                  static_cast<double>(config->block_size));
+    append_metric(out, "vosti_max_model_len", "gauge", "The context: prompt and output tokens of a sequence at most.",
+                  static_cast<double>(config->max_model_len));
+    append_metric(out, "vosti_prefix_caching_enabled", "gauge", "1 when the prefix cache is on.",
+                  config->enable_prefix_caching ? 1.0 : 0.0);
   }
   append_metric(out, "vosti_num_requests_running", "gauge", "Sequences in the engine's running set.",
                 static_cast<double>(s.num_running));

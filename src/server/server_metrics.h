@@ -40,9 +40,11 @@ class ServerMetrics {
   void add_tokens(int64_t prompt_tokens, int64_t generation_tokens);
   void observe_finish(const char* reason);
   // The Prometheus text format (version 0.0.4) of everything, with `engine` stats.
-  // `runner` (may be null) adds the device and the KV pool it holds.
+  // `runner` (may be null) adds the device and the KV pool it holds; `config` (may be null) the
+  // scheduling limits a client needs to know what chunking its requests induce (the step token
+  // budget, the block size, the sequence cap, the context, whether prefix caching is on).
   std::string render(const EngineLoopStats& engine, int64_t num_connections, int64_t num_active_requests,
-                     const RunnerInfo* runner = nullptr) const;
+                     const RunnerInfo* runner = nullptr, const EngineConfig* config = nullptr) const;
 
  private:
   mutable std::mutex mu_;

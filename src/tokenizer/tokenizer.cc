@@ -90,6 +90,16 @@ bool Tokenizer::is_special(int32_t id) const {
   return t != nullptr && t->special;
 }
 
+std::vector<int32_t> Tokenizer::special_token_ids() const {
+  std::vector<int32_t> ids = stop_ids_;
+  for (const AddedToken& t : parts_.added.tokens()) ids.push_back(t.id);
+  for (const auto& id : {parts_.bos_id, parts_.eos_id, parts_.unk_id, parts_.pad_id})
+    if (id) ids.push_back(*id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 bool Tokenizer::is_stop(int32_t id) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
 }

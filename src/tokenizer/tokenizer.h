@@ -85,6 +85,9 @@ class Tokenizer {
   const std::optional<std::string>& chat_template() const { return parts_.chat_template; }
   // True for added tokens marked special (those skip_special_tokens drops).
   bool is_special(int32_t id) const;
+  // Every added token's id (special or not) and the BOS, EOS, UNK, PAD and stop ids, ascending
+  // and unique: the ids that are not ordinary text tokens.
+  std::vector<int32_t> special_token_ids() const;
   // The raw token text (byte-level or metaspace alphabet), nullopt when out of range.
   std::optional<std::string> id_to_piece(int32_t id) const;
   std::optional<int32_t> piece_to_id(std::string_view piece) const;

@@ -162,6 +162,34 @@ TEST(BlockPoolTest, FullComputedBlocksAreRegisteredAndMatched) {
   EXPECT_EQ(pool.match_prefix(other).num_tokens, 0);
 }
 
+TEST(BlockPoolTest, ResetPrefixCacheForgetsFreeAndUsedBlocks) {
+  BlockPool pool = make_pool(4, 8);
+  const std::vector<int32_t> tokens = iota_tokens(12);
+  BlockTable a, b;
+  grow(pool, a, 12);
+  pool.register_full_blocks(a, tokens, 12);  // 3 cached blocks, used by a
+  grow(pool, b, 8);
+  pool.register_full_blocks(b, iota_tokens(8, 500), 8);
+  pool.release(b);  // 2 cached blocks, free
+  ASSERT_EQ(pool.num_cached_blocks(), 5);
+  const std::vector<BlockId> free_before = pool.free_list();
+  EXPECT_EQ(pool.reset_prefix_cache(), 5);
+  EXPECT_EQ(pool.num_cached_blocks(), 0);
+  EXPECT_EQ(pool.match_prefix(tokens).num_tokens, 0);
+  EXPECT_EQ(pool.match_prefix(iota_tokens(8, 500)).num_tokens, 0);
+  EXPECT_EQ(pool.free_list(), free_before);  // the eviction order is untouched
+  EXPECT_EQ(pool.ref_count(a[0]), 1);
+  expect_ok(pool, {&a});
+  // a's table keeps its chain keys, but a later full block of a has no cached parent: it stays
+  // unregistered, so nothing cached before the reset can be reached through it.
+  std::vector<int32_t> longer = iota_tokens(16);
+  grow(pool, a, 16);
+  pool.register_full_blocks(a, longer, 16);
+  EXPECT_EQ(pool.num_cached_blocks(), 0);
+  expect_ok(pool, {&a});
+  EXPECT_EQ(pool.reset_prefix_cache(), 0);
+}
+
 TEST(BlockPoolTest, HitSharesBlocksAndCountsReferences) {
   BlockPool pool = make_pool(4, 8);
   const std::vector<int32_t> tokens = iota_tokens(12);

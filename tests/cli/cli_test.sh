@@ -34,6 +34,24 @@ check "verify prints the table" grep -q "shuffled_blocks" "$tmp/verify"
 "$vosti" verify --model "$src/tests/golden/models/llama-tiny" --backend cpu-planted-bug >"$tmp/verify" 2>&1; rc=$?
 check "verify refuses a test-only backend" test $rc -eq 2
 check "the error names the backend" grep -q "cpu-planted-bug" "$tmp/verify"
+# The paper's protocol (one relation, a short context: seconds), its JSON, and its usage errors.
+"$vosti" verify --protocol paper --relations cache --max-context 512 --json "$tmp/paper.json" \
+  --model "$src/tests/golden/models/llama-tiny" >"$tmp/paper" 2>&1; rc=$?
+check "verify --protocol paper passes on a tiny model" test $rc -eq 0
+check "it prints the paper's table" grep -q "prefix reuse *14 *14 *14 *pass" "$tmp/paper"
+check "it says the run is adapted" grep -q "adapted run" "$tmp/paper"
+check "its JSON names the relation and the commit" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["reports"][0]["relations"]
+sys.exit(0 if d["commit"] and [x["relation"] for x in r] == ["cache"] and r[0]["identical"] == 14 else 1)' "$tmp/paper.json"
+"$vosti" verify --base-url http://127.0.0.1:9 >"$tmp/paper" 2>&1; rc=$?
+check "--base-url without --protocol paper is a usage error" test $rc -eq 2
+"$vosti" verify --protocol paper --relations nope --model "$src/tests/golden/models/llama-tiny" >"$tmp/paper" 2>&1; rc=$?
+check "an unknown relation is a usage error" test $rc -eq 2
+"$vosti" verify --protocol paper --base-url http://127.0.0.1:9 >"$tmp/paper" 2>&1; rc=$?
+check "an unreachable server fails and says so" test $rc -eq 1
+check "the error names the server" grep -q "127.0.0.1:9" "$tmp/paper"
 
 # The engine options: one table (vosti engine-options), the same flags in every command that runs an engine.
 "$vosti" engine-options >"$tmp/options.json" 2>&1; rc=$?

@@ -208,6 +208,78 @@ TEST(Engine, PromptLogprobsAndDigestsAreDeterministicAndMatchScoring) {
   }
 }
 
+TEST(Engine, EchoDigestsAreTheDigestsOfThePromptRows) {
+  RequestSpec spec;
+  spec.prompt = prompt_of(23);
+  spec.max_tokens = 1;
+  spec.prompt_logprobs = true;
+  spec.logits_digests = true;
+  spec.sampling.temperature = 0;
+  ThreadPool pool(2);
+  auto kernels = make_cpu_backend(&pool);
+  SingleSequence seq(*tiny_model(), *kernels, 64);
+  const std::vector<float> rows = seq.append(spec.prompt, /*all_logits=*/true);  // [prompt, vocab]
+  const size_t vocab = rows.size() / spec.prompt.size();
+  auto row = [&](size_t p) { return std::span<const float>(rows.data() + p * vocab, vocab); };
+  for (int32_t budget : {5, 512}) {
+    EngineConfig c;
+    c.max_num_batched_tokens = budget;
+    auto e = make_engine(c);
+    Collected got;
+    ASSERT_TRUE(e->add_request(spec, collect(got)).ok());
+    run_to_completion(*e);
+    std::vector<LogitsDigest> prompt_digests;
+    std::vector<LogitsDigest> digests;
+    for (const auto& o : got.outputs) {
+      if (!o.prompt_digests.empty()) prompt_digests = o.prompt_digests;
+      digests.insert(digests.end(), o.new_digests.begin(), o.new_digests.end());
+    }
+    ASSERT_EQ(prompt_digests.size(), spec.prompt.size()) << budget;
+    EXPECT_EQ(prompt_digests[0], LogitsDigest{});  // no row scored the first token
+    for (size_t i = 1; i < spec.prompt.size(); ++i)
+      EXPECT_EQ(prompt_digests[i], logits_digest(row(i - 1))) << "budget " << budget << " position " << i;
+    ASSERT_EQ(digests.size(), 1u);
+    EXPECT_EQ(digests[0], logits_digest(row(spec.prompt.size() - 1)));  // the last row: output position 0
+  }
+}
+
+TEST(Engine, ResetPrefixCacheMakesTheNextRequestCold) {
+  auto e = make_engine();  // prefix caching on
+  RequestSpec spec;
+  spec.prompt = prompt_of(50);
+  spec.max_tokens = 3;
+  spec.ignore_eos = true;
+  spec.sampling.temperature = 0;
+  spec.logits_digests = true;
+  struct Run {
+    int32_t cached = -1;
+    std::vector<LogitsDigest> digests;
+  };
+  auto run = [&] {
+    Collected got;
+    EXPECT_TRUE(e->add_request(spec, collect(got)).ok());
+    run_to_completion(*e);
+    Run r;
+    r.cached = got.outputs.back().num_cached_prompt_tokens;
+    for (const auto& o : got.outputs) r.digests.insert(r.digests.end(), o.new_digests.begin(), o.new_digests.end());
+    return r;
+  };
+  const Run cold = run();
+  const Run warm = run();
+  e->reset_prefix_cache();
+  EXPECT_TRUE(e->has_work());  // the reset is work: the next step applies it
+  run_to_completion(*e);
+  const Run after_reset = run();
+  EXPECT_EQ(cold.cached, 0);
+  EXPECT_EQ(warm.cached, 48);  // three full blocks of 16
+  EXPECT_EQ(after_reset.cached, 0);
+  EXPECT_EQ(warm.digests, cold.digests);
+  EXPECT_EQ(after_reset.digests, cold.digests);
+  // A reset queued together with a request applies before the request is admitted.
+  e->reset_prefix_cache();
+  EXPECT_EQ(run().cached, 0);
+}
+
 TEST(Engine, SeedIsReportedAndReplaysTheRun) {
   auto e = make_engine();
   RequestSpec spec;

@@ -71,6 +71,22 @@ TEST(OpenAiResponseTest, EchoScoresThePromptWithNullFirst) {
   EXPECT_EQ(lp["tokens"], json({"t1", "t2"}));
 }
 
+TEST(OpenAiResponseTest, EchoDigestsAlignWithEchoLogprobs) {
+  auto ctx = context(Endpoint::kCompletions);
+  ctx.logits_digests = true;
+  ChoiceOutput c;
+  c.prompt_digests = {{0, 0}, {4, 5}, {6, 7}};  // [0]: the first prompt token has no row
+  c.token_ids = {9};
+  c.digests = {{8, 9}};
+  const json j = json::parse(full_response_body(ctx, {c}, {}));
+  const json& d = j["choices"][0]["logits_digests"];
+  ASSERT_EQ(d.size(), 4u);  // prompt positions, then the output position
+  EXPECT_TRUE(d[0].is_null());
+  EXPECT_EQ(d[1], "00000000000000050000000000000004");
+  EXPECT_EQ(d[2], "00000000000000070000000000000006");
+  EXPECT_EQ(d[3], "00000000000000090000000000000008");
+}
+
 TEST(OpenAiResponseTest, ChatBodyAndChunks) {
   auto ctx = context(Endpoint::kChatCompletions);
   ctx.logprobs = true;

@@ -46,5 +46,22 @@ TEST(ServerMetricsTest, RendersEngineStatsAndCounters) {
   EXPECT_NE(out.find("vosti_http_connections_open 4\n"), std::string::npos);
 }
 
+TEST(ServerMetricsTest, RendersTheSchedulingLimitsAClientInducesChunkingWith) {
+  ServerMetrics m;
+  EngineConfig c;
+  c.max_num_batched_tokens = 4096;
+  c.max_num_seqs = 8;
+  c.block_size = 16;
+  c.max_model_len = 2048;
+  c.enable_prefix_caching = false;
+  const std::string out = m.render(EngineLoopStats{}, 0, 0, nullptr, &c);
+  EXPECT_NE(out.find("vosti_max_num_batched_tokens 4096\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("vosti_max_num_seqs 8\n"), std::string::npos);
+  EXPECT_NE(out.find("vosti_block_size 16\n"), std::string::npos);
+  EXPECT_NE(out.find("vosti_max_model_len 2048\n"), std::string::npos);
+  EXPECT_NE(out.find("vosti_prefix_caching_enabled 0\n"), std::string::npos);
+  EXPECT_EQ(m.render(EngineLoopStats{}, 0, 0).find("vosti_max_num_batched_tokens"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace vosti

@@ -283,10 +283,61 @@ class MetricsTest(unittest.TestCase):
         for name in ["vosti_num_requests_running", "vosti_num_requests_waiting", "vosti_kv_blocks_used",
                      "vosti_prefix_cache_hit_rate", "vosti_num_preemptions_total",
                      "vosti_generation_tokens_per_second", "vosti_time_to_first_token_seconds_count",
-                     "vosti_time_per_output_token_seconds_count"]:
+                     "vosti_time_per_output_token_seconds_count", "vosti_max_num_batched_tokens",
+                     "vosti_max_num_seqs", "vosti_block_size", "vosti_max_model_len",
+                     "vosti_prefix_caching_enabled"]:
             self.assertIn(name, m)
         self.assertGreater(m["vosti_time_to_first_token_seconds_count"], 0)
         self.assertGreater(m["vosti_generation_tokens_total"], 0)
+        self.assertEqual(m["vosti_max_num_seqs"], 32)  # as the server was started
+        self.assertEqual(m["vosti_block_size"], 16)
+
+
+class ProtocolSupportTest(unittest.TestCase):
+    """What a client needs to run the paper's protocol against the server (issue 40)."""
+
+    def test_models_lists_the_token_domain(self):
+        status, body = SERVER.request("GET", "/v1/models")
+        self.assertEqual(status, 200)
+        m = body["data"][0]
+        self.assertEqual(m["vocab_size"], 49152)  # SmolLM2
+        self.assertIsInstance(m["bos_token_id"], int)
+        self.assertIn(m["bos_token_id"], m["special_token_ids"])
+        self.assertTrue(m["eos_token_ids"])
+        self.assertTrue(set(m["eos_token_ids"]) <= set(m["special_token_ids"]))
+        self.assertEqual(m["special_token_ids"], sorted(set(m["special_token_ids"])))
+        _, ids = SERVER.post("/tokenize", {"prompt": "<|im_start|>user"})
+        self.assertIn(ids["tokens"][0], m["special_token_ids"])  # an added token
+
+    def digests_of(self, prompt, **kw):
+        body = dict(model=NAME, prompt=prompt, max_tokens=1, temperature=0, return_logits_digests=True, **kw)
+        status, r = SERVER.post("/v1/completions", body)
+        self.assertEqual(status, 200, r)
+        return r["choices"][0]["logits_digests"], r["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    def test_reset_prefix_cache_makes_cold_cold(self):
+        prompt = [(i * 7919 + 13) % 40000 + 100 for i in range(70)]
+        cold, cached = self.digests_of(prompt)
+        self.assertEqual(cached, 0)
+        warm, cached = self.digests_of(prompt)
+        self.assertEqual(cached, 64)  # four full blocks of 16
+        status, _ = SERVER.post("/reset_prefix_cache", {})
+        self.assertEqual(status, 200)
+        again, cached = self.digests_of(prompt)
+        self.assertEqual(cached, 0)
+        self.assertEqual(warm, cold)
+        self.assertEqual(again, cold)
+        self.assertEqual(SERVER.request("GET", "/reset_prefix_cache")[0], 405)
+
+    def test_echo_digests_are_prefill_rows_as_full_rows(self):
+        prompt = [(i * 104729 + 7) % 40000 + 100 for i in range(40)]
+        echo, _ = self.digests_of(prompt, echo=True)
+        self.assertEqual(len(echo), len(prompt) + 1)  # prompt positions, then the output position
+        self.assertIsNone(echo[0])
+        SERVER.post("/reset_prefix_cache", {})
+        for j in (1, 17, 39, 40):  # the row that scored prompt[j] is the last row of a prefill of prompt[:j]
+            last, _ = self.digests_of(prompt[:j])
+            self.assertEqual(echo[j], last[0], f"prompt position {j}")
 
 
 class AuthAndShutdownTest(unittest.TestCase):

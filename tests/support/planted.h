@@ -21,6 +21,17 @@ std::unique_ptr<KernelBackend> make_planted_cpu_backend(ThreadPool* pool);
 // A cpu device whose runners compute with make_planted_cpu_backend.
 std::shared_ptr<const DeviceModel> planted_cpu_device_model(std::shared_ptr<const Model> model);
 
+// A cpu device whose attention's KV split follows the batch (rule 1): the tiles a query's keys
+// are reduced in are 64 positions wide when the call holds several sequences, 32 when one. Only
+// the batch composition of a step moves a row's bits; chunking, decode and prefix hits do not.
+std::shared_ptr<const DeviceModel> planted_batch_split_cpu_device_model(std::shared_ptr<const Model> model);
+
+// A cpu device whose prefix-cache hits meet KV computed under another chunking (rule 5): the
+// chunk a request computes right after a hit (it starts at the hit's block boundary, where a cold
+// run's chunk starts at 0) writes its K and V rounded to bf16. A warm request then reads, after
+// the shared blocks, KV that no cold run of it ever computes; nothing else moves a bit.
+std::shared_ptr<const DeviceModel> planted_hit_chunking_cpu_device_model(std::shared_ptr<const Model> model);
+
 // A cuda device (`model` loaded with load_device_model(..., "cuda")) whose runners plan the
 // attention with twice the deployment's split whenever a step holds several sequences (rule 1:
 // the split follows the batch). Null where the build has no CUDA runner or `model` is not cuda.

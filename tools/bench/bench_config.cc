@@ -73,6 +73,55 @@ void shared_prefix_chat(BenchConfig& c) {
   c.engine.max_num_batched_tokens = 8192;
 }
 
+// The Vosti paper's multi-session replay (GPU, its Llama-3.1-8B and Gemma3-4B runs): 4 sessions x 6
+// turns on 8,193 shared + 8,192 distinct tokens, 256 appended and 768 generated a turn, Poisson
+// 2 req/s, 0.5 s think time; the artifact's server: 4 sequences, 4,096 tokens a step, 32K context.
+void paper_replay(BenchConfig& c) {
+  c.workload.kind = "sessions";
+  c.sessions = SessionsConfig{};
+  c.output_len = "768";
+  c.request_rate = 2;
+  c.workload.seed = 42;
+  c.engine.max_num_seqs = 4;
+  c.engine.max_num_batched_tokens = 4096;
+  c.engine.max_model_len = 32768;
+}
+
+// The paper's aligned phases: batches of 4 over cached contexts 0/4K/8K/12K/16K, 256 new prompt
+// tokens, 128 generated.
+void paper_phases(BenchConfig& c) {
+  c.workload.kind = "phases";
+  c.phases = PhasesConfig{};
+  c.output_len = "128";
+  c.workload.seed = 42;
+  c.engine.max_num_seqs = 4;
+  c.engine.max_num_batched_tokens = 4096;
+  c.engine.max_model_len = 32768;
+}
+
+// The replay at 1/16 of the paper's token counts for the CPU and the default model (about two minutes
+// on 2 cores): 513 shared + 512 distinct, 16 appended, 48 generated; the same sessions, turns,
+// arrivals and think time.
+void cpu_paper_replay(BenchConfig& c) {
+  paper_replay(c);
+  c.sessions.shared_len = 513;
+  c.sessions.distinct_len = 512;
+  c.sessions.append_len = 16;
+  c.output_len = "48";
+  c.engine.max_num_batched_tokens = 512;
+  c.engine.max_model_len = 4096;
+}
+
+// The aligned phases at 1/16: cached contexts 0/256/512/768/1,024, 16 new tokens, 8 generated.
+void cpu_paper_phases(BenchConfig& c) {
+  paper_phases(c);
+  c.phases.cached_contexts = {0, 256, 512, 768, 1024};
+  c.phases.new_tokens = 16;
+  c.output_len = std::to_string(8);  // not the literal "8": g++ 12 -O3 warns falsely (-Wrestrict, PR 105329)
+  c.engine.max_num_batched_tokens = 512;
+  c.engine.max_model_len = 4096;
+}
+
 constexpr BenchPreset kPresets[] = {
     {"cpu-small", "64 random requests (32-256 in, 16-128 out), Poisson 1.5 req/s, 16 at once: ~1 min on 2 cores",
      cpu_small},
@@ -83,6 +132,14 @@ constexpr BenchPreset kPresets[] = {
     {"rollout", "256 x 1,024 in / 1,024 out all at once, temperature 1, EOS ignored (SGLang's rollout)", rollout},
     {"shared-prefix-chat", "16 groups x 16 on 1,024-token shared prefixes, 32-256 + 64-256 tokens, Poisson 8 req/s",
      shared_prefix_chat},
+    {"paper-replay",
+     "the paper's multi-session replay: 4 sessions x 6 turns, 8,193 shared + 8,192 distinct tokens, +256 and 768 "
+     "out a turn, Poisson 2 req/s, 0.5 s think",
+     paper_replay},
+    {"paper-phases", "the paper's aligned phases: batch 4, cached 0/4K/8K/12K/16K, 256 new tokens, 128 out",
+     paper_phases},
+    {"cpu-paper-replay", "paper-replay at 1/16 of its tokens (513 + 512, +16, 48 out) for the CPU", cpu_paper_replay},
+    {"cpu-paper-phases", "paper-phases at 1/16: cached 0/256/512/768/1,024, 16 new tokens, 8 out", cpu_paper_phases},
 };
 
 }  // namespace
@@ -108,6 +165,22 @@ Status finalize_config(BenchConfig& c) {
     w.kind = "file";
   }
   if (w.kind == "file" && w.file.empty()) return invalid_argument("--workload file needs --prompts-file PATH");
+  if (w.kind == "sessions" || w.kind == "phases") {
+    if (!c.sweep_concurrency.empty() || c.check_determinism || c.max_concurrency > 0)
+      return invalid_argument("--workload " + w.kind +
+                              " sets its own concurrency: drop --sweep-concurrency, --check-determinism and "
+                              "--max-concurrency");
+    const SessionsConfig& s = c.sessions;
+    if (s.num_sessions < 1 || s.num_turns < 1 || s.shared_len < 0 || s.distinct_len < 0 || s.append_len < 0 ||
+        s.shared_len + s.distinct_len < 1 || !(s.think_s >= 0))
+      return invalid_argument(
+          "--num-sessions and --num-turns must be >= 1, the lengths >= 0 (a prompt >= 1), "
+          "--think-time >= 0");
+    if (c.phases.batch < 1 || c.phases.new_tokens < 1 || c.phases.cached_contexts.empty())
+      return invalid_argument("--phase-batch and --new-tokens must be >= 1 and --cached-contexts non-empty");
+    for (int32_t ctx : c.phases.cached_contexts)
+      if (ctx < 0) return invalid_argument("--cached-contexts: every context must be >= 0");
+  }
   if (w.kind != "file" && w.num_prompts < 1) return invalid_argument("--num-prompts must be at least 1");
   if (w.kind == "shared-prefix" && (w.num_groups < 1 || w.prompts_per_group < 1 || w.system_prompt_len < 1))
     return invalid_argument("--num-groups, --prompts-per-group and --system-prompt-len must be at least 1");

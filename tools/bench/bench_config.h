@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "tools/bench/arrivals.h"
 #include "tools/bench/http_target.h"
+#include "tools/bench/paper_workloads.h"
 #include "tools/bench/workload.h"
 
 namespace vosti::bench {
@@ -24,8 +25,11 @@ struct BenchConfig {
   std::string model;  // the model file (in-process), or its tokenizer (HTTP)
   HttpTargetOptions http;
   EngineConfig engine;  // in-process (the shared engine options, tools/engine_options.h)
-  // Workload and load.
+  // Workload and load (workload.kind "sessions" and "phases": the paper's, paper_workloads.h,
+  // with their own settings below; output_len's upper bound is their output length).
   WorkloadConfig workload;
+  SessionsConfig sessions;
+  PhasesConfig phases;
   std::string input_len = "128";  // LengthRange text (N or MIN:MAX), parsed into workload
   std::string output_len = "128";
   std::string question_len = "128";

@@ -80,12 +80,14 @@ void EngineTarget::submit(const BenchRequest& request, const SamplingOptions& op
   spec.sampling.seed = request.seed;
   spec.logits_digests = options.want_content;
   const bool want_content = options.want_content;
+  const bool want_ids = options.want_content || options.want_token_ids;
   const int64_t index = request.index;
-  auto callback = [this, r, want_content, index](const RequestOutput& out) {
+  auto callback = [this, r, want_content, want_ids, index](const RequestOutput& out) {
     if (!out.new_tokens.empty()) {
       r->delivery_s.push_back(clock_->now_s());
-      if (want_content) {
+      if (want_ids)
         r->content.token_ids.insert(r->content.token_ids.end(), out.new_tokens.begin(), out.new_tokens.end());
+      if (want_content) {
         for (const auto& lp : out.new_logprobs) r->content.logprobs.push_back(lp.logprob);
         for (const auto& d : out.new_digests) r->content.digests.push_back(digest_hex(d));
       }

@@ -343,6 +343,22 @@ Result<HttpReply> http_get(const BaseUrl& url, const std::string& path,
   HttpRequest request;
   request.path = path;
   request.headers = headers;
+  return http_request(url, request, timeout_s);
+}
+
+Result<HttpReply> http_post(const BaseUrl& url, const std::string& path, std::string body,
+                            std::vector<std::pair<std::string, std::string>> headers, double timeout_s) {
+  HttpRequest request;
+  request.method = "POST";
+  request.path = path;
+  request.body = std::move(body);
+  request.headers = std::move(headers);
+  request.headers.emplace_back("Content-Type", "application/json");
+  return http_request(url, request, timeout_s);
+}
+
+Result<HttpReply> http_request(const BaseUrl& url, const HttpRequest& request, double timeout_s) {
+  const std::string& path = request.path;
   HttpExchangeOptions options;
   options.connect_timeout_s = timeout_s;
   options.read_timeout_s = timeout_s;
@@ -352,7 +368,7 @@ Result<HttpReply> http_get(const BaseUrl& url, const std::string& path,
     return true;
   });
   if (!o.transport_error.empty())
-    return failed_precondition("GET " + url.to_string() + path + ": " + o.transport_error);
+    return failed_precondition(request.method + " " + url.to_string() + path + ": " + o.transport_error);
   reply.status = o.status;
   return reply;
 }

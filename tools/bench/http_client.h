@@ -99,5 +99,10 @@ struct HttpReply {
 };
 Result<HttpReply> http_get(const BaseUrl& url, const std::string& path,
                            const std::vector<std::pair<std::string, std::string>>& headers, double timeout_s);
+// POST a JSON body (Content-Type set here); the whole reply (the protocol client, /reset_prefix_cache).
+Result<HttpReply> http_post(const BaseUrl& url, const std::string& path, std::string body,
+                            std::vector<std::pair<std::string, std::string>> headers, double timeout_s);
+// Any request, whole reply; connect and every read wait at most timeout_s.
+Result<HttpReply> http_request(const BaseUrl& url, const HttpRequest& request, double timeout_s);
 
 }  // namespace vosti::bench

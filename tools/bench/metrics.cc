@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/check.h"
@@ -55,6 +56,16 @@ std::vector<double> itl_s(const RequestRecord& r) {
   if (!r.success) return gaps;
   for (size_t i = 1; i < r.delivery_s.size(); ++i) gaps.push_back(r.delivery_s[i] - r.delivery_s[i - 1]);
   return gaps;
+}
+
+double records_span_s(std::span<const RequestRecord> records) {
+  double first = std::numeric_limits<double>::infinity(), last = -std::numeric_limits<double>::infinity();
+  for (const RequestRecord& r : records) {
+    if (!r.sent) continue;
+    first = std::min(first, r.send_s);
+    last = std::max(last, r.end_s);
+  }
+  return last > first ? last - first : 1e-9;
 }
 
 BenchMetrics compute_metrics(std::span<const RequestRecord> records, double duration_s) {

@@ -82,6 +82,9 @@ std::optional<double> tpot_s(const RequestRecord& r);
 std::optional<double> e2e_s(const RequestRecord& r);
 std::vector<double> itl_s(const RequestRecord& r);  // [deliveries - 1]
 
+// The wall time the sent requests span: the first send to the last end (> 0: at least 1 ns).
+double records_span_s(std::span<const RequestRecord> records);
+
 // The run's summary. REQUIRES: duration_s > 0 (the run's wall time, first send to last response).
 BenchMetrics compute_metrics(std::span<const RequestRecord> records, double duration_s);
 

@@ -79,6 +79,8 @@ std::string request_body(const BenchRequest& request, const SamplingOptions& opt
   if (dialect.vosti) {
     body["return_token_ids"] = true;
     if (options.want_content) body["return_logits_digests"] = true;
+  } else if (options.want_token_ids) {
+    body["return_token_ids"] = true;  // vLLM's name; a session's next turn is built from the ids
   }
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -225,6 +225,15 @@ ordered_json config_json(const BenchConfig& c) {
     j["workload"]["question_len"] = c.question_len;
   }
   if (w.kind == "file") j["workload"]["prompts_file"] = w.file;
+  if (w.kind == "sessions") {
+    const SessionsConfig& ss = c.sessions;
+    j["workload"]["sessions"] = {{"num_sessions", ss.num_sessions}, {"num_turns", ss.num_turns},
+                                 {"shared_len", ss.shared_len},     {"distinct_len", ss.distinct_len},
+                                 {"append_len", ss.append_len},     {"think_s", ss.think_s}};
+  }
+  if (w.kind == "phases")
+    j["workload"]["phases"] = {
+        {"batch", c.phases.batch}, {"cached_contexts", c.phases.cached_contexts}, {"new_tokens", c.phases.new_tokens}};
   j["request_rate"] = c.request_rate > 0 && !std::isinf(c.request_rate) ? ordered_json(c.request_rate) : "inf";
   j["burstiness"] = c.burstiness;
   j["max_concurrency"] = c.max_concurrency;

@@ -18,6 +18,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/bench/build_info.h"
 #include "tools/bench/engine_target.h"
+#include "tools/bench/paper_workloads.h"
 #include "tools/bench/report.h"
 
 namespace vosti::bench {
@@ -210,6 +211,31 @@ bool write_outputs(const BenchConfig& c, const ordered_json& doc) {
   return true;
 }
 
+// The paper's sessions or phases (paper_workloads.h): their own drivers, tables and JSON.
+int run_paper_workload(const BenchConfig& c, const OpenedTarget& t, RunClock& clock,
+                       const std::atomic<bool>& interrupted, ordered_json& doc) {
+  if (!t.tokenizer) {
+    std::fprintf(stderr,
+                 "vosti bench: the %s workload draws token ids from the model's vocabulary: give --model PATH\n",
+                 c.workload.kind.c_str());
+    return kExitUsage;
+  }
+  PaperRunOptions o;
+  o.output_len = c.workload.output_len.max;
+  o.request_rate = c.request_rate;
+  o.seed = c.workload.seed;
+  o.interrupted = &interrupted;
+  const PaperRunResult run = c.workload.kind == "sessions" ? run_sessions(*t.target, clock, *t.tokenizer, c.sessions, o)
+                                                           : run_phases(*t.target, clock, *t.tokenizer, c.phases, o);
+  print_paper_run(stdout, run, t.title);
+  std::fflush(stdout);
+  doc["machine"]["load_average_end"] = machine_info()["load_average"];
+  doc["paper_run"] = paper_run_json(run);
+  const bool written = write_outputs(c, doc);
+  if (interrupted) return kExitInterrupted;
+  return written && run.stopped_early.empty() ? kExitOk : kExitFailed;
+}
+
 }  // namespace
 
 int run_session(const BenchConfig& c, const std::string& command_line, const std::atomic<bool>& interrupted) {
@@ -229,6 +255,8 @@ int run_session(const BenchConfig& c, const std::string& command_line, const std
   }
   doc["target"] = opened->description;
   std::fprintf(stderr, "vosti bench: %s\n", opened->title.c_str());
+  if (c.workload.kind == "sessions" || c.workload.kind == "phases")
+    return run_paper_workload(c, *opened, clock, interrupted, doc);
   auto requests = workload_at(c, opened->tokenizer.get(), 0);
   if (!requests.ok()) {
     std::fprintf(stderr, "vosti bench: %s\n", requests.status().to_string().c_str());

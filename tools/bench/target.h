@@ -43,7 +43,8 @@ struct TargetCounters {
 struct SamplingOptions {
   double temperature = 0;
   bool ignore_eos = false;
-  bool want_content = false;  // token ids / logprobs / digests for --check-determinism
+  bool want_content = false;    // token ids / logprobs / digests for --check-determinism
+  bool want_token_ids = false;  // the output's token ids (a session's next turn is built from them)
 };
 
 class Target {

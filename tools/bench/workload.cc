@@ -21,15 +21,8 @@ int32_t draw_length(std::mt19937_64& rng, const LengthRange& r) {
   return static_cast<int32_t>(uniform(rng, r.min, r.max));
 }
 
-// Random ids in [0, vocab) that are not special tokens (BOS, EOS, chat markers...).
 std::vector<int32_t> random_ids(std::mt19937_64& rng, int32_t n, const Tokenizer& tok) {
-  std::vector<int32_t> ids;
-  ids.reserve(static_cast<size_t>(n));
-  while (static_cast<int32_t>(ids.size()) < n) {
-    const auto id = static_cast<int32_t>(uniform(rng, 0, tok.vocab_size() - 1));
-    if (!tok.is_special(id)) ids.push_back(id);
-  }
-  return ids;
+  return random_token_ids(rng, n, tok);
 }
 
 uint64_t request_seed(uint64_t workload_seed, int64_t index) {
@@ -177,6 +170,16 @@ Result<std::vector<BenchRequest>> file_workload(const WorkloadConfig& c, const T
 }
 
 }  // namespace
+
+std::vector<int32_t> random_token_ids(std::mt19937_64& rng, int32_t n, const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  ids.reserve(static_cast<size_t>(n));
+  while (static_cast<int32_t>(ids.size()) < n) {
+    const auto id = static_cast<int32_t>(uniform(rng, 0, tok.vocab_size() - 1));
+    if (!tok.is_special(id)) ids.push_back(id);
+  }
+  return ids;
+}
 
 Result<LengthRange> parse_length_range(const std::string& text, const std::string& what) {
   const auto bad = [&] {

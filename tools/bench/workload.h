@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ struct WorkloadConfig {
   std::string file;
   uint64_t seed = 0;
 };
+
+// n random ids in [0, vocab) that are not special tokens (BOS, EOS, chat markers...), drawn
+// from `rng` the same way on every standard library.
+std::vector<int32_t> random_token_ids(std::mt19937_64& rng, int32_t n, const Tokenizer& tok);
 
 // The requests of `config`. The tokenizer gives the vocabulary for random ids and token counts
 // of ShareGPT replies; it may be null only for a file workload whose entries all give their

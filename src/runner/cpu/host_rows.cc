@@ -13,6 +13,7 @@ RowResult finish_row_on_host(std::span<const float> logits, const WantedRow& row
   out.kind = row.kind;
   if (row.kind == RowKind::kScore) {
     out.scored = score_token(logits, row.target_token, task.sampling->num_top_logprobs);
+    if (task.digest) out.digest = logits_digest(logits);
     return out;
   }
   out.scored = sample_token(logits, *task.sampling, task.seed, static_cast<int64_t>(task.outputs.size()), task.prompt,

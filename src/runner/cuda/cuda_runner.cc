@@ -33,10 +33,11 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 // How the runner handles one logits row of the step (aligned with StepBatch::logit_order).
 struct LogitsRow {
-  int64_t at = 0;         // its row in the step's logits rows and sampler results
-  bool device = true;     // the device sampler finishes it (else the host samples it)
-  bool copy_row = false;  // the whole row comes back to the host
-  int64_t digest = -1;    // its device digest's index, or -1
+  int64_t at = 0;            // its row in the step's logits rows and sampler results
+  bool device = true;        // the device sampler finishes it (else the host samples it)
+  bool copy_row = false;     // the whole row comes back to the host
+  int64_t digest = -1;       // its device digest's index, or -1
+  bool host_digest = false;  // a scored prompt row whose digest is taken on the host (echo + digests)
 };
 
 class CudaRunner final : public ModelRunner {
@@ -58,6 +59,7 @@ class CudaRunner final : public ModelRunner {
   Status launch();
   Status forward_eager();
   Status sample_chunk(int64_t begin, int64_t n);
+  Status digest_score_rows(int64_t begin, int64_t n);
   Result<StepResult> collect(const StepPlan& plan, std::span<const RequestLogitsTask> tasks);
   Result<RowResult> collect_row(const StepPlan& plan, const WantedRow& w, const RequestLogitsTask& t, size_t k);
 
@@ -87,6 +89,8 @@ class CudaRunner final : public ModelRunner {
   std::vector<SamplerRowTask> graph_tasks_;          // [G] a graph step's tasks, by sequence
   std::vector<int32_t> digest_rows_;                 // [D] rows of the last logits chunk digested on the device
   std::vector<std::pair<int64_t, int64_t>> chunks_;  // (first logits row, rows): score rows, then the sampled rows
+  std::vector<LogitsDigest> score_digests_;          // [R] host digests of the scored prompt rows that want one
+  std::vector<float> host_row_;                      // [vocab] staging for those digests
   DeviceStep step_;
   SamplerScratch sampler_scratch_;
 };
@@ -264,6 +268,7 @@ void CudaRunner::plan_logits_rows(std::span<const RequestLogitsTask> tasks) {
   const int64_t sample_begin = G > 0 ? 0 : batch_.num_score_rows;  // first logits row of the last chunk
   const int64_t vocab = model_->config().vocab_size;
   rows_.assign(static_cast<size_t>(R), LogitsRow{});
+  score_digests_.assign(static_cast<size_t>(R), LogitsDigest{});
   digest_rows_.clear();
   logit_rows_.clear();
   if (G > 0) {
@@ -279,6 +284,7 @@ void CudaRunner::plan_logits_rows(std::span<const RequestLogitsTask> tasks) {
     o.at = G > 0 ? w.plan_index : k;
     o.device = batch_.host_sampled[static_cast<size_t>(k)] == 0;
     if (G > 0) graph_tasks_[static_cast<size_t>(o.at)] = batch_.tasks[static_cast<size_t>(k)];
+    if (w.kind == RowKind::kScore) o.host_digest = t.digest;  // rare (echo + digests): copied back whole
     if (w.kind != RowKind::kSample) continue;
     const bool device_digest = t.digest && vocab >= kMinDeviceDigestVocab;
     o.copy_row = t.full_logits || config_.check_device_sampler || !o.device || (t.digest && !device_digest);
@@ -363,7 +369,25 @@ Status CudaRunner::forward_eager() {
     const auto [begin, n] = chunks_[ci];
     VOSTI_RETURN_IF_ERROR(
         model_->logits(step_.batch.logit_rows + begin, n, buffers_.acts(), buffers_.logits(), stream_));
+    VOSTI_RETURN_IF_ERROR(digest_score_rows(begin, n));
     if (ci + 1 < chunks_.size()) VOSTI_RETURN_IF_ERROR(sample_chunk(begin, n));
+  }
+  return Status();
+}
+
+// Host digests of the scored prompt rows among logits rows [begin, begin + n) that want one (the
+// chunk now in the logits buffer; an eager step: score rows never run in a graph). Each row comes
+// back whole, synchronously: a path only echo + return_logits_digests takes.
+Status CudaRunner::digest_score_rows(int64_t begin, int64_t n) {
+  const int64_t vocab = model_->config().vocab_size, vocab_rows = model_->dims().vocab_rows;
+  for (int64_t k = begin; k < begin + n; ++k) {
+    if (!rows_[static_cast<size_t>(k)].host_digest) continue;
+    host_row_.resize(static_cast<size_t>(vocab));
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row_.data(), buffers_.logits() + (k - begin) * vocab_rows,
+                                               static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost,
+                                               stream_));
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    score_digests_[static_cast<size_t>(k)] = logits_digest(host_row_);
   }
   return Status();
 }
@@ -390,7 +414,11 @@ Result<RowResult> CudaRunner::collect_row(const StepPlan& plan, const WantedRow&
                                           size_t k) {
   const LogitsRow& o = rows_[k];
   const SamplerRowResult& d = buffers_.results_host()[o.at];
-  if (w.kind == RowKind::kScore) return row_from_device(d, w);
+  if (w.kind == RowKind::kScore) {
+    RowResult r = row_from_device(d, w);
+    if (o.host_digest) r.digest = score_digests_[k];
+    return r;
+  }
   const int64_t vocab = model_->config().vocab_size;
   const int64_t slot = static_cast<int64_t>(k) - batch_.num_score_rows;  // index among the sampled rows
   const std::span<float> host_row(buffers_.rows_host() + slot * vocab, static_cast<size_t>(vocab));
