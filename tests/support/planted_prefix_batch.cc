@@ -78,6 +78,9 @@ class WrappedCpuBackend : public KernelBackend {
     inner_->rope(x, m, num_heads, head_dim, cos, sin, layout);
   }
   void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
+  void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
+    inner_->gelu_tanh_mul(gate_up, m, n, y);
+  }
   void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
     inner_->kv_write(k_new, v_new, m, slots, kv);
   }
