@@ -527,7 +527,9 @@ void bench_rows(double copy_tbps, int reps) {
   report_row(
       "embedding bf16->f32", mh * 6,
       time_it(
-          [&] { CKS(vosti::embedding_gather(reinterpret_cast<const uint16_t*>(table), vocab, h, ids, m, 1.0f, b, nullptr)); },
+          [&] {
+            CKS(vosti::embedding_gather(reinterpret_cast<const uint16_t*>(table), vocab, h, ids, m, 1.0f, b, nullptr));
+          },
           reps),
       copy_tbps);
   CK(cudaFree(a));

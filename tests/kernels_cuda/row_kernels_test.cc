@@ -375,7 +375,10 @@ TEST_F(RowKernels, GeluTanhMulAndSoftcapAreRowInvariant) {
       },
       27);
   check_row_invariance(
-      n, 0, [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t*) { return softcap(rows, m, n, n, 30.0f, nullptr); },
+      n, 0,
+      [&](float* rows, int64_t m, const std::set<int64_t>&, uint8_t*) {
+        return softcap(rows, m, n, n, 30.0f, nullptr);
+      },
       28);
 }
 

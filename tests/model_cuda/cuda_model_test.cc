@@ -54,10 +54,9 @@ constexpr double kRealModelBound = 1.5e-1;
 constexpr double kClearGap = 0.15;
 
 const std::string kGoldenDir = vosti::testing::source_dir() + "/tests/golden";
-const std::vector<std::string> kTinyModels = {"llama-tiny",          "llama3-tiny-tied-sharded",
-                                              "qwen2-tiny-bf16",     "qwen3-tiny",
-                                              "mistral-tiny-window", "gemma3-tiny",
-                                              "gemma3-tiny-mm-bf16-softcap"};
+const std::vector<std::string> kTinyModels = {
+    "llama-tiny",  "llama3-tiny-tied-sharded",   "qwen2-tiny-bf16", "qwen3-tiny", "mistral-tiny-window",
+    "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap"};
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

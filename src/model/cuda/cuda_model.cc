@@ -56,7 +56,8 @@ std::vector<float> slice_rows(const FloatTensor& t, int64_t row0, int64_t rows, 
 Status check_cuda_supported(const ModelConfig& c) {
   std::vector<int64_t> windows;
   for (const LayerSpec& l : c.layers) {
-    if (std::find(windows.begin(), windows.end(), l.sliding_window) == windows.end()) windows.push_back(l.sliding_window);
+    if (std::find(windows.begin(), windows.end(), l.sliding_window) == windows.end())
+      windows.push_back(l.sliding_window);
     if (l.sliding_window > 0x7fffffff)
       return unimplemented("CUDA backend: sliding window " + std::to_string(l.sliding_window) + " beyond 2^31");
   }
@@ -416,8 +417,8 @@ Status CudaModel::forward_layers(const CudaBatch& b, const CudaActivations& a, c
   if (b.num_tokens < 1 || b.num_tokens > a.row_capacity)
     return invalid_argument("CudaModel::forward: " + std::to_string(b.num_tokens) +
                             " tokens outside the buffers' capacity " + std::to_string(a.row_capacity));
-  VOSTI_RETURN_IF_ERROR(
-      embedding_gather(embedding(), c.vocab_size, c.hidden_size, b.token_ids, b.num_tokens, c.embed_scale, a.x, stream));
+  VOSTI_RETURN_IF_ERROR(embedding_gather(embedding(), c.vocab_size, c.hidden_size, b.token_ids, b.num_tokens,
+                                         c.embed_scale, a.x, stream));
   for (int64_t li = 0; li < c.num_layers; ++li) VOSTI_RETURN_IF_ERROR(run_layer(li, b, a, kv[li], stream));
   return Status();
 }

@@ -72,16 +72,16 @@ struct CudaGemmWeight {
 };
 
 struct CudaLayerWeights {
-  DeviceMemory attn_norm;  // [hidden] f32
-  CudaGemmWeight qkv;      // [qkv_rows, hidden]: q, k, v stacked, zero rows after (+ bias for Qwen2)
-  DeviceMemory q_norm;     // [head_dim] f32 or empty (Qwen3)
-  DeviceMemory k_norm;     // [head_dim] f32 or empty (Qwen3)
-  CudaGemmWeight o;        // [hidden, attn_width]
+  DeviceMemory attn_norm;       // [hidden] f32
+  CudaGemmWeight qkv;           // [qkv_rows, hidden]: q, k, v stacked, zero rows after (+ bias for Qwen2)
+  DeviceMemory q_norm;          // [head_dim] f32 or empty (Qwen3)
+  DeviceMemory k_norm;          // [head_dim] f32 or empty (Qwen3)
+  CudaGemmWeight o;             // [hidden, attn_width]
   DeviceMemory post_attn_norm;  // [hidden] f32 or empty (LayerSpec::post_attn_norm)
-  DeviceMemory ffn_norm;   // [hidden] f32
-  CudaGemmWeight gate_up;  // [2 * ffn_width, hidden]: gate rows [0, I), up rows [ffn_width, ffn_width + I)
-  CudaGemmWeight down;     // [hidden, ffn_width]
-  DeviceMemory post_ffn_norm;  // [hidden] f32 or empty (LayerSpec::post_ffn_norm)
+  DeviceMemory ffn_norm;        // [hidden] f32
+  CudaGemmWeight gate_up;       // [2 * ffn_width, hidden]: gate rows [0, I), up rows [ffn_width, ffn_width + I)
+  CudaGemmWeight down;          // [hidden, ffn_width]
+  DeviceMemory post_ffn_norm;   // [hidden] f32 or empty (LayerSpec::post_ffn_norm)
 };
 
 // The padded widths of the device buffers (see the header comment).
@@ -205,7 +205,7 @@ class CudaModel {
   DeviceMemory final_norm_;
   CudaGemmWeight lm_head_;
   std::vector<DeviceMemory> inv_freqs_;  // [distinct rotaries][head_dim / 2] f32
-  std::vector<int> layer_rope_;           // [num_layers] index into inv_freqs_
+  std::vector<int> layer_rope_;          // [num_layers] index into inv_freqs_
   std::vector<int> windows_;
   std::vector<int> layer_window_;  // [num_layers] index into windows_
   size_t num_weight_bytes_ = 0;

@@ -82,7 +82,7 @@ class CudaRunner final : public ModelRunner {
 
   // The step in flight (reused storage).
   StepBatch batch_;
-  std::vector<AttentionPlan> attn_plans_;  // [windows]
+  std::vector<AttentionPlan> attn_plans_;            // [windows]
   int64_t graph_rows_ = 0;                           // G > 0: a decode graph's step
   std::vector<LogitsRow> rows_;                      // [R] logits order
   std::vector<int32_t> logit_rows_;                  // [G or R] token rows of the logits rows
@@ -310,7 +310,8 @@ Status CudaRunner::plan_attention_of() {
     shape.window = model_->windows()[w];
     AttentionPlan& plan = attn_plans_[w];
     VOSTI_RETURN_IF_ERROR(plan_attention(batch_.positions, batch_.row_seq, shape, buffers_.partial_slots(), &plan));
-    if (static_cast<int64_t>(plan.folded.size()) > cap_.tokens || static_cast<int64_t>(plan.merges.size()) > cap_.tokens)
+    if (static_cast<int64_t>(plan.folded.size()) > cap_.tokens ||
+        static_cast<int64_t>(plan.merges.size()) > cap_.tokens)
       return internal_error("the attention plan of " + std::to_string(batch_.num_tokens()) +
                             " rows exceeds the step buffer");
   }

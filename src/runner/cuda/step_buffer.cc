@@ -70,9 +70,9 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
     shape.merges = std::max(shape.merges, static_cast<int64_t>(plan.merges.size()));
     shape.per_split = std::max(shape.per_split, static_cast<int64_t>(plan.per_split.size()));
     shape.folded[w] = static_cast<int64_t>(plan.folded.size());
-    VOSTI_CHECK(a.graph_rows == 0 || (static_cast<int64_t>(plan.merges.size()) <= a.graph_rows &&
-                                      static_cast<int64_t>(plan.per_split.size()) <= a.per_split_capacity &&
-                                      plan.folded.empty()),
+    VOSTI_CHECK(a.graph_rows == 0 ||
+                    (static_cast<int64_t>(plan.merges.size()) <= a.graph_rows &&
+                     static_cast<int64_t>(plan.per_split.size()) <= a.per_split_capacity && plan.folded.empty()),
                 "the attention plan exceeds the step's regions");
   }
   if (a.graph_rows > 0) {

@@ -31,16 +31,16 @@ namespace vosti {
 
 // The sizes of one step's regions.
 struct StepShape {
-  int64_t tokens = 0;      // T (a graph's G)
-  int64_t seqs = 0;        // S
-  int64_t logit_rows = 0;  // R
-  int64_t stride = 0;      // block-table entries per sequence
-  int windows = 1;         // W: attention plans (0: none)
-  int64_t merges = 0;      // M: room for each plan's merges (a graph's G)
-  int64_t per_split = 0;   // P: room for each plan's per-split items (a graph's capacity)
+  int64_t tokens = 0;                                  // T (a graph's G)
+  int64_t seqs = 0;                                    // S
+  int64_t logit_rows = 0;                              // R
+  int64_t stride = 0;                                  // block-table entries per sequence
+  int windows = 1;                                     // W: attention plans (0: none)
+  int64_t merges = 0;                                  // M: room for each plan's merges (a graph's G)
+  int64_t per_split = 0;                               // P: room for each plan's per-split items (a graph's capacity)
   std::array<int64_t, kMaxAttentionWindows> folded{};  // F_w: plan w's folded items
-  int64_t adjusts = 0;     // A
-  int64_t digests = 0;     // D
+  int64_t adjusts = 0;                                 // A
+  int64_t digests = 0;                                 // D
 };
 
 struct StepLayout {

@@ -51,7 +51,8 @@ __global__ void embedding_kernel(const __nv_bfloat16* __restrict__ table, int64_
     if (scale == 1.0f) {
       store4(dst, i, make_float4(a.x, a.y, b.x, b.y));
     } else {
-      store4(dst, i, make_float4(__fmul_rn(a.x, scale), __fmul_rn(a.y, scale), __fmul_rn(b.x, scale), __fmul_rn(b.y, scale)));
+      store4(dst, i,
+             make_float4(__fmul_rn(a.x, scale), __fmul_rn(a.y, scale), __fmul_rn(b.x, scale), __fmul_rn(b.y, scale)));
     }
   }
 }
