@@ -10,6 +10,66 @@
 
 namespace vosti::tools {
 
+namespace {
+
+// --protocol paper: the command's settings into `paper`, then the protocol (cmd_verify_paper.h).
+int start_paper(PaperCommand& paper, const std::vector<std::string>& models, const EngineConfig& deployment, int argc,
+                char** argv) {
+  paper.deployment = deployment;
+  paper.command_line = "vosti";
+  for (int i = 0; i < argc; ++i) paper.command_line += std::string(" ") + argv[i];
+  if (!paper.http.base_url.empty()) {
+    if (models.size() > 1) {
+      std::fprintf(stderr, "vosti verify: with --base-url, --model names the one served model\n");
+      return 2;
+    }
+    if (!models.empty()) paper.http.model = models[0];
+  } else {
+    paper.models = models.empty() ? std::vector<std::string>{default_model_path()} : models;
+  }
+  return run_paper_command(paper);
+}
+
+// The variation matrix on each model: prints each variation as it ends, then the table.
+int run_matrix(const std::vector<std::string>& models, const EngineConfig& deployment, bool full, uint64_t seed) {
+  std::vector<HarnessReport> reports;
+  bool ok = true;
+  for (const auto& path : models) {
+    auto model = load_device_model(path, deployment.device);
+    if (!model.ok()) {
+      std::fprintf(stderr, "vosti verify: %s\n", model.status().to_string().c_str());
+      return 1;
+    }
+    EngineConfig ref = deployment;
+    // The cuda runner checks every device-sampled row against the host sampler on its logits.
+    ref.check_device_sampler = deployment.device == "cuda";
+    ref.max_model_len = full ? 512 : 128;
+    ref.num_blocks = 4 * ref.max_model_len / deployment.block_size;
+    ref.num_threads = 2;
+    ref.check_invariants = true;
+    const auto requests = make_harness_requests((*model)->config(), full, seed);
+    const auto variations = make_variations(ref, full);
+    std::printf("model %s on %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(),
+                deployment.device.c_str(), requests.size(), variations.size());
+    auto report = run_determinism_harness(*model, requests, ref, variations, [](const VariationResult& r) {
+      std::printf("  %-28s %s %s\n", r.name.c_str(), r.identical ? "identical" : "DIFFERS", r.first_difference.c_str());
+      std::fflush(stdout);
+    });
+    if (!report.ok()) {
+      std::fprintf(stderr, "vosti verify: %s\n", report.status().to_string().c_str());
+      return 1;
+    }
+    ok = ok && report->all_identical();
+    reports.push_back(std::move(report).value());
+  }
+  std::printf("\n%s", format_report_table(reports).c_str());
+  std::printf("\n%s\n", ok ? "verify: every logit of every position is bitwise identical to the reference"
+                           : "verify: FAILED: some variation changed a logit");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
 int cmd_verify(int argc, char** argv) {
   CLI::App app{
       "Runs a request set alone (the reference F_D) and under the variation matrix, and compares\n"
@@ -63,61 +123,13 @@ int cmd_verify(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // commands.h: 2 for a usage error (CLI11's own codes vary)
   }
-  if (protocol == "paper") {
-    paper.deployment = deployment;
-    paper.command_line = "vosti";
-    for (int i = 0; i < argc; ++i) paper.command_line += std::string(" ") + argv[i];
-    if (!paper.http.base_url.empty()) {
-      if (models.size() > 1) {
-        std::fprintf(stderr, "vosti verify: with --base-url, --model names the one served model\n");
-        return 2;
-      }
-      if (!models.empty()) paper.http.model = models[0];
-    } else {
-      paper.models = models.empty() ? std::vector<std::string>{default_model_path()} : models;
-    }
-    return run_paper_command(paper);
-  }
+  if (protocol == "paper") return start_paper(paper, models, deployment, argc, argv);
   if (!paper.http.base_url.empty()) {
     std::fprintf(stderr, "vosti verify: --base-url runs the paper protocol: add --protocol paper\n");
     return 2;
   }
   if (models.empty()) models.push_back(default_model_path());
-
-  std::vector<HarnessReport> reports;
-  bool ok = true;
-  for (const auto& path : models) {
-    auto model = load_device_model(path, deployment.device);
-    if (!model.ok()) {
-      std::fprintf(stderr, "vosti verify: %s\n", model.status().to_string().c_str());
-      return 1;
-    }
-    EngineConfig ref = deployment;
-    // The cuda runner checks every device-sampled row against the host sampler on its logits.
-    ref.check_device_sampler = deployment.device == "cuda";
-    ref.max_model_len = full ? 512 : 128;
-    ref.num_blocks = 4 * ref.max_model_len / deployment.block_size;
-    ref.num_threads = 2;
-    ref.check_invariants = true;
-    const auto requests = make_harness_requests((*model)->config(), full, seed);
-    const auto variations = make_variations(ref, full);
-    std::printf("model %s on %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(),
-                deployment.device.c_str(), requests.size(), variations.size());
-    auto report = run_determinism_harness(*model, requests, ref, variations, [](const VariationResult& r) {
-      std::printf("  %-28s %s %s\n", r.name.c_str(), r.identical ? "identical" : "DIFFERS", r.first_difference.c_str());
-      std::fflush(stdout);
-    });
-    if (!report.ok()) {
-      std::fprintf(stderr, "vosti verify: %s\n", report.status().to_string().c_str());
-      return 1;
-    }
-    ok = ok && report->all_identical();
-    reports.push_back(std::move(report).value());
-  }
-  std::printf("\n%s", format_report_table(reports).c_str());
-  std::printf("\n%s\n", ok ? "verify: every logit of every position is bitwise identical to the reference"
-                           : "verify: FAILED: some variation changed a logit");
-  return ok ? 0 : 1;
+  return run_matrix(models, deployment, full, seed);
 }
 
 }  // namespace vosti::tools
