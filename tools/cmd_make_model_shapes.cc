@@ -26,6 +26,19 @@ const std::vector<Special> kGemmaSpecials = {{0, "<pad>"},          {1, "<eos>"}
 // Gemma 3's global layers (4B and up): linear RoPE scaling x8.
 ordered_json gemma3_linear_rope() { return {{"factor", 8.0}, {"rope_type", "linear"}}; }
 
+// Qwen3-MoE's config.json fields beyond the common ones (every layer sparse, renormalised top-k).
+ordered_json qwen3_moe_extra(int64_t experts, int64_t top_k, int64_t expert_intermediate) {
+  return {{"num_experts", experts}, {"num_experts_per_tok", top_k}, {"moe_intermediate_size", expert_intermediate},
+          {"norm_topk_prob", true}, {"decoder_sparse_step", 1},     {"mlp_only_layers", ordered_json::array()}};
+}
+
+// Mixtral's (num_local_experts experts of the model's intermediate_size; no sliding window).
+ordered_json mixtral_extra(int64_t experts, int64_t top_k) {
+  return {{"num_local_experts", experts}, {"num_experts_per_tok", top_k}, {"sliding_window", nullptr}};
+}
+
+const std::vector<Special> kMistralSpecials = {{0, "<unk>"}, {1, "<s>"}, {2, "</s>"}};
+
 }  // namespace
 
 std::vector<Shape> make_model_shapes() {
@@ -245,6 +258,92 @@ std::vector<Shape> make_model_shapes() {
        kGemmaSpecials,
        gemma3_linear_rope(),
        gemma3_extra(1024, 168)},
+      // Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B: 128 experts, top-8.
+      {"qwen3-30b-a3b",
+       "qwen3_moe",
+       2048,
+       6144,
+       48,
+       32,
+       4,
+       128,
+       151936,
+       40960,
+       1e-6,
+       1000000.0,
+       false,
+       false,
+       151643,
+       {151645},
+       qwen_specials,
+       nullptr,
+       qwen3_moe_extra(128, 8, 768),
+       128,
+       768},
+      {"qwen3-235b-a22b",
+       "qwen3_moe",
+       4096,
+       12288,
+       94,
+       64,
+       4,
+       128,
+       151936,
+       40960,
+       1e-6,
+       1000000.0,
+       false,
+       false,
+       151643,
+       {151645},
+       qwen_specials,
+       nullptr,
+       qwen3_moe_extra(128, 8, 1536),
+       128,
+       1536},
+      // mistralai/Mixtral-8x7B-v0.1 and Mixtral-8x22B-v0.1: 8 experts, top-2.
+      {"mixtral-8x7b",
+       "mixtral",
+       4096,
+       14336,
+       32,
+       32,
+       8,
+       128,
+       32000,
+       32768,
+       1e-5,
+       1000000.0,
+       false,
+       false,
+       1,
+       {2},
+       kMistralSpecials,
+       nullptr,
+       mixtral_extra(8, 2),
+       8,
+       14336},
+      {"mixtral-8x22b",
+       "mixtral",
+       6144,
+       16384,
+       56,
+       48,
+       8,
+       128,
+       32000,
+       65536,
+       1e-5,
+       1000000.0,
+       false,
+       false,
+       1,
+       {2},
+       kMistralSpecials,
+       nullptr,
+       mixtral_extra(8, 2),
+       8,
+       16384},
   };
 }
 

@@ -1,7 +1,8 @@
-// The decoder forward shared by every supported family (Llama, Qwen2, Qwen3, Gemma 3): one path,
-// reading what differs from the config: qkv bias and per-head q/k RMSNorm (flags), the embedding
-// scale, the attention scale and the final soft-cap (numbers), and each layer's window, rotary,
-// activation and post norms (ModelConfig::layers).
+// The decoder forward shared by every supported family (Llama, Qwen2, Qwen3, Gemma 3, Qwen3-MoE,
+// Mixtral): one path, reading what differs from the config: qkv bias and per-head q/k RMSNorm
+// (flags), the embedding scale, the attention scale and the final soft-cap (numbers), and each
+// layer's window, rotary, activation, post norms and MLP kind, dense or a mixture of experts
+// (ModelConfig::layers; the MoE MLP's order: model/moe_layer.h).
 #include "model/model.h"
 
 #include <algorithm>
@@ -122,10 +123,16 @@ Model::Model(std::string path, ModelConfig config, ModelWeights weights, int64_t
   weight_bytes_ =
       held_bytes(weights_.embed) + held_bytes(weights_.final_norm) + (tied ? 0 : held_bytes(weights_.lm_head));
   for (LayerWeights& l : weights_.layers) {
-    for (FloatTensor* t : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) complete_matrix(*t);
+    for (FloatTensor* t : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down, &l.router}) complete_matrix(*t);
     for (const FloatTensor* t : {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.post_attn_norm,
-                                 &l.ffn_norm, &l.w_gate_up, &l.w_down, &l.post_ffn_norm})
+                                 &l.ffn_norm, &l.w_gate_up, &l.w_down, &l.post_ffn_norm, &l.router})
       weight_bytes_ += held_bytes(*t);
+    for (auto* experts : {&l.expert_gate_up, &l.expert_down}) {
+      for (FloatTensor& t : *experts) {
+        complete_matrix(t);
+        weight_bytes_ += held_bytes(t);
+      }
+    }
   }
 }
 
@@ -247,16 +254,20 @@ void Model::forward_layer(int64_t li, const ForwardBatch& batch, KvStorage& kv, 
   if (spec.post_attn_norm) kernels.rms_norm(proj, T, H, L.post_attn_norm.data, eps, proj);
   for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
   kernels.rms_norm(x.data(), T, H, L.ffn_norm.data, eps, h);
-  kernels.matmul(h, T, L.w_gate_up.matrix, nullptr, scratch.gate_up.data());
-  switch (spec.activation) {
-    case MlpActivation::kSilu:
-      kernels.silu_mul(scratch.gate_up.data(), T, I, scratch.act.data());
-      break;
-    case MlpActivation::kGeluTanh:
-      kernels.gelu_tanh_mul(scratch.gate_up.data(), T, I, scratch.act.data());
-      break;
+  if (spec.moe.enabled()) {
+    moe_mlp(spec.moe, spec.activation, L, h, T, H, kernels, scratch.moe, proj);
+  } else {
+    kernels.matmul(h, T, L.w_gate_up.matrix, nullptr, scratch.gate_up.data());
+    switch (spec.activation) {
+      case MlpActivation::kSilu:
+        kernels.silu_mul(scratch.gate_up.data(), T, I, scratch.act.data());
+        break;
+      case MlpActivation::kGeluTanh:
+        kernels.gelu_tanh_mul(scratch.gate_up.data(), T, I, scratch.act.data());
+        break;
+    }
+    kernels.matmul(scratch.act.data(), T, L.w_down.matrix, nullptr, proj);
   }
-  kernels.matmul(scratch.act.data(), T, L.w_down.matrix, nullptr, proj);
   if (spec.post_ffn_norm) kernels.rms_norm(proj, T, H, L.post_ffn_norm.data, eps, proj);
   for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
 }
