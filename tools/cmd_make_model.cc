@@ -2,8 +2,10 @@
 // Hugging Face directory: config.json, bf16 safetensors shards with
 // model.safetensors.index.json, and a byte-level tokenizer), for GPU work on shapes whose
 // weights are not downloaded: nothing comes from a model hub, nothing large is committed.
-// One shape is no real model's: tiny-llama (3 layers of 64, 512 tokens), a model with a
-// tokenizer small enough for `vosti serve` in the CPU tests (the paper protocol over HTTP).
+// Three shapes are no real model's: tiny-llama (3 layers of 64, 512 tokens), a model with a
+// tokenizer small enough for `vosti serve` in the CPU tests (the paper protocol over HTTP), and
+// tiny-qwen3-moe / tiny-mixtral, the mixture-of-experts layouts at that size. The MoE shapes
+// (qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b, mixtral-8x22b) write the Hub's per-expert tensors.
 //
 // Weights: every matrix uniform in [-a, a] with a = sqrt(3) * 0.02 (the std HF initialises
 // with), the embedding with std 0.1 (tied lm_heads give logits of std ~2), norms 1, biases 0; each element
