@@ -1,7 +1,7 @@
 // Vosti's logits against HF transformers' (tests/golden/make_golden.py), for the real
 // default model and a random-weight model of each family (Gemma 3: two, one of them a
 // Gemma3ForConditionalGeneration checkpoint; and its llama.cpp-style GGUF; Qwen3-MoE: two, and a
-// llama.cpp-style qwen3moe GGUF; Mixtral).
+// llama.cpp-style qwen3moe GGUF; Mixtral, and its llama.cpp-style GGUF).
 //
 // Bounds: the reference is f32 PyTorch (eager attention); Vosti computes in f32 with
 // other reduction orders (SIMD lanes, tiled online softmax), so each position's
@@ -148,6 +148,16 @@ TEST(GgufGolden, Qwen3MoeGgufMatchesItsSafetensors) {
   EXPECT_EQ(moe.intermediate_size, 48);
   EXPECT_TRUE(moe.norm_topk_prob);
   expect_gguf_matches_safetensors("qwen3-moe-tiny");
+}
+
+// Mixtral as llama.cpp converts it: architecture "llama" with llama.expert_count, q/k rows
+// permuted (undone by the loader), the experts stacked.
+TEST(GgufGolden, MixtralGgufMatchesItsSafetensors) {
+  auto model = Model::load(kGoldenDir + "/models/mixtral-tiny.gguf");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->config().arch, Architecture::kMixtral);
+  EXPECT_EQ((*model)->config().moe(), (MoeSpec{4, 2, true, 96}));
+  expect_gguf_matches_safetensors("mixtral-tiny");
 }
 
 TEST(RealModelGolden, SmolLM2MatchesTransformers) {

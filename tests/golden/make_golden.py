@@ -141,6 +141,8 @@ def make_tiny(seed=1234, only=None):
             write_gemma3_gguf(loaded, os.path.join(HERE, "models", "gemma3-tiny.gguf"))
         if name == "qwen3-moe-tiny":
             write_qwen3moe_gguf(loaded, os.path.join(HERE, "models", "qwen3-moe-tiny.gguf"))
+        if name == "mixtral-tiny":
+            write_mixtral_gguf(loaded, os.path.join(HERE, "models", "mixtral-tiny.gguf"))
         if "-mm-" in name:
             nest_as_conditional_generation(out_dir)
         g = torch.Generator().manual_seed(seed + 100 + i)
@@ -269,6 +271,58 @@ def write_qwen3moe_gguf(model, path):
         w.add_tensor(f"blk.{i}.ffn_up_exps.weight", gate_up[:, inter:, :].contiguous().numpy())
         w.add_tensor(f"blk.{i}.ffn_down_exps.weight",
                      sd[f"model.layers.{i}.mlp.experts.down_proj"].float().contiguous().numpy())
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"].float().numpy())
+    w.add_tensor("output.weight", sd["lm_head.weight"].float().numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def llama_permute(t, n_head):
+    """llama.cpp's convert_hf_to_gguf.py LlamaModel.permute: q/k rows of each head interleaved for
+    its GPT-J-style rotary."""
+    return t.reshape(n_head, 2, t.shape[0] // n_head // 2, *t.shape[1:]).swapaxes(1, 2).reshape(t.shape)
+
+
+def write_mixtral_gguf(model, path):
+    """The tiny Mixtral as llama.cpp's converter writes it: architecture "llama" with
+    llama.expert_count / expert_used_count, q and k rows permuted (LlamaModel.permute), the experts'
+    w1 / w3 / w2 stacked into ffn_gate_exps / ffn_up_exps / ffn_down_exps, the router ffn_gate_inp."""
+    import gguf
+    c = model.config
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("mixtral-tiny")
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_rope_freq_base(c.rope_parameters["rope_theta"])
+    w.add_expert_count(c.num_local_experts)
+    w.add_expert_used_count(c.num_experts_per_tok)
+    w.add_vocab_size(c.vocab_size)
+    sd = model.state_dict()
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"].float().numpy())
+    for i in range(c.num_hidden_layers):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.attn_q.weight",
+                     llama_permute(sd[p + "self_attn.q_proj.weight"].float(), c.num_attention_heads).numpy())
+        w.add_tensor(f"blk.{i}.attn_k.weight",
+                     llama_permute(sd[p + "self_attn.k_proj.weight"].float(), c.num_key_value_heads).numpy())
+        w.add_tensor(f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.ffn_gate_inp.weight", sd[p + "mlp.gate.weight"].float().numpy())
+        gate_up = sd[p + "mlp.experts.gate_up_proj"].float()
+        inter = c.intermediate_size
+        w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", gate_up[:, :inter, :].contiguous().numpy())
+        w.add_tensor(f"blk.{i}.ffn_up_exps.weight", gate_up[:, inter:, :].contiguous().numpy())
+        w.add_tensor(f"blk.{i}.ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"].float().contiguous().numpy())
     w.add_tensor("output_norm.weight", sd["model.norm.weight"].float().numpy())
     w.add_tensor("output.weight", sd["lm_head.weight"].float().numpy())
     w.write_header_to_file()
