@@ -111,6 +111,7 @@ Model::Model(std::string path, ModelConfig config, ModelWeights weights, int64_t
     const auto w = std::find(windows_.begin(), windows_.end(), window);
     layer_window_.push_back(static_cast<int>(w - windows_.begin()));
     if (w == windows_.end()) windows_.push_back(window);
+    layer_moe_.push_back(l.moe.enabled() ? static_cast<int>(num_moe_layers_++) : -1);
   }
   const bool tied =
       weights_.lm_head.data == weights_.embed.data && weights_.lm_head.matrix.parts == weights_.embed.matrix.parts;
@@ -210,6 +211,7 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
       rope_cos_sin(batch.positions[ts], inv_freqs_[static_cast<size_t>(r)].data(), half,
                    rope_cos.data() + (r * T + t) * half, rope_sin.data() + (r * T + t) * half);
   }
+  scratch.moe.routed.resize(static_cast<size_t>(T * num_moe_layers_ * c.moe().top_k));  // [T, moe layers, k]
   for (int64_t li = 0; li < c.num_layers; ++li) forward_layer(li, batch, kv, kernels, scratch);
 
   final_logits(batch.logit_rows, x, kernels, logits, scratch);
@@ -256,6 +258,10 @@ void Model::forward_layer(int64_t li, const ForwardBatch& batch, KvStorage& kv, 
   kernels.rms_norm(x.data(), T, H, L.ffn_norm.data, eps, h);
   if (spec.moe.enabled()) {
     moe_mlp(spec.moe, spec.activation, L, h, T, H, kernels, scratch.moe, proj);
+    const int64_t k = spec.moe.top_k, ordinal = layer_moe_[static_cast<size_t>(li)];
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(scratch.moe.experts.begin() + t * k, k,
+                  scratch.moe.routed.begin() + (t * num_moe_layers_ + ordinal) * k);
   } else {
     kernels.matmul(h, T, L.w_gate_up.matrix, nullptr, scratch.gate_up.data());
     switch (spec.activation) {

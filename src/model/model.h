@@ -177,6 +177,8 @@ class Model {
   std::vector<int32_t> windows_;               // [num windows]: sliding window (0: none)
   std::vector<int> layer_rope_;                // [num_layers]: index into inv_freqs_
   std::vector<int> layer_window_;              // [num_layers]: index into windows_
+  std::vector<int> layer_moe_;                 // [num_layers]: the layer's ordinal among MoE layers, or -1
+  int64_t num_moe_layers_ = 0;
   int64_t num_copied_bytes_ = 0;
   int64_t weight_bytes_ = 0;
 };

@@ -45,6 +45,9 @@ struct MoeScratch {
   std::vector<float> probs;               // [num_experts] one token's softmax
   std::vector<int32_t> rows;              // [<= T] the tokens routed to one expert
   std::vector<float> x, gate_up, act, y;  // [n_e, H], [n_e, 2I], [n_e, I], [n_e, H]
+  // The last forward's routing, filled by Model::forward: [T, num MoE layers, top_k], each
+  // token's chosen experts per MoE layer (in layer order), ascending. Empty for a dense model.
+  std::vector<int32_t> routed;
 };
 
 // One token's routing: experts[top_k] ascending and their weights[top_k], from its router logits

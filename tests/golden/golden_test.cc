@@ -69,10 +69,20 @@ TEST_P(TinyGolden, MatchesTransformers) {
   for (const auto& backend : kBackends) {
     auto kernels = backend.make(&pool);
     double worst = 0;
+    int64_t routed = 0;
     for (const auto& prompt : golden["prompts"]) {
       const auto tokens = prompt["tokens"].get<std::vector<int32_t>>();
       SingleSequence seq(**model, *kernels, static_cast<int64_t>(tokens.size()));
       const std::vector<float> logits = seq.append(tokens, /*all_logits=*/true);
+      if (prompt.contains("routed_experts")) {
+        // transformers' router choices, per position and MoE layer: Vosti's routing picks the same.
+        std::vector<int32_t> want;
+        for (const auto& position : prompt["routed_experts"])
+          for (const auto& layer : position)
+            for (const auto& e : layer) want.push_back(e.get<int32_t>());
+        EXPECT_EQ(seq.routed_experts(), want) << backend.name;
+        routed += static_cast<int64_t>(want.size());
+      }
       for (size_t p = 0; p < tokens.size(); ++p) {
         const auto ref = prompt["logits"][p].get<std::vector<double>>();
         ASSERT_EQ(static_cast<int64_t>(ref.size()), vocab);
@@ -87,6 +97,9 @@ TEST_P(TinyGolden, MatchesTransformers) {
       }
     }
     std::printf("[ golden ] %s %s worst relative error %.3g\n", GetParam().c_str(), backend.name, worst);
+    if (routed > 0)
+      std::printf("[ golden ] %s %s %lld routed experts as transformers'\n", GetParam().c_str(), backend.name,
+                  static_cast<long long>(routed));
   }
 }
 

@@ -115,6 +115,17 @@ def logits_of(model, ids):
     return out.logits[0].float()
 
 
+def routed_experts_of(model, ids):
+    """transformers' router choices: per position, per MoE layer, the top-k expert ids (ascending) of
+    softmax(router logits), as its routers pick them."""
+    k = model.config.num_experts_per_tok
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), use_cache=False, output_router_logits=True)
+    per_layer = [torch.topk(torch.softmax(r.float(), dim=-1), k, dim=-1).indices.sort(dim=-1).values
+                 for r in out.router_logits]  # [layers] x [T, k]
+    return [[layer[p].tolist() for layer in per_layer] for p in range(len(ids))]
+
+
 def make_tiny(seed=1234, only=None):
     for i, (name, cls, kwargs, dtype, shard, lengths) in enumerate(tiny_models()):
         if only is not None and name != only:
@@ -150,7 +161,10 @@ def make_tiny(seed=1234, only=None):
         records = []
         for ids in prompts:
             lg = logits_of(loaded, ids)
-            records.append({"tokens": ids, "logits": lg.tolist()})
+            record = {"tokens": ids, "logits": lg.tolist()}
+            if getattr(config, "num_experts_per_tok", None):
+                record["routed_experts"] = routed_experts_of(loaded, ids)
+            records.append(record)
         write_json(name, {"model": f"models/{name}", "kind": "full", "prompts": records})
         print("wrote", name)
 
