@@ -20,16 +20,15 @@ void route_token(const float* logits, const MoeSpec& spec, float* probs, int32_t
     s += probs[e];
   }
   for (int32_t e = 0; e < E; ++e) probs[e] = probs[e] / s;
-  // Top-k in rank order: the largest remaining probability, the lowest index on ties.
+  // Top-k in rank order: the largest remaining probability, the lowest index on ties. A taken
+  // expert's probability is set to -1, below every probability (>= 0), so it is never taken again.
   for (int32_t r = 0; r < k; ++r) {
-    int32_t best = -1;
-    for (int32_t e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int32_t q = 0; q < r; ++q) taken |= experts[q] == e;
-      if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
-    }
+    int32_t best = 0;
+    for (int32_t e = 1; e < E; ++e)
+      if (probs[e] > probs[best]) best = e;
     experts[r] = best;
     weights[r] = probs[best];
+    probs[best] = -1.0f;
   }
   if (spec.norm_topk_prob) {
     float sum = 0.0f;

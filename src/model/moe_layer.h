@@ -51,7 +51,8 @@ struct MoeScratch {
 };
 
 // One token's routing: experts[top_k] ascending and their weights[top_k], from its router logits
-// logits[num_experts], in the order of step 2 above. `probs` is [num_experts] scratch.
+// logits[num_experts], in the order of step 2 above. `probs` is [num_experts] scratch (left
+// holding the softmax with the chosen experts' entries set to -1).
 void route_token(const float* logits, const MoeSpec& spec, float* probs, int32_t* experts, float* weights);
 
 // out[T, H] = the layer's mixture of experts applied to the normed rows h[T, H] (steps 1-4).

@@ -10,6 +10,8 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "model/moe_layer.h"
+#include "io/gguf.h"
+#include "tests/io/test_files.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_paths.h"
 
@@ -138,6 +140,35 @@ TEST(MoeConfig, RejectsBadExpertFields) {
   r = ModelConfig::from_hf_config(bad, "t");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().to_string().find("mlp_only_layers"), std::string::npos) << r.status().to_string();
+}
+
+// llama.cpp's Mixtral GGUFs: architecture "llama" with expert_count. The stacked layout is read;
+// the older one tensor an expert (blk.N.ffn_gate.E.weight) is refused, naming the fix.
+Result<ModelConfig> mixtral_gguf_config(const std::string& gate_tensor) {
+  testing::GgufBuilder b;
+  b.kv_string("general.architecture", "llama")
+      .kv_u32("llama.embedding_length", 16)
+      .kv_u32("llama.feed_forward_length", 32)
+      .kv_u32("llama.block_count", 1)
+      .kv_u32("llama.attention.head_count", 2)
+      .kv_u32("llama.vocab_size", 32)
+      .kv_u32("llama.expert_count", 4)
+      .kv_u32("llama.expert_used_count", 2)
+      .f32_tensor(gate_tensor, {16, 32, 4});
+  auto gguf = testing::parse_gguf_bytes(b.build());
+  if (!gguf.ok()) return gguf.status();
+  return ModelConfig::from_gguf(*gguf);
+}
+
+TEST(MoeConfig, MixtralGgufStackedIsReadAndPerExpertIsRefused) {
+  auto stacked = mixtral_gguf_config("blk.0.ffn_gate_exps.weight");
+  ASSERT_TRUE(stacked.ok()) << stacked.status().to_string();
+  EXPECT_EQ(stacked->arch, Architecture::kMixtral);
+  EXPECT_EQ(stacked->moe(), (MoeSpec{4, 2, true, 32}));
+  auto per_expert = mixtral_gguf_config("blk.0.ffn_gate.0.weight");
+  ASSERT_FALSE(per_expert.ok());
+  EXPECT_NE(per_expert.status().to_string().find("separate tensors"), std::string::npos)
+      << per_expert.status().to_string();
 }
 
 }  // namespace
