@@ -2,8 +2,10 @@
 // Hugging Face directory: config.json, bf16 safetensors shards with
 // model.safetensors.index.json, and a byte-level tokenizer), for GPU work on shapes whose
 // weights are not downloaded: nothing comes from a model hub, nothing large is committed.
-// One shape is no real model's: tiny-llama (3 layers of 64, 512 tokens), a model with a
-// tokenizer small enough for `vosti serve` in the CPU tests (the paper protocol over HTTP).
+// Three shapes are no real model's: tiny-llama (3 layers of 64, 512 tokens), a model with a
+// tokenizer small enough for `vosti serve` in the CPU tests (the paper protocol over HTTP), and
+// tiny-qwen3-moe / tiny-mixtral, the mixture-of-experts layouts at that size. The MoE shapes
+// (qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b, mixtral-8x22b) write the Hub's per-expert tensors.
 //
 // Weights: every matrix uniform in [-a, a] with a = sqrt(3) * 0.02 (the std HF initialises
 // with), the embedding with std 0.1 (tied lm_heads give logits of std ~2), norms 1, biases 0; each element
@@ -61,6 +63,8 @@ ordered_json config_json(const Shape& s) {
   const char* arch = type == "qwen3"         ? "Qwen3ForCausalLM"
                      : type == "qwen2"       ? "Qwen2ForCausalLM"
                      : type == "gemma3_text" ? "Gemma3ForCausalLM"
+                     : type == "qwen3_moe"   ? "Qwen3MoeForCausalLM"
+                     : type == "mixtral"     ? "MixtralForCausalLM"
                                              : "LlamaForCausalLM";
   ordered_json c = {{"architectures", {arch}},
                     {"model_type", s.model_type},
@@ -210,16 +214,31 @@ std::vector<Tensor> tensors_of(const Shape& s) {
       t.push_back({p + "self_attn.k_proj.bias", {kv}, Tensor::kZeros});
       t.push_back({p + "self_attn.v_proj.bias", {kv}, Tensor::kZeros});
     }
-    if (std::string(s.model_type) == "qwen3" || gemma) {
+    const std::string type = s.model_type;
+    if (type == "qwen3" || type == "qwen3_moe" || gemma) {
       t.push_back({p + "self_attn.q_norm.weight", {s.head_dim}, unit_norm});
       t.push_back({p + "self_attn.k_norm.weight", {s.head_dim}, unit_norm});
     }
     t.push_back({p + "self_attn.o_proj.weight", {s.hidden, q}, Tensor::kMatrix});
     t.push_back({p + "post_attention_layernorm.weight", {s.hidden}, unit_norm});
     if (gemma) t.push_back({p + "pre_feedforward_layernorm.weight", {s.hidden}, unit_norm});
-    t.push_back({p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, Tensor::kMatrix});
-    t.push_back({p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, Tensor::kMatrix});
-    t.push_back({p + "mlp.down_proj.weight", {s.hidden, s.intermediate}, Tensor::kMatrix});
+    if (s.experts > 0) {
+      // The Hub's layout: the router, then one gate/up/down triple an expert (Mixtral: w1 w3 w2).
+      const bool mixtral = type == "mixtral";
+      const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      const int64_t ei = s.expert_intermediate;
+      t.push_back({moe + "gate.weight", {s.experts, s.hidden}, Tensor::kMatrix});
+      for (int64_t e = 0; e < s.experts; ++e) {
+        const std::string x = moe + "experts." + std::to_string(e) + ".";
+        t.push_back({x + (mixtral ? "w1" : "gate_proj") + ".weight", {ei, s.hidden}, Tensor::kMatrix});
+        t.push_back({x + (mixtral ? "w3" : "up_proj") + ".weight", {ei, s.hidden}, Tensor::kMatrix});
+        t.push_back({x + (mixtral ? "w2" : "down_proj") + ".weight", {s.hidden, ei}, Tensor::kMatrix});
+      }
+    } else {
+      t.push_back({p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, Tensor::kMatrix});
+      t.push_back({p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, Tensor::kMatrix});
+      t.push_back({p + "mlp.down_proj.weight", {s.hidden, s.intermediate}, Tensor::kMatrix});
+    }
     if (gemma) t.push_back({p + "post_feedforward_layernorm.weight", {s.hidden}, unit_norm});
   }
   t.push_back({"model.norm.weight", {s.hidden}, unit_norm});

@@ -18,7 +18,7 @@ struct Special {
 // The configs of the real models (their config.json fields that Vosti reads).
 struct Shape {
   const char* name;
-  const char* model_type;  // config.json model_type: llama, qwen2, qwen3, gemma3_text
+  const char* model_type;  // config.json model_type: llama, qwen2, qwen3, gemma3_text, qwen3_moe, mixtral
   int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_positions;
   double rms_eps, rope_theta;
   bool tied, qkv_bias;
@@ -26,7 +26,11 @@ struct Shape {
   std::vector<int64_t> eos;
   std::vector<Special> specials;
   nlohmann::ordered_json rope_scaling;     // null for none
-  nlohmann::ordered_json extra = nullptr;  // further config.json fields of the family (Gemma's), or null
+  nlohmann::ordered_json extra = nullptr;  // further config.json fields of the family (Gemma's, MoE's), or null
+  // Mixture of experts (qwen3_moe, mixtral: every layer sparse): the expert count and each expert's
+  // FFN width (the config's fields are in `extra`); 0 for a dense model.
+  int64_t experts = 0;
+  int64_t expert_intermediate = 0;
 };
 
 // Every shape, in the order `--shape` lists them.

@@ -51,10 +51,11 @@ Result<std::vector<ReplacementTensor>> model_file_tensors(const std::string& pat
   VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const ModelFile> file, ModelFile::open(path));
   std::vector<ReplacementTensor> out;
   for (const TensorSlot& s : file->tensor_slots()) {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file->read_hf_f32(s.role, s.layer));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file->read_hf_f32(s.role, s.layer, s.expert));
     auto buf = std::make_shared<std::vector<float>>(std::move(values));
-    out.push_back({hf_tensor_name(file->config().arch, s.role, s.layer), WeightType::kF32, file->expected_shape(s.role),
-                   reinterpret_cast<const uint8_t*>(buf->data()), buf->size() * sizeof(float), buf});
+    out.push_back({hf_tensor_name(file->config().arch, s.role, s.layer, s.expert), WeightType::kF32,
+                   file->expected_shape(s.role), reinterpret_cast<const uint8_t*>(buf->data()),
+                   buf->size() * sizeof(float), buf});
   }
   return out;
 }
@@ -135,7 +136,7 @@ nb::list get_weights(const OfflineEngine& engine, const std::optional<std::vecto
     Result<std::vector<float>> values = std::vector<float>();
     {
       nb::gil_scoped_release release;
-      values = file->read_hf_f32(s.role, s.layer);
+      values = file->read_hf_f32(s.role, s.layer, s.expert);
     }
     if (!values.ok()) throw_status(values.status());
     auto* owned = new std::vector<float>(std::move(values).value());
@@ -143,7 +144,7 @@ nb::list get_weights(const OfflineEngine& engine, const std::optional<std::vecto
     const std::vector<int64_t> shape64 = file->expected_shape(s.role);
     std::vector<size_t> shape(shape64.begin(), shape64.end());
     nb::ndarray<nb::numpy, float> array(owned->data(), shape.size(), shape.data(), owner);
-    out.append(nb::make_tuple(hf_tensor_name(file->config().arch, s.role, s.layer), array));
+    out.append(nb::make_tuple(hf_tensor_name(file->config().arch, s.role, s.layer, s.expert), array));
   }
   return out;
 }
@@ -151,7 +152,8 @@ nb::list get_weights(const OfflineEngine& engine, const std::optional<std::vecto
 std::vector<std::string> tensor_names(const OfflineEngine& engine) {
   std::vector<std::string> out;
   const auto& file = engine.model_file();
-  for (const TensorSlot& s : file->tensor_slots()) out.push_back(hf_tensor_name(file->config().arch, s.role, s.layer));
+  for (const TensorSlot& s : file->tensor_slots())
+    out.push_back(hf_tensor_name(file->config().arch, s.role, s.layer, s.expert));
   return out;
 }
 

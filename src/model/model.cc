@@ -1,7 +1,8 @@
-// The decoder forward shared by every supported family (Llama, Qwen2, Qwen3, Gemma 3): one path,
-// reading what differs from the config: qkv bias and per-head q/k RMSNorm (flags), the embedding
-// scale, the attention scale and the final soft-cap (numbers), and each layer's window, rotary,
-// activation and post norms (ModelConfig::layers).
+// The decoder forward shared by every supported family (Llama, Qwen2, Qwen3, Gemma 3, Qwen3-MoE,
+// Mixtral): one path, reading what differs from the config: qkv bias and per-head q/k RMSNorm
+// (flags), the embedding scale, the attention scale and the final soft-cap (numbers), and each
+// layer's window, rotary, activation, post norms and MLP kind, dense or a mixture of experts
+// (ModelConfig::layers; the MoE MLP's order: model/moe_layer.h).
 #include "model/model.h"
 
 #include <algorithm>
@@ -110,6 +111,7 @@ Model::Model(std::string path, ModelConfig config, ModelWeights weights, int64_t
     const auto w = std::find(windows_.begin(), windows_.end(), window);
     layer_window_.push_back(static_cast<int>(w - windows_.begin()));
     if (w == windows_.end()) windows_.push_back(window);
+    layer_moe_.push_back(l.moe.enabled() ? static_cast<int>(num_moe_layers_++) : -1);
   }
   const bool tied =
       weights_.lm_head.data == weights_.embed.data && weights_.lm_head.matrix.parts == weights_.embed.matrix.parts;
@@ -122,10 +124,16 @@ Model::Model(std::string path, ModelConfig config, ModelWeights weights, int64_t
   weight_bytes_ =
       held_bytes(weights_.embed) + held_bytes(weights_.final_norm) + (tied ? 0 : held_bytes(weights_.lm_head));
   for (LayerWeights& l : weights_.layers) {
-    for (FloatTensor* t : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) complete_matrix(*t);
+    for (FloatTensor* t : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down, &l.router}) complete_matrix(*t);
     for (const FloatTensor* t : {&l.attn_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo, &l.post_attn_norm,
-                                 &l.ffn_norm, &l.w_gate_up, &l.w_down, &l.post_ffn_norm})
+                                 &l.ffn_norm, &l.w_gate_up, &l.w_down, &l.post_ffn_norm, &l.router})
       weight_bytes_ += held_bytes(*t);
+    for (auto* experts : {&l.expert_gate_up, &l.expert_down}) {
+      for (FloatTensor& t : *experts) {
+        complete_matrix(t);
+        weight_bytes_ += held_bytes(t);
+      }
+    }
   }
 }
 
@@ -203,6 +211,7 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
       rope_cos_sin(batch.positions[ts], inv_freqs_[static_cast<size_t>(r)].data(), half,
                    rope_cos.data() + (r * T + t) * half, rope_sin.data() + (r * T + t) * half);
   }
+  scratch.moe.routed.resize(static_cast<size_t>(T * num_moe_layers_ * c.moe().top_k));  // [T, moe layers, k]
   for (int64_t li = 0; li < c.num_layers; ++li) forward_layer(li, batch, kv, kernels, scratch);
 
   final_logits(batch.logit_rows, x, kernels, logits, scratch);
@@ -247,16 +256,24 @@ void Model::forward_layer(int64_t li, const ForwardBatch& batch, KvStorage& kv, 
   if (spec.post_attn_norm) kernels.rms_norm(proj, T, H, L.post_attn_norm.data, eps, proj);
   for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
   kernels.rms_norm(x.data(), T, H, L.ffn_norm.data, eps, h);
-  kernels.matmul(h, T, L.w_gate_up.matrix, nullptr, scratch.gate_up.data());
-  switch (spec.activation) {
-    case MlpActivation::kSilu:
-      kernels.silu_mul(scratch.gate_up.data(), T, I, scratch.act.data());
-      break;
-    case MlpActivation::kGeluTanh:
-      kernels.gelu_tanh_mul(scratch.gate_up.data(), T, I, scratch.act.data());
-      break;
+  if (spec.moe.enabled()) {
+    moe_mlp(spec.moe, spec.activation, L, h, T, H, kernels, scratch.moe, proj);
+    const int64_t k = spec.moe.top_k, ordinal = layer_moe_[static_cast<size_t>(li)];
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(scratch.moe.experts.begin() + t * k, k,
+                  scratch.moe.routed.begin() + (t * num_moe_layers_ + ordinal) * k);
+  } else {
+    kernels.matmul(h, T, L.w_gate_up.matrix, nullptr, scratch.gate_up.data());
+    switch (spec.activation) {
+      case MlpActivation::kSilu:
+        kernels.silu_mul(scratch.gate_up.data(), T, I, scratch.act.data());
+        break;
+      case MlpActivation::kGeluTanh:
+        kernels.gelu_tanh_mul(scratch.gate_up.data(), T, I, scratch.act.data());
+        break;
+    }
+    kernels.matmul(scratch.act.data(), T, L.w_down.matrix, nullptr, proj);
   }
-  kernels.matmul(scratch.act.data(), T, L.w_down.matrix, nullptr, proj);
   if (spec.post_ffn_norm) kernels.rms_norm(proj, T, H, L.post_ffn_norm.data, eps, proj);
   for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
 }

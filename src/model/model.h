@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "kernels/kernel_backend.h"
 #include "model/model_config.h"
+#include "model/moe_layer.h"
 
 namespace vosti {
 
@@ -49,9 +50,13 @@ struct LayerWeights {
   FloatTensor wo;              // [hidden, num_heads * head_dim]
   FloatTensor post_attn_norm;  // [hidden] or empty (LayerSpec::post_attn_norm)
   FloatTensor ffn_norm;        // [hidden]
-  FloatTensor w_gate_up;       // [2 * intermediate, hidden]: gate then up
-  FloatTensor w_down;          // [hidden, intermediate]
+  FloatTensor w_gate_up;       // [2 * intermediate, hidden]: gate then up (empty in an MoE layer)
+  FloatTensor w_down;          // [hidden, intermediate] (empty in an MoE layer)
   FloatTensor post_ffn_norm;   // [hidden] or empty (LayerSpec::post_ffn_norm)
+  // A mixture-of-experts layer (LayerSpec::moe enabled) has these instead of w_gate_up/w_down:
+  FloatTensor router;                       // [num_experts, hidden]
+  std::vector<FloatTensor> expert_gate_up;  // [num_experts] x [2 * expert intermediate, hidden]: gate then up
+  std::vector<FloatTensor> expert_down;     // [num_experts] x [hidden, expert intermediate]
 };
 // Every norm weight of a loaded model is the multiplier itself (Gemma's 1 + w included:
 // ModelFile::read_f32).
@@ -105,6 +110,7 @@ class KvStorage {
 struct ForwardScratch {
   std::vector<float> x, h, qkv, q, k, v, attn, proj, gate_up, act, rows, rope_cos, rope_sin;
   std::vector<AttentionQuery> queries;  // [num distinct windows, T]
+  MoeScratch moe;                       // the mixture-of-experts layers' buffers
 };
 
 struct LoadOptions {
@@ -171,6 +177,8 @@ class Model {
   std::vector<int32_t> windows_;               // [num windows]: sliding window (0: none)
   std::vector<int> layer_rope_;                // [num_layers]: index into inv_freqs_
   std::vector<int> layer_window_;              // [num_layers]: index into windows_
+  std::vector<int> layer_moe_;                 // [num_layers]: the layer's ordinal among MoE layers, or -1
+  int64_t num_moe_layers_ = 0;
   int64_t num_copied_bytes_ = 0;
   int64_t weight_bytes_ = 0;
 };

@@ -19,6 +19,10 @@ std::string_view architecture_name(Architecture a) {
       return "qwen3";
     case Architecture::kGemma3:
       return "gemma3";
+    case Architecture::kQwen3Moe:
+      return "qwen3_moe";
+    case Architecture::kMixtral:
+      return "mixtral";
   }
   return "?";
 }
@@ -119,11 +123,11 @@ Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string
   const std::string model_type = j.value("model_type", std::string());
   if (model_type == "gemma3_text" || model_type == "gemma3") return gemma3_from_hf_config(j, source);
   ModelConfig c;
-  if (model_type == "llama" || model_type == "mistral") {
-    c.arch = Architecture::kLlama;
+  if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral") {
+    c.arch = model_type == "mixtral" ? Architecture::kMixtral : Architecture::kLlama;
     c.qkv_bias = json_bool_or(j, "attention_bias", false);
-    // Only Mistral's config means sliding_window (Llama configs carry no such field).
-    if (auto sw = j.find("sliding_window"); model_type == "mistral" && sw != j.end() && !sw->is_null()) {
+    // Only Mistral's and Mixtral's configs mean sliding_window (Llama configs carry no such field).
+    if (auto sw = j.find("sliding_window"); model_type != "llama" && sw != j.end() && !sw->is_null()) {
       if (!sw->is_number_integer() || sw->get<int64_t>() <= 0)
         return invalid_argument(source + ": sliding_window must be a positive integer or null, got " + sw->dump());
       c.sliding_window = sw->get<int64_t>();
@@ -133,15 +137,16 @@ Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string
     c.qkv_bias = true;
     if (json_bool_or(j, "use_sliding_window", false))
       return unimplemented(source + ": Qwen2 with use_sliding_window is not supported");
-  } else if (model_type == "qwen3") {
-    c.arch = Architecture::kQwen3;
+  } else if (model_type == "qwen3" || model_type == "qwen3_moe") {
+    c.arch = model_type == "qwen3" ? Architecture::kQwen3 : Architecture::kQwen3Moe;
     c.qk_norm = true;
     c.qkv_bias = json_bool_or(j, "attention_bias", false);
     if (json_bool_or(j, "use_sliding_window", false))
       return unimplemented(source + ": Qwen3 with use_sliding_window is not supported");
   } else {
     return unimplemented(source + ": model_type \"" + model_type +
-                         "\" is not supported (supported: llama, mistral, qwen2, qwen3, gemma3_text, gemma3)");
+                         "\" is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
+                         "gemma3_text, gemma3)");
   }
   VOSTI_ASSIGN_OR_RETURN(c.vocab_size, json_int(j, "vocab_size", source));
   VOSTI_ASSIGN_OR_RETURN(c.hidden_size, json_int(j, "hidden_size", source));
@@ -158,6 +163,7 @@ Result<ModelConfig> ModelConfig::from_hf_config(const json& j, const std::string
   read_token_ids(j, c);
   c.rope_layout = RopeLayout::kNeox;
   c.fill_uniform_layers();
+  VOSTI_RETURN_IF_ERROR(moe_from_hf_config(j, source, c));
   VOSTI_RETURN_IF_ERROR(c.validate().with_context(source));
   return c;
 }
@@ -171,19 +177,25 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
   } else if (arch == "qwen2") {
     c.arch = Architecture::kQwen2;
     c.qkv_bias = true;
-  } else if (arch == "qwen3") {
-    c.arch = Architecture::kQwen3;
+  } else if (arch == "qwen3" || arch == "qwen3moe") {
+    c.arch = arch == "qwen3" ? Architecture::kQwen3 : Architecture::kQwen3Moe;
     c.qk_norm = true;
   } else if (arch == "gemma3") {
     return gemma3_from_gguf(g);
   } else {
     return unimplemented(source + ": GGUF architecture \"" + arch +
-                         "\" is not supported (supported: llama, qwen2, qwen3, gemma3)");
+                         "\" is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)");
   }
   if (auto name = g.get_string("general.name"); name.ok()) c.name = *name;
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
   VOSTI_ASSIGN_OR_RETURN(c.hidden_size, g.get_int(key("embedding_length")));
-  VOSTI_ASSIGN_OR_RETURN(c.intermediate_size, g.get_int(key("feed_forward_length")));
+  if (auto ff = g.get_int(key("feed_forward_length")); ff.ok()) {
+    c.intermediate_size = *ff;
+  } else if (auto expert_ff = g.get_int(key("expert_feed_forward_length")); expert_ff.ok()) {
+    c.intermediate_size = *expert_ff;  // a MoE model without dense layers (qwen3moe)
+  } else {
+    return ff.status();
+  }
   VOSTI_ASSIGN_OR_RETURN(c.num_layers, g.get_int(key("block_count")));
   VOSTI_ASSIGN_OR_RETURN(c.num_heads, g.get_int(key("attention.head_count")));
   auto kv = g.get_int(key("attention.head_count_kv"));
@@ -229,6 +241,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& g) {
   // undoes that permutation, so every family runs NeoX rotary on HF-ordered weights.
   c.rope_layout = RopeLayout::kNeox;
   c.fill_uniform_layers();
+  VOSTI_RETURN_IF_ERROR(moe_from_gguf(g, arch, c));
   VOSTI_RETURN_IF_ERROR(c.validate().with_context(source));
   return c;
 }
@@ -271,6 +284,20 @@ Status ModelConfig::validate() const {
       return invalid_argument(name + "rope_theta must be positive");
     if (l.rope_scaling.kind != RopeScaling::Kind::kNone && !(l.rope_scaling.factor > 0))
       return invalid_argument(name + "rope scaling factor must be positive");
+    if (l.moe.enabled()) {
+      if (l.moe.top_k <= 0 || l.moe.top_k > l.moe.num_experts)
+        return invalid_argument(name + "num_experts_per_tok must be in 1.." + std::to_string(l.moe.num_experts) +
+                                " (the expert count), got " + std::to_string(l.moe.top_k));
+      if (l.moe.intermediate_size <= 0 || l.moe.intermediate_size > (int64_t{1} << 31))
+        return invalid_argument(name + "the expert FFN size must be positive, got " +
+                                std::to_string(l.moe.intermediate_size));
+      if (l.moe.num_experts > 65536)
+        return invalid_argument(name + "num_experts is absurdly large: " + std::to_string(l.moe.num_experts));
+      if (!(l.moe == moe()))
+        return invalid_argument(name + "its mixture of experts differs from the first MoE layer's");
+    } else if (l.moe.num_experts < 0) {
+      return invalid_argument(name + "num_experts must not be negative");
+    }
   }
   if (!(embed_scale > 0) || !std::isfinite(embed_scale)) return invalid_argument("embed_scale must be positive");
   if (!(attention_scale > 0) || !std::isfinite(attention_scale))
@@ -290,6 +317,12 @@ void ModelConfig::fill_uniform_layers() {
   if (attention_scale == 0.0f && head_dim > 0) attention_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
 
+MoeSpec ModelConfig::moe() const {
+  for (const LayerSpec& l : layers)
+    if (l.moe.enabled()) return l.moe;
+  return MoeSpec{};
+}
+
 bool ModelConfig::layers_uniform() const {
   if (embed_scale != 1.0f || norm_weight_offset != 0.0f || final_logit_softcap != 0.0 ||
       attention_scale != 1.0f / std::sqrt(static_cast<float>(head_dim)))
@@ -300,7 +333,7 @@ bool ModelConfig::layers_uniform() const {
   flat.rope_scaling = rope_scaling;
   for (const LayerSpec& l : layers) {
     if (l.sliding_window != flat.sliding_window || !l.same_rope(flat) || l.activation != MlpActivation::kSilu ||
-        l.post_attn_norm || l.post_ffn_norm)
+        l.post_attn_norm || l.post_ffn_norm || l.moe.enabled())
       return false;
   }
   return true;

@@ -9,7 +9,7 @@
 // (qkv bias), Qwen3 (per-head q/k RMSNorm), Gemma 3 (Gemma3ForCausalLM and the language model of
 // Gemma3ForConditionalGeneration: scaled embeddings, (1 + w) norms, post-attention and post-MLP
 // norms, q/k norms, GeGLU, query_pre_attn_scalar, interleaved sliding-window and global layers
-// with their own RoPE).
+// with their own RoPE), Qwen3-MoE and Mixtral (mixture-of-experts MLPs: LayerSpec::moe).
 // Thread safety: a value type.
 #pragma once
 
@@ -27,7 +27,7 @@ namespace vosti {
 
 class GgufFile;
 
-enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kGemma3 };
+enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kMixtral };
 std::string_view architecture_name(Architecture a);
 
 struct RopeScaling {
@@ -42,6 +42,20 @@ struct RopeScaling {
 // MlpActivation (the MLP's gate activation) is kernel_backend.h's.
 std::string_view mlp_activation_name(MlpActivation a);
 
+// A mixture-of-experts MLP (model/moe_layer.h): a router picks top_k of num_experts SwiGLU FFNs
+// of `intermediate_size` for each token and sums their outputs weighted by the router's
+// probabilities. num_experts == 0: the layer's MLP is dense (ModelConfig::intermediate_size).
+struct MoeSpec {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  // Divide the top_k probabilities (of the softmax over all experts) by their sum: Qwen3-MoE's
+  // norm_topk_prob; always for Mixtral (transformers' MixtralTopKRouter).
+  bool norm_topk_prob = false;
+  int64_t intermediate_size = 0;  // each expert's FFN width
+  bool enabled() const { return num_experts > 0; }
+  bool operator==(const MoeSpec&) const = default;
+};
+
 // What one decoder layer is: how it attends, how it rotates, its MLP and which norms it has.
 // The forward reads each layer's spec from ModelConfig::layers; a family is a mapping from its
 // config to these specs (model_config.cc), not a path through the forward.
@@ -54,6 +68,7 @@ struct LayerSpec {
   MlpActivation activation = MlpActivation::kSilu;
   bool post_attn_norm = false;  // RMSNorm of the attention output before the residual add (Gemma)
   bool post_ffn_norm = false;   // RMSNorm of the MLP output before the residual add (Gemma)
+  MoeSpec moe;                  // the MLP is a mixture of experts where moe.enabled()
   bool same_rope(const LayerSpec& o) const;
 };
 
@@ -109,6 +124,10 @@ struct ModelConfig {
   // rope_scaling, SiLU, no post norms) and the embedding, attention scale and norms are those of
   // Llama.
   bool layers_uniform() const;
+  // The MoE spec of the first mixture-of-experts layer (every MoE layer of a family shares it);
+  // a disabled spec when the model has none.
+  MoeSpec moe() const;
+  bool has_moe() const { return moe().enabled(); }
   // `layers` made of num_layers copies of the flat fields' layer (the families whose layers are all
   // alike), and attention_scale set to 1 / sqrt(head_dim) if unset.
   void fill_uniform_layers();

@@ -41,4 +41,15 @@ void read_token_ids(const json& j, ModelConfig& c);
 Result<ModelConfig> gemma3_from_hf_config(const nlohmann::json& config, const std::string& source);
 Result<ModelConfig> gemma3_from_gguf(const GgufFile& gguf);
 
+// Mixture of experts (model_config_moe.cc): fills the MoE specs of `c.layers` (made by
+// fill_uniform_layers) from config.json of Qwen3MoeForCausalLM ("qwen3_moe": num_experts,
+// num_experts_per_tok, norm_topk_prob, moe_intermediate_size, decoder_sparse_step, mlp_only_layers)
+// or MixtralForCausalLM ("mixtral": num_local_experts, num_experts_per_tok; every layer, the
+// expert FFN intermediate_size wide, top-k renormalised); INVALID_ARGUMENT naming a bad field.
+Status moe_from_hf_config(const nlohmann::json& config, const std::string& source, ModelConfig& c);
+// From llama.cpp's GGUF metadata (<arch>.expert_count, expert_used_count,
+// expert_feed_forward_length, expert_weights_norm): every layer MoE, as llama.cpp builds them.
+// Does nothing when the file has no expert_count (a dense model).
+Status moe_from_gguf(const GgufFile& gguf, const std::string& arch, ModelConfig& c);
+
 }  // namespace vosti

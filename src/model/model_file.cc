@@ -62,6 +62,14 @@ const char* gguf_role_name(WeightRole role) {
       return "post_attention_norm.weight";
     case WeightRole::kPostFfnNorm:
       return "post_ffw_norm.weight";
+    case WeightRole::kRouter:
+      return "ffn_gate_inp.weight";
+    case WeightRole::kExpertGate:
+      return "ffn_gate_exps.weight";
+    case WeightRole::kExpertUp:
+      return "ffn_up_exps.weight";
+    case WeightRole::kExpertDown:
+      return "ffn_down_exps.weight";
   }
   return "?";
 }
@@ -113,8 +121,27 @@ const char* hf_role_name(Architecture arch, WeightRole role) {
       return "post_attention_layernorm.weight";
     case WeightRole::kPostFfnNorm:
       return "post_feedforward_layernorm.weight";
+    case WeightRole::kRouter:
+      return arch == Architecture::kMixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight";
+    case WeightRole::kExpertGate:
+    case WeightRole::kExpertUp:
+    case WeightRole::kExpertDown:
+      return "?";  // named with their expert index: hf_tensor_name
   }
   return "?";
+}
+
+// An expert's tensor under a layer: Mixtral's w1 (gate), w3 (up), w2 (down); Qwen3-MoE's.
+std::string hf_expert_name(Architecture arch, WeightRole role, int64_t expert) {
+  const std::string e = std::to_string(expert);
+  if (arch == Architecture::kMixtral) {
+    const char* w = role == WeightRole::kExpertGate ? "w1" : role == WeightRole::kExpertUp ? "w3" : "w2";
+    return "block_sparse_moe.experts." + e + "." + w + ".weight";
+  }
+  const char* w = role == WeightRole::kExpertGate ? "gate_proj"
+                  : role == WeightRole::kExpertUp ? "up_proj"
+                                                  : "down_proj";
+  return "mlp.experts." + e + "." + w + ".weight";
 }
 
 // The model's tensors as a Gemma3ForConditionalGeneration checkpoint names them, if it is one.
@@ -188,17 +215,25 @@ bool is_norm_role(WeightRole role) {
   }
 }
 
-std::string hf_tensor_name(Architecture arch, WeightRole role, int64_t layer) {
-  if (is_global(role)) return hf_role_name(arch, role);
-  return "model.layers." + std::to_string(layer) + "." + hf_role_name(arch, role);
+bool is_expert_role(WeightRole role) {
+  return role == WeightRole::kExpertGate || role == WeightRole::kExpertUp || role == WeightRole::kExpertDown;
 }
 
-std::string ModelFile::tensor_name(WeightRole role, int64_t layer) const {
+std::string hf_tensor_name(Architecture arch, WeightRole role, int64_t layer, int64_t expert) {
+  if (is_global(role)) return hf_role_name(arch, role);
+  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  if (is_expert_role(role)) return prefix + hf_expert_name(arch, role, expert);
+  return prefix + hf_role_name(arch, role);
+}
+
+std::string ModelFile::tensor_name(WeightRole role, int64_t layer, int64_t expert) const {
   if (gguf_) {
     if (is_global(role)) return gguf_role_name(role);
-    return "blk." + std::to_string(layer) + "." + gguf_role_name(role);
+    std::string name = "blk." + std::to_string(layer) + "." + gguf_role_name(role);
+    if (is_expert_role(role) && expert >= 0) name += "[" + std::to_string(expert) + "]";
+    return name;
   }
-  const std::string hf = hf_tensor_name(config_.arch, role, layer);
+  const std::string hf = hf_tensor_name(config_.arch, role, layer, expert);
   if (role == WeightRole::kLmHead) return hf_lm_head_;
   return hf_prefix_ + hf.substr(std::string_view("model.").size());
 }
@@ -236,22 +271,56 @@ std::vector<int64_t> ModelFile::expected_shape(WeightRole role) const {
       return {c.intermediate_size, H};
     case WeightRole::kDown:
       return {H, c.intermediate_size};
+    case WeightRole::kRouter:
+      return {c.moe().num_experts, H};
+    case WeightRole::kExpertGate:
+    case WeightRole::kExpertUp:
+      return {c.moe().intermediate_size, H};
+    case WeightRole::kExpertDown:
+      return {H, c.moe().intermediate_size};
   }
   return {};
 }
 
-bool ModelFile::has(WeightRole role, int64_t layer) const {
-  const std::string name = tensor_name(role, layer);
+bool ModelFile::has(WeightRole role, int64_t layer, int64_t expert) const {
+  const std::string name = tensor_name(role, layer, expert);
   if (replaced_.count(name) != 0) return true;
-  if (gguf_) return gguf_->file.tensor(name).ok();
+  if (gguf_) {
+    if (is_expert_role(role)) return gguf_->file.tensor(tensor_name(role, layer)).ok();
+    return gguf_->file.tensor(name).ok();
+  }
   return st_->model.tensors().count(name) != 0;
 }
 
-Result<WeightView> ModelFile::view(WeightRole role, int64_t layer) const {
-  const std::string name = tensor_name(role, layer);
+// Expert `expert`'s [rows, cols] slice of a GGUF's stacked [num_experts, rows, cols] tensor.
+static Result<WeightView> expert_slice(WeightView stacked, int64_t expert, int64_t num_experts,
+                                       const std::string& name) {
+  if (stacked.shape.size() != 3 || stacked.shape[0] != num_experts)
+    return invalid_argument("tensor " + stacked.name + " has shape " + shape_str(stacked.shape) +
+                            ", the config implies " + std::to_string(num_experts) + " experts stacked");
+  if (expert < 0 || expert >= num_experts)
+    return invalid_argument("expert " + std::to_string(expert) + " of " + stacked.name + " is outside 0.." +
+                            std::to_string(num_experts - 1));
+  const size_t each = stacked.num_bytes / static_cast<size_t>(num_experts);
+  if (each * static_cast<size_t>(num_experts) != stacked.num_bytes)
+    return invalid_argument("tensor " + stacked.name + ": its bytes do not split into " + std::to_string(num_experts) +
+                            " experts");
+  WeightView w = std::move(stacked);
+  w.name = name;
+  w.shape.erase(w.shape.begin());
+  w.data += each * static_cast<size_t>(expert);
+  w.num_bytes = each;
+  return w;
+}
+
+Result<WeightView> ModelFile::view(WeightRole role, int64_t layer, int64_t expert) const {
+  const std::string name = tensor_name(role, layer, expert);
   WeightView w;
   if (auto it = replaced_.find(name); it != replaced_.end()) {
     w = it->second;
+  } else if (gguf_ && is_expert_role(role)) {
+    VOSTI_ASSIGN_OR_RETURN(WeightView stacked, gguf_->file.tensor(tensor_name(role, layer)));
+    VOSTI_ASSIGN_OR_RETURN(w, expert_slice(std::move(stacked), expert, config_.moe().num_experts, name));
   } else if (gguf_) {
     VOSTI_ASSIGN_OR_RETURN(w, gguf_->file.tensor(name));
   } else {
@@ -266,7 +335,7 @@ Result<WeightView> ModelFile::view(WeightRole role, int64_t layer) const {
 
 bool ModelFile::needs_row_unpermute(WeightRole role) const {
   // Only Llama GGUFs carry llama.cpp's q/k row permutation.
-  if (!gguf_ || config_.arch != Architecture::kLlama) return false;
+  if (!gguf_ || (config_.arch != Architecture::kLlama && config_.arch != Architecture::kMixtral)) return false;
   return role == WeightRole::kQ || role == WeightRole::kK || role == WeightRole::kQBias || role == WeightRole::kKBias;
 }
 
@@ -276,8 +345,8 @@ int64_t ModelFile::unpermute_heads(WeightRole role) const {
 
 float ModelFile::norm_offset(WeightRole role) const { return is_norm_role(role) ? config_.norm_weight_offset : 0.0f; }
 
-Result<std::vector<float>> ModelFile::read_f32(WeightRole role, int64_t layer) const {
-  VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer));
+Result<std::vector<float>> ModelFile::read_f32(WeightRole role, int64_t layer, int64_t expert) const {
+  VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer, expert));
   std::vector<float> out(static_cast<size_t>(w.num_elements()));
   VOSTI_RETURN_IF_ERROR(dequantize(w.type, w.data, w.num_bytes, out.data(), w.num_elements()).with_context(w.name));
   if (needs_row_unpermute(role)) {
@@ -292,21 +361,21 @@ Result<std::vector<float>> ModelFile::read_f32(WeightRole role, int64_t layer) c
   return out;
 }
 
-Result<std::vector<float>> ModelFile::read_hf_f32(WeightRole role, int64_t layer) const {
+Result<std::vector<float>> ModelFile::read_hf_f32(WeightRole role, int64_t layer, int64_t expert) const {
   if (config_.arch == Architecture::kGemma3 && is_norm_role(role) && norm_offset(role) != 0.0f) {
     VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer));  // w as stored (norms are never permuted)
     std::vector<float> out(static_cast<size_t>(w.num_elements()));
     VOSTI_RETURN_IF_ERROR(dequantize(w.type, w.data, w.num_bytes, out.data(), w.num_elements()).with_context(w.name));
     return out;
   }
-  VOSTI_ASSIGN_OR_RETURN(std::vector<float> out, read_f32(role, layer));
+  VOSTI_ASSIGN_OR_RETURN(std::vector<float> out, read_f32(role, layer, expert));
   if (config_.arch == Architecture::kGemma3 && is_norm_role(role))
     for (float& v : out) v = v - 1.0f;  // a GGUF's 1 + w
   return out;
 }
 
-Result<std::vector<uint16_t>> ModelFile::read_bf16(WeightRole role, int64_t layer) const {
-  VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer));
+Result<std::vector<uint16_t>> ModelFile::read_bf16(WeightRole role, int64_t layer, int64_t expert) const {
+  VOSTI_ASSIGN_OR_RETURN(WeightView w, view(role, layer, expert));
   std::vector<uint16_t> out(static_cast<size_t>(w.num_elements()));
   if (w.type == WeightType::kBF16) {
     if (w.num_bytes != out.size() * sizeof(uint16_t))
@@ -314,7 +383,7 @@ Result<std::vector<uint16_t>> ModelFile::read_bf16(WeightRole role, int64_t laye
                               std::to_string(out.size()) + " bf16 values");
     std::memcpy(out.data(), w.data, w.num_bytes);
   } else {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> f, read_f32(role, layer));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> f, read_f32(role, layer, expert));
     for (size_t i = 0; i < f.size(); ++i) out[i] = f32_to_bf16(f[i]);
     return out;  // read_f32 unpermuted already
   }

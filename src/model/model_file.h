@@ -48,15 +48,27 @@ enum class WeightRole : uint8_t {
   // Appended (the enum's values are part of the weights digest):
   kPostAttnNorm,  // [hidden] (Gemma: post_attention_layernorm, on the attention output)
   kPostFfnNorm,   // [hidden] (Gemma: post_feedforward_layernorm, on the MLP output)
+  // A mixture-of-experts layer (LayerSpec::moe) has these instead of kGate, kUp, kDown; the
+  // expert roles are one tensor per expert (`expert` 0..num_experts-1): the Hub's checkpoints
+  // store them so, llama.cpp's GGUFs as slices of one [num_experts, ...] tensor.
+  kRouter,      // [num_experts, hidden] (the router's linear layer: mlp.gate / block_sparse_moe.gate)
+  kExpertGate,  // [expert intermediate, hidden] of one expert
+  kExpertUp,    // [expert intermediate, hidden]
+  kExpertDown,  // [hidden, expert intermediate]
 };
+
+// Whether a role is one expert's (kExpertGate, kExpertUp, kExpertDown: addressed by an expert index).
+bool is_expert_role(WeightRole role);
 
 // Whether a role is an RMSNorm weight (the roles norm_weight_offset applies to).
 bool is_norm_role(WeightRole role);
 
-// One tensor of a model: its role and layer (-1 for kEmbed, kFinalNorm, kLmHead).
+// One tensor of a model: its role, layer (-1 for kEmbed, kFinalNorm, kLmHead) and expert (-1
+// but for the expert roles).
 struct TensorSlot {
   WeightRole role = WeightRole::kEmbed;
   int64_t layer = -1;
+  int64_t expert = -1;
 };
 
 // A tensor given to ModelFile::with_replaced: values in HF row order (PyTorch's layout).
@@ -90,8 +102,10 @@ class ModelFile {
   const std::string& path() const { return path_; }
   bool is_gguf() const { return gguf_ != nullptr; }
 
-  // The name of a role's tensor in the file (layer ignored for kEmbed, kFinalNorm, kLmHead).
-  std::string tensor_name(WeightRole role, int64_t layer) const;
+  // The name of a role's tensor in the file (layer ignored for kEmbed, kFinalNorm, kLmHead); an
+  // expert's slice of a GGUF's stacked tensor is named "blk.N.ffn_gate_exps.weight[e]" (expert -1:
+  // the stacked tensor itself).
+  std::string tensor_name(WeightRole role, int64_t layer, int64_t expert = -1) const;
   // Every tensor the model has (the lm_head only when stored), embedding first, then each
   // layer's in WeightRole order, then the final norm and the lm_head: a fixed order.
   std::vector<TensorSlot> tensor_slots() const;
@@ -99,12 +113,13 @@ class ModelFile {
   // naming it when the model has no such tensor.
   Result<TensorSlot> find_tensor(std::string_view name) const;
   // Whether the tensor comes from with_replaced() rather than the file.
-  bool is_replaced(WeightRole role, int64_t layer = -1) const;
+  bool is_replaced(WeightRole role, int64_t layer = -1, int64_t expert = -1) const;
   // The shape the config implies for a role.
   std::vector<int64_t> expected_shape(WeightRole role) const;
-  bool has(WeightRole role, int64_t layer = -1) const;
-  // The stored tensor, shape-checked. Errors: kNotFound, kInvalidArgument (shape), named.
-  Result<WeightView> view(WeightRole role, int64_t layer = -1) const;
+  bool has(WeightRole role, int64_t layer = -1, int64_t expert = -1) const;
+  // The stored tensor, shape-checked (an expert role: that expert's [rows, cols]). Errors:
+  // kNotFound, kInvalidArgument (shape, an expert index out of range), named.
+  Result<WeightView> view(WeightRole role, int64_t layer = -1, int64_t expert = -1) const;
   // True where rows of the stored tensor are not in HF order and must be unpermuted:
   // llama.cpp stores Llama q and k (and their biases) with each head's rows (i, j) -> 2i + j.
   bool needs_row_unpermute(WeightRole role) const;
@@ -119,14 +134,14 @@ class ModelFile {
 
   // The tensor as f32 in HF row order as the forward uses it: dequantised or widened,
   // unpermuted, a norm's multiplier (norm_offset added in f32). Errors as view().
-  Result<std::vector<float>> read_f32(WeightRole role, int64_t layer = -1) const;
+  Result<std::vector<float>> read_f32(WeightRole role, int64_t layer = -1, int64_t expert = -1) const;
   // The tensor as f32 the way Hugging Face transformers holds it under hf_tensor_name(): read_f32()
   // except that Gemma's norms are w, not 1 + w (a GGUF's stored 1 + w minus 1 in f32, as
   // transformers' GGUF loader does). Errors as view().
-  Result<std::vector<float>> read_hf_f32(WeightRole role, int64_t layer = -1) const;
+  Result<std::vector<float>> read_hf_f32(WeightRole role, int64_t layer = -1, int64_t expert = -1) const;
   // The tensor as bf16 in HF row order: copied when stored as bf16, else read_f32() rounded
   // to nearest even. Errors as view().
-  Result<std::vector<uint16_t>> read_bf16(WeightRole role, int64_t layer = -1) const;
+  Result<std::vector<uint16_t>> read_bf16(WeightRole role, int64_t layer = -1, int64_t expert = -1) const;
 
   ModelFile(const ModelFile&) = delete;
   ModelFile& operator=(const ModelFile&) = delete;
@@ -150,8 +165,10 @@ class ModelFile {
 };
 
 // The Hugging Face transformers name of a role's tensor in a *ForCausalLM of the architecture
-// (layer ignored for global roles): Gemma names its norms differently from Llama.
-std::string hf_tensor_name(Architecture arch, WeightRole role, int64_t layer);
+// (layer ignored for global roles, expert used by the expert roles only): Gemma names its norms
+// differently from Llama, Mixtral its MoE block (block_sparse_moe, experts' w1/w3/w2) from
+// Qwen3-MoE's (mlp.gate, mlp.experts.E.gate_proj/up_proj/down_proj).
+std::string hf_tensor_name(Architecture arch, WeightRole role, int64_t layer, int64_t expert = -1);
 
 // Reorders rows [rows, cols] of llama.cpp's interleaved q/k layout into HF order:
 // within each of `heads` heads of hd = rows / heads rows, stored row 2i + j -> row j * hd/2 + i.

@@ -9,10 +9,26 @@ namespace vosti {
 namespace {
 
 constexpr WeightRole kLayerRoles[] = {
-    WeightRole::kAttnNorm,     WeightRole::kQ,       WeightRole::kK,     WeightRole::kV,     WeightRole::kQBias,
-    WeightRole::kKBias,        WeightRole::kVBias,   WeightRole::kQNorm, WeightRole::kKNorm, WeightRole::kO,
-    WeightRole::kPostAttnNorm, WeightRole::kFfnNorm, WeightRole::kGate,  WeightRole::kUp,    WeightRole::kDown,
+    WeightRole::kAttnNorm,
+    WeightRole::kQ,
+    WeightRole::kK,
+    WeightRole::kV,
+    WeightRole::kQBias,
+    WeightRole::kKBias,
+    WeightRole::kVBias,
+    WeightRole::kQNorm,
+    WeightRole::kKNorm,
+    WeightRole::kO,
+    WeightRole::kPostAttnNorm,
+    WeightRole::kFfnNorm,
+    WeightRole::kGate,
+    WeightRole::kUp,
+    WeightRole::kDown,
     WeightRole::kPostFfnNorm,
+    WeightRole::kRouter,
+    WeightRole::kExpertGate,
+    WeightRole::kExpertUp,
+    WeightRole::kExpertDown,
 };
 
 bool role_present(const ModelConfig& c, WeightRole role, int64_t layer) {
@@ -29,6 +45,15 @@ bool role_present(const ModelConfig& c, WeightRole role, int64_t layer) {
     case WeightRole::kQNorm:
     case WeightRole::kKNorm:
       return c.qk_norm;
+    case WeightRole::kGate:
+    case WeightRole::kUp:
+    case WeightRole::kDown:
+      return !spec.moe.enabled();
+    case WeightRole::kRouter:
+    case WeightRole::kExpertGate:
+    case WeightRole::kExpertUp:
+    case WeightRole::kExpertDown:
+      return spec.moe.enabled();
     default:
       return true;
   }
@@ -80,9 +105,17 @@ void permute_qk_rows(const uint8_t* src, int64_t rows, size_t row_bytes, int64_t
 std::vector<TensorSlot> ModelFile::tensor_slots() const {
   std::vector<TensorSlot> slots;
   slots.push_back({WeightRole::kEmbed, -1});
-  for (int64_t layer = 0; layer < config_.num_layers; ++layer)
-    for (WeightRole role : kLayerRoles)
-      if (role_present(config_, role, layer)) slots.push_back({role, layer});
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+    for (WeightRole role : kLayerRoles) {
+      if (!role_present(config_, role, layer)) continue;
+      if (!is_expert_role(role)) {
+        slots.push_back({role, layer});
+        continue;
+      }
+      const int64_t num_experts = config_.layers[static_cast<size_t>(layer)].moe.num_experts;
+      for (int64_t e = 0; e < num_experts; ++e) slots.push_back({role, layer, e});
+    }
+  }
   slots.push_back({WeightRole::kFinalNorm, -1});
   if (has(WeightRole::kLmHead)) slots.push_back({WeightRole::kLmHead, -1});
   return slots;
@@ -90,13 +123,15 @@ std::vector<TensorSlot> ModelFile::tensor_slots() const {
 
 Result<TensorSlot> ModelFile::find_tensor(std::string_view name) const {
   for (const TensorSlot& s : tensor_slots())
-    if (name == tensor_name(s.role, s.layer) || name == hf_tensor_name(config_.arch, s.role, s.layer)) return s;
+    if (name == tensor_name(s.role, s.layer, s.expert) ||
+        name == hf_tensor_name(config_.arch, s.role, s.layer, s.expert))
+      return s;
   return not_found("the model " + path_ + " has no tensor named '" + std::string(name) +
                    "' (names are Hugging Face's, e.g. model.layers.0.self_attn.q_proj.weight, or the file's own)");
 }
 
-bool ModelFile::is_replaced(WeightRole role, int64_t layer) const {
-  return replaced_.count(tensor_name(role, layer)) != 0;
+bool ModelFile::is_replaced(WeightRole role, int64_t layer, int64_t expert) const {
+  return replaced_.count(tensor_name(role, layer, expert)) != 0;
 }
 
 Result<std::shared_ptr<const ModelFile>> ModelFile::with_replaced(std::shared_ptr<const ModelFile> base,
@@ -129,7 +164,7 @@ Result<std::shared_ptr<const ModelFile>> ModelFile::with_replaced(std::shared_pt
     if (t.num_bytes != static_cast<size_t>(count) * elem || (count > 0 && t.data == nullptr))
       return invalid_argument("tensor '" + t.name + "': " + std::to_string(t.num_bytes) + " bytes for " +
                               std::to_string(count) + " values of " + std::to_string(elem) + " bytes");
-    const std::string stored_name = base->tensor_name(slot.role, slot.layer);
+    const std::string stored_name = base->tensor_name(slot.role, slot.layer, slot.expert);
     WeightView w;
     w.name = stored_name;
     w.type = t.type;

@@ -21,8 +21,8 @@ class WeightBuilder {
 
   // A vector (or, in f32 mode, any tensor) as f32; mapped when stored as aligned f32 that
   // needs no row reordering.
-  Result<FloatTensor> get(WeightRole role, int64_t layer = -1) {
-    VOSTI_ASSIGN_OR_RETURN(WeightView w, file_.view(role, layer));
+  Result<FloatTensor> get(WeightRole role, int64_t layer = -1, int64_t expert = -1) {
+    VOSTI_ASSIGN_OR_RETURN(WeightView w, file_.view(role, layer, expert));
     FloatTensor t;
     t.shape = w.shape;
     if (w.type == WeightType::kF32 && reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0 &&
@@ -31,7 +31,7 @@ class WeightBuilder {
       t.owner = w.owner;
       return t;
     }
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file_.read_f32(role, layer));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file_.read_f32(role, layer, expert));
     auto buf = std::make_shared<std::vector<float>>(std::move(values));
     copied_ += static_cast<int64_t>(buf->size() * sizeof(float));
     t.data = buf->data();
@@ -40,14 +40,15 @@ class WeightBuilder {
   }
 
   // A [rows, cols] matrix made of the rows of `roles` stacked (q, k, v; gate, up; or one
-  // role), each role's rows read in its stored encoding (one part each).
-  Result<FloatTensor> matrix(std::initializer_list<WeightRole> roles, int64_t layer = -1) {
-    if (f32_weights_) return stack_f32(roles, layer);
+  // role), each role's rows read in its stored encoding (one part each); `expert` for the expert
+  // roles.
+  Result<FloatTensor> matrix(std::initializer_list<WeightRole> roles, int64_t layer = -1, int64_t expert = -1) {
+    if (f32_weights_) return stack_f32(roles, layer, expert);
     auto tables = std::make_shared<MatrixRowTables>();
     FloatTensor t;
     int64_t cols = 0;
     for (WeightRole role : roles) {
-      VOSTI_ASSIGN_OR_RETURN(WeightView w, file_.view(role, layer));
+      VOSTI_ASSIGN_OR_RETURN(WeightView w, file_.view(role, layer, expert));
       if (!is_decodable(w.type)) {
         const WeightTypeTraits* traits = weight_type_traits(static_cast<uint32_t>(w.type));
         return unimplemented("tensor " + w.name + " is stored as " + std::string(traits ? traits->name : "?") +
@@ -83,8 +84,8 @@ class WeightBuilder {
 
  private:
   // Rows of several tensors widened to f32 and stacked into one owned [sum rows, cols] tensor.
-  Result<FloatTensor> stack_f32(std::initializer_list<WeightRole> roles, int64_t layer) {
-    if (roles.size() == 1) return get(*roles.begin(), layer);
+  Result<FloatTensor> stack_f32(std::initializer_list<WeightRole> roles, int64_t layer, int64_t expert) {
+    if (roles.size() == 1) return get(*roles.begin(), layer, expert);
     int64_t total = 0, rows = 0, cols = 1;
     for (WeightRole role : roles) {
       const std::vector<int64_t> s = file_.expected_shape(role);
@@ -93,7 +94,7 @@ class WeightBuilder {
     auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(total));
     int64_t offset = 0;
     for (WeightRole role : roles) {
-      VOSTI_ASSIGN_OR_RETURN(std::vector<float> part, file_.read_f32(role, layer));
+      VOSTI_ASSIGN_OR_RETURN(std::vector<float> part, file_.read_f32(role, layer, expert));
       std::memcpy(buf->data() + offset, part.data(), part.size() * sizeof(float));
       const std::vector<int64_t> s = file_.expected_shape(role);
       rows += s[0];
@@ -154,8 +155,18 @@ Result<ModelWeights> build_weights(WeightBuilder& b, const ModelFile& file, cons
       VOSTI_ASSIGN_OR_RETURN(l.post_attn_norm, b.get(WeightRole::kPostAttnNorm, i));
     }
     VOSTI_ASSIGN_OR_RETURN(l.ffn_norm, b.get(WeightRole::kFfnNorm, i));
-    VOSTI_ASSIGN_OR_RETURN(l.w_gate_up, b.matrix({WeightRole::kGate, WeightRole::kUp}, i));
-    VOSTI_ASSIGN_OR_RETURN(l.w_down, b.matrix({WeightRole::kDown}, i));
+    if (spec.moe.enabled()) {
+      VOSTI_ASSIGN_OR_RETURN(l.router, b.matrix({WeightRole::kRouter}, i));
+      for (int64_t e = 0; e < spec.moe.num_experts; ++e) {
+        VOSTI_ASSIGN_OR_RETURN(FloatTensor gate_up, b.matrix({WeightRole::kExpertGate, WeightRole::kExpertUp}, i, e));
+        VOSTI_ASSIGN_OR_RETURN(FloatTensor down, b.matrix({WeightRole::kExpertDown}, i, e));
+        l.expert_gate_up.push_back(std::move(gate_up));
+        l.expert_down.push_back(std::move(down));
+      }
+    } else {
+      VOSTI_ASSIGN_OR_RETURN(l.w_gate_up, b.matrix({WeightRole::kGate, WeightRole::kUp}, i));
+      VOSTI_ASSIGN_OR_RETURN(l.w_down, b.matrix({WeightRole::kDown}, i));
+    }
     if (spec.post_ffn_norm) {
       VOSTI_ASSIGN_OR_RETURN(l.post_ffn_norm, b.get(WeightRole::kPostFfnNorm, i));
     }

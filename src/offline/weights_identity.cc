@@ -16,7 +16,7 @@ Result<LogitsDigest> tensor_digest(const ModelFile& file, const TensorSlot& slot
     const XXH128_hash_t h = XXH3_128bits(w.data, w.num_bytes);
     return LogitsDigest{h.low64, h.high64};
   }
-  VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file.read_f32(slot.role, slot.layer));
+  VOSTI_ASSIGN_OR_RETURN(std::vector<float> values, file.read_f32(slot.role, slot.layer, slot.expert));
   const XXH128_hash_t h = XXH3_128bits(values.data(), values.size() * sizeof(float));
   return LogitsDigest{h.low64, h.high64};
 }
@@ -26,10 +26,11 @@ template <typename TensorDigest>
 Result<LogitsDigest> combine(const ModelFile& file, TensorDigest tensor) {
   std::vector<int64_t> stream;  // [role, layer, shape..., digest low, digest high] per tensor
   for (const TensorSlot& slot : file.tensor_slots()) {
-    VOSTI_ASSIGN_OR_RETURN(WeightView w, file.view(slot.role, slot.layer));
+    VOSTI_ASSIGN_OR_RETURN(WeightView w, file.view(slot.role, slot.layer, slot.expert));
     VOSTI_ASSIGN_OR_RETURN(LogitsDigest d, tensor(slot, w));
     stream.push_back(static_cast<int64_t>(slot.role));
     stream.push_back(slot.layer);
+    if (slot.expert >= 0) stream.push_back(slot.expert);  // dense models' streams as before
     for (int64_t dim : file.expected_shape(slot.role)) stream.push_back(dim);
     stream.push_back(static_cast<int64_t>(d[0]));
     stream.push_back(static_cast<int64_t>(d[1]));
@@ -46,7 +47,7 @@ Result<LogitsDigest> weights_digest(const ModelFile& file) {
 
 Result<LogitsDigest> WeightsDigester::digest(const ModelFile& file) {
   return combine(file, [&](const TensorSlot& slot, const WeightView& w) -> Result<LogitsDigest> {
-    const std::string name = file.tensor_name(slot.role, slot.layer);
+    const std::string name = file.tensor_name(slot.role, slot.layer, slot.expert);
     auto it = by_name_.find(name);
     if (it != by_name_.end() && w.owner && it->second.data == w.data && !it->second.owner.expired() &&
         it->second.owner.lock() == w.owner)

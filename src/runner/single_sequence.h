@@ -26,6 +26,9 @@ class SingleSequence {
   // REQUIRES: num_tokens() + tokens.size() <= max_tokens.
   std::vector<float> append(std::span<const int32_t> tokens, bool all_logits = false);
   int64_t num_tokens() const { return num_tokens_; }
+  // The last append's routing of a mixture-of-experts model: [tokens, num MoE layers, top_k]
+  // expert ids, ascending per token and layer (MoeScratch::routed); empty for a dense model.
+  const std::vector<int32_t>& routed_experts() const { return scratch_.moe.routed; }
 
  private:
   const Model& model_;

@@ -1,7 +1,7 @@
 // The determinism harness as a CTest suite: every logit of every output position is
 // bitwise identical to the reference F_D under the whole (CI-sized) variation matrix,
-// for random-weight Llama, Qwen2 and Qwen3 models and the real default model; and a
-// deliberately broken kernel makes it fail.
+// for random-weight Llama, Qwen2, Qwen3, Mistral, Gemma 3, Qwen3-MoE and Mixtral models and the
+// real default model; and deliberately broken kernels (a matmul, an expert GEMM) make it fail.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -29,12 +29,16 @@ EngineConfig reference_config() {
 
 // The harness on the model at `path`, its cpu runners' kernels the product's or, planted, a
 // matmul whose reduction reads the row count (tests/support/planted.h).
-HarnessReport run(const std::string& path, bool planted = false) {
+enum class Planted { kNone, kMatmul, kExpertMatmul };
+
+HarnessReport run(const std::string& path, Planted planted = Planted::kNone) {
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   const EngineConfig ref = reference_config();
-  const std::shared_ptr<const DeviceModel> device =
-      planted ? planted_cpu_device_model(*model) : cpu_device_model(*model);
+  const std::shared_ptr<const DeviceModel> device = planted == Planted::kMatmul ? planted_cpu_device_model(*model)
+                                                    : planted == Planted::kExpertMatmul
+                                                        ? planted_moe_cpu_device_model(*model)
+                                                        : cpu_device_model(*model);
   auto report = run_determinism_harness(device, make_harness_requests((*model)->config(), false, 7), ref,
                                         make_variations(ref, false));
   EXPECT_TRUE(report.ok()) << report.status().to_string();
@@ -63,7 +67,7 @@ TEST_P(TinyModels, EveryVariationIsBitwiseIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyModels,
                          ::testing::Values("llama-tiny", "qwen2-tiny-bf16", "qwen3-tiny", "mistral-tiny-window",
-                                           "gemma3-tiny"),
+                                           "gemma3-tiny", "qwen3-moe-tiny", "mixtral-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)
@@ -79,11 +83,25 @@ TEST(Determinism, DefaultModelEveryVariationIsBitwiseIdentical) {
 }
 
 TEST(Determinism, APlantedBatchVariantKernelIsCaught) {
-  const HarnessReport report = run(kModels + "/llama-tiny", /*planted=*/true);
+  const HarnessReport report = run(kModels + "/llama-tiny", Planted::kMatmul);
   EXPECT_FALSE(report.all_identical()) << "the harness missed a kernel whose reduction depends on the row count";
   int64_t caught = 0;
   for (const auto& r : report.results) caught += r.identical ? 0 : 1;
   std::printf("planted bug caught by %lld of %zu variations\n", static_cast<long long>(caught), report.results.size());
+}
+
+// Only the experts' GEMMs are broken (blocked by how many tokens an expert got): the routing, the
+// router GEMM and every dense matmul are the product's, so this shows the harness sees an MoE
+// layer that depends on the batch.
+TEST(Determinism, APlantedTokenCountExpertGemmIsCaught) {
+  for (const char* name : {"qwen3-moe-tiny", "mixtral-tiny"}) {
+    const HarnessReport report = run(kModels + "/" + name, Planted::kExpertMatmul);
+    EXPECT_FALSE(report.all_identical()) << name << ": the harness missed an expert GEMM blocked by its token count";
+    int64_t caught = 0;
+    for (const auto& r : report.results) caught += r.identical ? 0 : 1;
+    std::printf("%s: planted expert GEMM caught by %lld of %zu variations\n", name, static_cast<long long>(caught),
+                report.results.size());
+  }
 }
 
 }  // namespace

@@ -180,7 +180,8 @@ TEST_P(PaperProtocolTiny, EveryComparisonIsIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Families, PaperProtocolTiny,
                          ::testing::Values(TinyRun{"llama-tiny", 1280}, TinyRun{"qwen2-tiny-bf16", 768},
-                                           TinyRun{"qwen3-tiny", 768}, TinyRun{"mistral-tiny-window", 1280}),
+                                           TinyRun{"qwen3-tiny", 768}, TinyRun{"mistral-tiny-window", 1280},
+                                           TinyRun{"qwen3-moe-tiny", 768}, TinyRun{"mixtral-tiny", 768}),
                          [](const auto& info) {
                            std::string s = info.param.model;
                            for (auto& ch : s)

@@ -1,6 +1,7 @@
 // Vosti's logits against HF transformers' (tests/golden/make_golden.py), for the real
 // default model and a random-weight model of each family (Gemma 3: two, one of them a
-// Gemma3ForConditionalGeneration checkpoint; and its llama.cpp-style GGUF).
+// Gemma3ForConditionalGeneration checkpoint; and its llama.cpp-style GGUF; Qwen3-MoE: two, and a
+// llama.cpp-style qwen3moe GGUF; Mixtral, and its llama.cpp-style GGUF).
 //
 // Bounds: the reference is f32 PyTorch (eager attention); Vosti computes in f32 with
 // other reduction orders (SIMD lanes, tiled online softmax), so each position's
@@ -68,10 +69,20 @@ TEST_P(TinyGolden, MatchesTransformers) {
   for (const auto& backend : kBackends) {
     auto kernels = backend.make(&pool);
     double worst = 0;
+    int64_t routed = 0;
     for (const auto& prompt : golden["prompts"]) {
       const auto tokens = prompt["tokens"].get<std::vector<int32_t>>();
       SingleSequence seq(**model, *kernels, static_cast<int64_t>(tokens.size()));
       const std::vector<float> logits = seq.append(tokens, /*all_logits=*/true);
+      if (prompt.contains("routed_experts")) {
+        // transformers' router choices, per position and MoE layer: Vosti's routing picks the same.
+        std::vector<int32_t> want;
+        for (const auto& position : prompt["routed_experts"])
+          for (const auto& layer : position)
+            for (const auto& e : layer) want.push_back(e.get<int32_t>());
+        EXPECT_EQ(seq.routed_experts(), want) << backend.name;
+        routed += static_cast<int64_t>(want.size());
+      }
       for (size_t p = 0; p < tokens.size(); ++p) {
         const auto ref = prompt["logits"][p].get<std::vector<double>>();
         ASSERT_EQ(static_cast<int64_t>(ref.size()), vocab);
@@ -86,12 +97,16 @@ TEST_P(TinyGolden, MatchesTransformers) {
       }
     }
     std::printf("[ golden ] %s %s worst relative error %.3g\n", GetParam().c_str(), backend.name, worst);
+    if (routed > 0)
+      std::printf("[ golden ] %s %s %lld routed experts as transformers'\n", GetParam().c_str(), backend.name,
+                  static_cast<long long>(routed));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyGolden,
                          ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
-                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap"),
+                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap",
+                                           "qwen3-moe-tiny", "qwen3-moe-tiny-dense1-bf16", "mixtral-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)
@@ -99,14 +114,13 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyGolden,
                            return s;
                          });
 
-// The tiny Gemma 3 written as llama.cpp writes a gemma3 GGUF (norms stored as 1 + w, f32
-// tensors; make_golden.py): the same logits bit for bit as its safetensors directory (so the
-// same distance to transformers), on both CPU backends.
-TEST(GgufGolden, Gemma3GgufMatchesItsSafetensors) {
-  const auto golden = read_json(kGoldenDir + "/data/gemma3-tiny.json");
-  auto from_gguf = Model::load(kGoldenDir + "/models/gemma3-tiny.gguf");
+// A tiny model written as llama.cpp writes its GGUF (make_golden.py) gives the same logits bit for
+// bit as its safetensors directory (so the same distance to transformers), on both CPU backends.
+void expect_gguf_matches_safetensors(const std::string& name) {
+  const auto golden = read_json(kGoldenDir + "/data/" + name + ".json");
+  auto from_gguf = Model::load(kGoldenDir + "/models/" + name + ".gguf");
   ASSERT_TRUE(from_gguf.ok()) << from_gguf.status().to_string();
-  auto from_st = Model::load(kGoldenDir + "/models/gemma3-tiny");
+  auto from_st = Model::load(kGoldenDir + "/models/" + name);
   ASSERT_TRUE(from_st.ok()) << from_st.status().to_string();
   const ModelConfig& g = (*from_gguf)->config();
   const ModelConfig& h = (*from_st)->config();
@@ -114,6 +128,7 @@ TEST(GgufGolden, Gemma3GgufMatchesItsSafetensors) {
   for (size_t i = 0; i < g.layers.size(); ++i) {
     EXPECT_EQ(g.layers[i].sliding_window, h.layers[i].sliding_window) << "layer " << i;
     EXPECT_TRUE(g.layers[i].same_rope(h.layers[i])) << "layer " << i;
+    EXPECT_TRUE(g.layers[i].moe == h.layers[i].moe) << "layer " << i;
   }
   EXPECT_EQ(g.attention_scale, h.attention_scale);
   EXPECT_EQ(g.embed_scale, h.embed_scale);
@@ -130,6 +145,32 @@ TEST(GgufGolden, Gemma3GgufMatchesItsSafetensors) {
       EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0) << backend.name;
     }
   }
+}
+
+// Gemma 3: norms stored as 1 + w, f32 tensors.
+TEST(GgufGolden, Gemma3GgufMatchesItsSafetensors) { expect_gguf_matches_safetensors("gemma3-tiny"); }
+
+// Qwen3-MoE: the experts stacked in ffn_{gate,up,down}_exps [n_expert, ...], read as one slice an
+// expert; the router ffn_gate_inp; expert_count / expert_used_count / expert_feed_forward_length.
+TEST(GgufGolden, Qwen3MoeGgufMatchesItsSafetensors) {
+  auto model = Model::load(kGoldenDir + "/models/qwen3-moe-tiny.gguf");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const MoeSpec moe = (*model)->config().moe();
+  EXPECT_EQ(moe.num_experts, 8);
+  EXPECT_EQ(moe.top_k, 2);
+  EXPECT_EQ(moe.intermediate_size, 48);
+  EXPECT_TRUE(moe.norm_topk_prob);
+  expect_gguf_matches_safetensors("qwen3-moe-tiny");
+}
+
+// Mixtral as llama.cpp converts it: architecture "llama" with llama.expert_count, q/k rows
+// permuted (undone by the loader), the experts stacked.
+TEST(GgufGolden, MixtralGgufMatchesItsSafetensors) {
+  auto model = Model::load(kGoldenDir + "/models/mixtral-tiny.gguf");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->config().arch, Architecture::kMixtral);
+  EXPECT_EQ((*model)->config().moe(), (MoeSpec{4, 2, true, 96}));
+  expect_gguf_matches_safetensors("mixtral-tiny");
 }
 
 TEST(RealModelGolden, SmolLM2MatchesTransformers) {

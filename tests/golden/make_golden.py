@@ -75,6 +75,25 @@ def tiny_models():
               sliding_window=16, final_logit_softcapping=30.0,
               layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
          torch.bfloat16, None, (7, 45, 70)),
+        # Qwen3-MoE as Qwen3-30B-A3B is built: every layer sparse, 8 experts, top-2, renormalised
+        # top-k probabilities, expert FFN 48 (!= the dense 160); sharded. Also written as a GGUF.
+        ("qwen3-moe-tiny", transformers.Qwen3MoeConfig,
+         dict(common, rope_theta=1000000.0, tie_word_embeddings=False, head_dim=32, num_experts=8,
+              num_experts_per_tok=2, norm_topk_prob=True, moe_intermediate_size=48, decoder_sparse_step=1,
+              mlp_only_layers=[]),
+         torch.float32, "60KB", (7, 45, 70)),
+        # Qwen3-MoE's other options: a dense layer (mlp_only_layers), top-3 of 6 probabilities not
+        # renormalised, bf16.
+        ("qwen3-moe-tiny-dense1-bf16", transformers.Qwen3MoeConfig,
+         dict(common, rope_theta=1000000.0, tie_word_embeddings=True, head_dim=16, num_experts=6,
+              num_experts_per_tok=3, norm_topk_prob=False, moe_intermediate_size=32, decoder_sparse_step=1,
+              mlp_only_layers=[1]),
+         torch.bfloat16, None, (7, 45, 70)),
+        # Mixtral: 4 experts of FFN 96, top-2 (softmax over the top-2), no sliding window (null).
+        ("mixtral-tiny", transformers.MixtralConfig,
+         dict(common, intermediate_size=96, rope_theta=1000000.0, tie_word_embeddings=False, num_local_experts=4,
+              num_experts_per_tok=2, sliding_window=None),
+         torch.float32, None, (7, 45, 70)),
     ]
 
 
@@ -94,6 +113,17 @@ def logits_of(model, ids):
     with torch.no_grad():
         out = model(torch.tensor([ids]), use_cache=False)
     return out.logits[0].float()
+
+
+def routed_experts_of(model, ids):
+    """transformers' router choices: per position, per MoE layer, the top-k expert ids (ascending) of
+    softmax(router logits), as its routers pick them."""
+    k = model.config.num_experts_per_tok
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), use_cache=False, output_router_logits=True)
+    per_layer = [torch.topk(torch.softmax(r.float(), dim=-1), k, dim=-1).indices.sort(dim=-1).values
+                 for r in out.router_logits]  # [layers] x [T, k]
+    return [[layer[p].tolist() for layer in per_layer] for p in range(len(ids))]
 
 
 def make_tiny(seed=1234, only=None):
@@ -120,6 +150,10 @@ def make_tiny(seed=1234, only=None):
                                                                    attn_implementation="eager")
         if name == "gemma3-tiny":
             write_gemma3_gguf(loaded, os.path.join(HERE, "models", "gemma3-tiny.gguf"))
+        if name == "qwen3-moe-tiny":
+            write_qwen3moe_gguf(loaded, os.path.join(HERE, "models", "qwen3-moe-tiny.gguf"))
+        if name == "mixtral-tiny":
+            write_mixtral_gguf(loaded, os.path.join(HERE, "models", "mixtral-tiny.gguf"))
         if "-mm-" in name:
             nest_as_conditional_generation(out_dir)
         g = torch.Generator().manual_seed(seed + 100 + i)
@@ -127,7 +161,10 @@ def make_tiny(seed=1234, only=None):
         records = []
         for ids in prompts:
             lg = logits_of(loaded, ids)
-            records.append({"tokens": ids, "logits": lg.tolist()})
+            record = {"tokens": ids, "logits": lg.tolist()}
+            if getattr(config, "num_experts_per_tok", None):
+                record["routed_experts"] = routed_experts_of(loaded, ids)
+            records.append(record)
         write_json(name, {"model": f"models/{name}", "kind": "full", "prompts": records})
         print("wrote", name)
 
@@ -199,6 +236,109 @@ def write_gemma3_gguf(model, path):
             else:
                 w.add_tensor(f"blk.{i}.{gg}.weight", t.float().numpy())
     write_gguf_norm(w, "output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_qwen3moe_gguf(model, path):
+    """The tiny Qwen3-MoE as llama.cpp's converter writes a qwen3moe GGUF: f32 tensors, q/k not
+    permuted (NeoX rotary), the experts stacked into ffn_{gate,up,down}_exps [n_expert, rows, cols]
+    (PyTorch order; ggml's ne reversed), the router as ffn_gate_inp, expert_count /
+    expert_used_count / expert_feed_forward_length in the metadata (llama.cpp renormalises the
+    top-k weights of qwen3moe: norm_topk_prob true)."""
+    import gguf
+    c = model.config
+    w = gguf.GGUFWriter(path, "qwen3moe")
+    w.add_name("qwen3-moe-tiny")
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_key_length(c.head_dim)
+    w.add_value_length(c.head_dim)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_rope_freq_base(c.rope_parameters["rope_theta"])
+    w.add_expert_count(c.num_experts)
+    w.add_expert_used_count(c.num_experts_per_tok)
+    w.add_expert_feed_forward_length(c.moe_intermediate_size)
+    w.add_vocab_size(c.vocab_size)
+    sd = model.state_dict()
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"].float().numpy())
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+             "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate": "ffn_gate_inp"}
+    for i in range(c.num_hidden_layers):
+        for hf, gg in names.items():
+            key = f"model.layers.{i}.{hf}.weight"
+            if key not in sd:  # transformers 5 names the router's parameter mlp.gate.weight too
+                raise KeyError(key)
+            w.add_tensor(f"blk.{i}.{gg}.weight", sd[key].float().numpy())
+        # transformers 5 holds the experts fused: gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I].
+        gate_up = sd[f"model.layers.{i}.mlp.experts.gate_up_proj"].float()
+        inter = c.moe_intermediate_size
+        w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", gate_up[:, :inter, :].contiguous().numpy())
+        w.add_tensor(f"blk.{i}.ffn_up_exps.weight", gate_up[:, inter:, :].contiguous().numpy())
+        w.add_tensor(f"blk.{i}.ffn_down_exps.weight",
+                     sd[f"model.layers.{i}.mlp.experts.down_proj"].float().contiguous().numpy())
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"].float().numpy())
+    w.add_tensor("output.weight", sd["lm_head.weight"].float().numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def llama_permute(t, n_head):
+    """llama.cpp's convert_hf_to_gguf.py LlamaModel.permute: q/k rows of each head interleaved for
+    its GPT-J-style rotary."""
+    return t.reshape(n_head, 2, t.shape[0] // n_head // 2, *t.shape[1:]).swapaxes(1, 2).reshape(t.shape)
+
+
+def write_mixtral_gguf(model, path):
+    """The tiny Mixtral as llama.cpp's converter writes it: architecture "llama" with
+    llama.expert_count / expert_used_count, q and k rows permuted (LlamaModel.permute), the experts'
+    w1 / w3 / w2 stacked into ffn_gate_exps / ffn_up_exps / ffn_down_exps, the router ffn_gate_inp."""
+    import gguf
+    c = model.config
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("mixtral-tiny")
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_rope_freq_base(c.rope_parameters["rope_theta"])
+    w.add_expert_count(c.num_local_experts)
+    w.add_expert_used_count(c.num_experts_per_tok)
+    w.add_vocab_size(c.vocab_size)
+    sd = model.state_dict()
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"].float().numpy())
+    for i in range(c.num_hidden_layers):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.attn_q.weight",
+                     llama_permute(sd[p + "self_attn.q_proj.weight"].float(), c.num_attention_heads).numpy())
+        w.add_tensor(f"blk.{i}.attn_k.weight",
+                     llama_permute(sd[p + "self_attn.k_proj.weight"].float(), c.num_key_value_heads).numpy())
+        w.add_tensor(f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"].float().numpy())
+        w.add_tensor(f"blk.{i}.ffn_gate_inp.weight", sd[p + "mlp.gate.weight"].float().numpy())
+        gate_up = sd[p + "mlp.experts.gate_up_proj"].float()
+        inter = c.intermediate_size
+        w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", gate_up[:, :inter, :].contiguous().numpy())
+        w.add_tensor(f"blk.{i}.ffn_up_exps.weight", gate_up[:, inter:, :].contiguous().numpy())
+        w.add_tensor(f"blk.{i}.ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"].float().contiguous().numpy())
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"].float().numpy())
+    w.add_tensor("output.weight", sd["lm_head.weight"].float().numpy())
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

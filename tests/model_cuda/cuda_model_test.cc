@@ -392,5 +392,18 @@ TEST(CudaRealModel, SmolLM2MatchesCpu) {
   std::printf("[ cuda real model ] SmolLM2-135M GPU vs CPU worst relative error %.3g\n", worst);
 }
 
+// Mixture-of-experts models are refused before any weight is read, naming the feature (the check
+// reads the config only: no GPU needed).
+TEST(CudaModelSupport, MixtureOfExpertsIsRefusedNamingTheFeature) {
+  for (const char* name : {"qwen3-moe-tiny", "mixtral-tiny"}) {
+    auto file = ModelFile::open(kGoldenDir + "/models/" + name);
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    const Status st = check_cuda_supported((*file)->config());
+    ASSERT_FALSE(st.ok()) << name;
+    EXPECT_NE(st.to_string().find("mixture-of-experts layers are not yet on the GPU"), std::string::npos)
+        << st.to_string();
+  }
+}
+
 }  // namespace
 }  // namespace vosti

@@ -1,5 +1,6 @@
 #include "tests/support/planted.h"
 
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -15,14 +16,22 @@ namespace vosti {
 namespace {
 
 // The CPU backend with planted::matmul_part_columns_split_k_by_row_count as its matmul (one
-// thread: the planted kernel is for tests on tiny models).
+// thread: the planted kernel is for tests on tiny models): for every weight, or, given a set of
+// weights (their row tables), for those only.
 class PlantedCpuBackend final : public KernelBackend {
  public:
-  explicit PlantedCpuBackend(ThreadPool* pool) : inner_(make_cpu_backend(pool)) {}
-  std::string_view name() const override { return "cpu-planted-split-k-by-row-count"; }
+  explicit PlantedCpuBackend(ThreadPool* pool, std::set<const WeightRows*> only = {})
+      : inner_(make_cpu_backend(pool)), only_(std::move(only)) {}
+  std::string_view name() const override {
+    return only_.empty() ? "cpu-planted-split-k-by-row-count" : "cpu-planted-expert-split-k-by-token-count";
+  }
   using KernelBackend::matmul;
   using KernelBackend::rope;
   void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
+    if (!only_.empty() && only_.count(w.parts) == 0) {
+      inner_->matmul(x, m, w, bias, y);
+      return;
+    }
     tile_.resize(static_cast<size_t>(w.k));
     int64_t first_col = 0;
     for (int p = 0; p < w.num_parts; ++p) {
@@ -53,7 +62,32 @@ class PlantedCpuBackend final : public KernelBackend {
 
  private:
   std::unique_ptr<KernelBackend> inner_;
-  std::vector<float> tile_;  // [k] one decoded weight row
+  std::set<const WeightRows*> only_;  // empty: every weight
+  std::vector<float> tile_;           // [k] one decoded weight row
+};
+
+// A cpu device whose experts' matmuls split k when an expert got more than one token.
+class PlantedMoeCpuDeviceModel final : public DeviceModel {
+ public:
+  explicit PlantedMoeCpuDeviceModel(std::shared_ptr<const Model> model) : model_(std::move(model)) {
+    for (const LayerWeights& l : model_->weights().layers)
+      for (const auto* experts : {&l.expert_gate_up, &l.expert_down})
+        for (const FloatTensor& t : *experts) expert_weights_.insert(t.matrix.parts);
+    VOSTI_CHECK(!expert_weights_.empty(), "the planted MoE device needs a model with experts");
+  }
+  const ModelConfig& config() const override { return model_->config(); }
+  const std::string& path() const override { return model_->path(); }
+  std::string device() const override { return "cpu"; }
+  Result<std::unique_ptr<ModelRunner>> make_runner(const EngineConfig& config) const override {
+    auto experts = expert_weights_;
+    return CpuRunner::create(model_, config, [experts](ThreadPool* pool) -> Result<std::unique_ptr<KernelBackend>> {
+      return std::unique_ptr<KernelBackend>(std::make_unique<PlantedCpuBackend>(pool, experts));
+    });
+  }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::set<const WeightRows*> expert_weights_;
 };
 
 class PlantedCpuDeviceModel final : public DeviceModel {
@@ -98,6 +132,10 @@ std::unique_ptr<KernelBackend> make_planted_cpu_backend(ThreadPool* pool) {
 
 std::shared_ptr<const DeviceModel> planted_cpu_device_model(std::shared_ptr<const Model> model) {
   return std::make_shared<const PlantedCpuDeviceModel>(std::move(model));
+}
+
+std::shared_ptr<const DeviceModel> planted_moe_cpu_device_model(std::shared_ptr<const Model> model) {
+  return std::make_shared<const PlantedMoeCpuDeviceModel>(std::move(model));
 }
 
 std::shared_ptr<const DeviceModel> planted_cuda_device_model(std::shared_ptr<const DeviceModel> model) {

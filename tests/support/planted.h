@@ -21,6 +21,11 @@ std::unique_ptr<KernelBackend> make_planted_cpu_backend(ThreadPool* pool);
 // A cpu device whose runners compute with make_planted_cpu_backend.
 std::shared_ptr<const DeviceModel> planted_cpu_device_model(std::shared_ptr<const Model> model);
 
+// A cpu device whose mixture-of-experts layers compute each expert's rows with a matmul whose k
+// reduction splits in two when more than one token was routed to that expert (rule 2: an expert
+// GEMM blocked by its token count); every other matmul is the product's. REQUIRES: a MoE model.
+std::shared_ptr<const DeviceModel> planted_moe_cpu_device_model(std::shared_ptr<const Model> model);
+
 // A cpu device whose attention's KV split follows the batch (rule 1): the tiles a query's keys
 // are reduced in are 64 positions wide when the call holds several sequences, 32 when one. Only
 // the batch composition of a step moves a row's bits; chunking, decode and prefix hits do not.

@@ -54,6 +54,10 @@ std::vector<float> slice_rows(const FloatTensor& t, int64_t row0, int64_t rows, 
 }  // namespace
 
 Status check_cuda_supported(const ModelConfig& c) {
+  if (c.has_moe()) {
+    return unimplemented("CUDA backend: mixture-of-experts layers are not yet on the GPU (" + c.name + ", " +
+                         std::string(architecture_name(c.arch)) + "); run it with --device cpu");
+  }
   std::vector<int64_t> windows;
   for (const LayerSpec& l : c.layers) {
     if (std::find(windows.begin(), windows.end(), l.sliding_window) == windows.end())
