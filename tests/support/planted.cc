@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "runner/cpu/cpu_runner.h"
 #include "tests/support/planted_matmul.h"
+#include "tests/support/wrapped_cpu_backend.h"
 #if VOSTI_HAVE_CUDA
 #include "runner/cuda/cuda_runner.h"
 #endif
@@ -18,15 +19,14 @@ namespace {
 // The CPU backend with planted::matmul_part_columns_split_k_by_row_count as its matmul (one
 // thread: the planted kernel is for tests on tiny models): for every weight, or, given a set of
 // weights (their row tables), for those only.
-class PlantedCpuBackend final : public KernelBackend {
+class PlantedCpuBackend final : public WrappedCpuBackend {
  public:
   explicit PlantedCpuBackend(ThreadPool* pool, std::set<const WeightRows*> only = {})
-      : inner_(make_cpu_backend(pool)), only_(std::move(only)) {}
+      : WrappedCpuBackend(pool), only_(std::move(only)) {}
   std::string_view name() const override {
     return only_.empty() ? "cpu-planted-split-k-by-row-count" : "cpu-planted-expert-split-k-by-token-count";
   }
-  using KernelBackend::matmul;
-  using KernelBackend::rope;
+  using WrappedCpuBackend::matmul;
   void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
     if (!only_.empty() && only_.count(w.parts) == 0) {
       inner_->matmul(x, m, w, bias, y);
@@ -41,27 +41,8 @@ class PlantedCpuBackend final : public KernelBackend {
       first_col += part.num_rows;
     }
   }
-  void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) override {
-    inner_->rms_norm(x, m, n, weight, eps, y);
-  }
-  void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
-            RopeLayout layout) override {
-    inner_->rope(x, m, num_heads, head_dim, cos, sin, layout);
-  }
-  void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
-  void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
-    inner_->gelu_tanh_mul(gate_up, m, n, y);
-  }
-  void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
-    inner_->kv_write(k_new, v_new, m, slots, kv);
-  }
-  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
-                 float* out) override {
-    inner_->attention(q, m, num_heads, queries, kv, scale, out);
-  }
 
  private:
-  std::unique_ptr<KernelBackend> inner_;
   std::set<const WeightRows*> only_;  // empty: every weight
   std::vector<float> tile_;           // [k] one decoded weight row
 };

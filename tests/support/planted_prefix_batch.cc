@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "runner/cpu/cpu_runner.h"
 #include "tests/support/planted.h"
+#include "tests/support/wrapped_cpu_backend.h"
 
 namespace vosti {
 namespace {
@@ -61,38 +62,8 @@ void tiled_attention(const float* q, int64_t m, int num_heads, const AttentionQu
   }
 }
 
-// The CPU backend with its attention replaced, or its KV writes watched: the planted variants.
-class WrappedCpuBackend : public KernelBackend {
- public:
-  explicit WrappedCpuBackend(ThreadPool* pool) : inner_(make_cpu_backend(pool)) {}
-  using KernelBackend::matmul;
-  using KernelBackend::rope;
-  void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
-    inner_->matmul(x, m, w, bias, y);
-  }
-  void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) override {
-    inner_->rms_norm(x, m, n, weight, eps, y);
-  }
-  void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
-            RopeLayout layout) override {
-    inner_->rope(x, m, num_heads, head_dim, cos, sin, layout);
-  }
-  void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
-  void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
-    inner_->gelu_tanh_mul(gate_up, m, n, y);
-  }
-  void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
-    inner_->kv_write(k_new, v_new, m, slots, kv);
-  }
-  void attention(const float* q, int64_t m, int num_heads, const AttentionQuery* queries, PagedKvView kv, float scale,
-                 float* out) override {
-    inner_->attention(q, m, num_heads, queries, kv, scale, out);
-  }
-
- protected:
-  std::unique_ptr<KernelBackend> inner_;
-};
-
+// The planted variants: the CPU backend (wrapped_cpu_backend.h) with its attention replaced, or its
+// KV writes watched.
 class BatchSplitBackend final : public WrappedCpuBackend {
  public:
   using WrappedCpuBackend::WrappedCpuBackend;
