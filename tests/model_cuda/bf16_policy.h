@@ -17,6 +17,7 @@
 #include "kernels/kernel_backend.h"
 #include "kernels/ref/paged_kv.h"
 #include "model/model.h"
+#include "tests/support/wrapped_cpu_backend.h"
 
 namespace vosti::cuda_test {
 
@@ -50,27 +51,15 @@ inline std::shared_ptr<const Model> bf16_weight_model(const Model& model) {
 }
 
 // Rounds each matmul's input x to bf16, then runs `inner`; every other op is inner's.
-class Bf16InputBackend final : public KernelBackend {
+class Bf16InputBackend final : public WrappedCpuBackend {
  public:
-  explicit Bf16InputBackend(std::unique_ptr<KernelBackend> inner) : inner_(std::move(inner)) {}
-  using KernelBackend::matmul;
-  using KernelBackend::rope;
+  explicit Bf16InputBackend(std::unique_ptr<KernelBackend> inner) : WrappedCpuBackend(std::move(inner)) {}
+  using WrappedCpuBackend::matmul;
   std::string_view name() const override { return "bf16-inputs"; }
   void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
     rounded_.resize(static_cast<size_t>(m * w.k));  // [m, k]
     for (size_t i = 0; i < rounded_.size(); ++i) rounded_[i] = round_bf16(x[i]);
     inner_->matmul(rounded_.data(), m, w, bias, y);
-  }
-  void rms_norm(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* y) override {
-    inner_->rms_norm(x, m, n, weight, eps, y);
-  }
-  void rope(float* x, int64_t m, int num_heads, int head_dim, const float* cos, const float* sin,
-            RopeLayout layout) override {
-    inner_->rope(x, m, num_heads, head_dim, cos, sin, layout);
-  }
-  void silu_mul(const float* gate_up, int64_t m, int64_t n, float* y) override { inner_->silu_mul(gate_up, m, n, y); }
-  void gelu_tanh_mul(const float* gate_up, int64_t m, int64_t n, float* y) override {
-    inner_->gelu_tanh_mul(gate_up, m, n, y);
   }
   void kv_write(const float* k_new, const float* v_new, int64_t m, const int32_t* slots, PagedKvView kv) override {
     const size_t n = static_cast<size_t>(m) * static_cast<size_t>(kv.num_kv_heads) * static_cast<size_t>(kv.head_dim);
@@ -130,7 +119,6 @@ class Bf16InputBackend final : public KernelBackend {
   }
 
  private:
-  std::unique_ptr<KernelBackend> inner_;
   std::vector<float> rounded_;
   std::vector<float> k_rounded_, v_rounded_;
 };

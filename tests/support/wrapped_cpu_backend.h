@@ -1,11 +1,13 @@
-// The CPU backend behind a forwarding wrapper: the base of the test-only planted backends
-// (tests/support/planted*.cc), which override the one kernel they break and forward the rest, so
-// that a kernel added to KernelBackend is forwarded here once. Test-only.
+// A backend behind a forwarding wrapper (the CPU backend by default): the base of the test-only
+// backends that change one or a few kernels and forward the rest (the planted variants of
+// tests/support/planted*.cc, the bf16 emulation of tests/model_cuda/bf16_policy.h), so that a
+// kernel added to KernelBackend is forwarded here once. Test-only.
 // Thread safety: as the CPU backend (one caller at a time).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "kernels/kernel_backend.h"
 
@@ -16,6 +18,7 @@ class ThreadPool;
 class WrappedCpuBackend : public KernelBackend {
  public:
   explicit WrappedCpuBackend(ThreadPool* pool) : inner_(make_cpu_backend(pool)) {}
+  explicit WrappedCpuBackend(std::unique_ptr<KernelBackend> inner) : inner_(std::move(inner)) {}
   using KernelBackend::matmul;
   using KernelBackend::rope;
   void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
