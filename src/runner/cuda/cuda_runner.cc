@@ -246,7 +246,8 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
   arrays.digest_rows = digest_rows_;
   if (tensor_core_attn_) arrays.attention = attn_plans_;
   arrays.per_split_capacity = graph_rows_ * max_splits_;
-  step_ = write_step(batch_, arrays, buffers_.step_host(), buffers_.step_device());
+  step_ = write_step(batch_, arrays, buffers_.step_host(), buffers_.step_device(),
+                     static_cast<size_t>(cap_.step_bytes));
   VOSTI_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(buffers_.step_device(), buffers_.step_host(), step_.bytes, cudaMemcpyHostToDevice, stream_));
   // The plans share the split states: the layers run one after another on the stream.
@@ -340,6 +341,7 @@ Status CudaRunner::launch() {
       const WantedRow& w = batch_.wanted[static_cast<size_t>(batch_.logit_order[k])];
       if (w.kind != RowKind::kSample) continue;
       if (rows_[k].copy_row) {
+        VOSTI_CHECK(static_cast<int64_t>(slot) < cap_.seqs, "a sampled row beyond the host rows' capacity");
         VOSTI_CUDA_RETURN_IF_ERROR(
             cudaMemcpyAsync(buffers_.rows_host() + slot * vocab, buffers_.logits() + (rows_[k].at - begin) * vocab_rows,
                             static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -348,6 +350,7 @@ Status CudaRunner::launch() {
     }
   }
   const int64_t rows = G > 0 ? G : batch_.num_logit_rows();
+  VOSTI_CHECK(rows <= cap_.tokens, "more sampler results than the results buffer holds");
   VOSTI_RETURN_IF_ERROR(buffers_.copy_results(rows, static_cast<int64_t>(digest_rows_.size()), stream_));
   VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (G > 0 && graph == nullptr && graphs_->enabled()) {

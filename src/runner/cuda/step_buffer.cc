@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "core/check.h"
 
@@ -52,7 +53,7 @@ StepLayout make_step_layout(const StepShape& s) {
   return l;
 }
 
-DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char* device) {
+DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char* device, size_t capacity) {
   const int64_t T = b.num_tokens();
   const int64_t rows = a.graph_rows > 0 ? a.graph_rows : T;
   const int64_t seqs = a.graph_rows > 0 ? a.graph_rows : b.num_seqs;
@@ -83,6 +84,8 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
   shape.digests = static_cast<int64_t>(a.digest_rows.size());
   VOSTI_CHECK(a.tasks.size() == a.logit_rows.size(), "one sampler task per logits row");
   const StepLayout l = make_step_layout(shape);
+  VOSTI_CHECK(l.bytes <= capacity, "the step needs " + std::to_string(l.bytes) + " bytes of a " +
+                                       std::to_string(capacity) + "-byte step buffer");
 
   std::memcpy(host + l.stride, &b.block_table_stride, sizeof(int32_t));
   const auto padded = [&](size_t offset, const std::vector<int32_t>& values, int32_t pad) {

@@ -79,7 +79,8 @@ struct DeviceStep {
 
 // Writes the step into `host` (the pinned buffer) and returns its view at `device` (the device
 // copy's base). Padding rows (graph steps) have token 0, position -1, slot -1, sequence 0: they
-// write no KV and read none. REQUIRES: the buffers hold make_step_layout's bytes for this step.
-DeviceStep write_step(const StepBatch& batch, const StepArrays& arrays, char* host, char* device);
+// write no KV and read none. Both buffers hold `capacity` bytes; a step whose layout needs more
+// stops the process (VOSTI_CHECK) before a byte is written: the runner's caps under-sized it.
+DeviceStep write_step(const StepBatch& batch, const StepArrays& arrays, char* host, char* device, size_t capacity);
 
 }  // namespace vosti
