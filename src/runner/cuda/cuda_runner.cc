@@ -246,8 +246,8 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
   arrays.digest_rows = digest_rows_;
   if (tensor_core_attn_) arrays.attention = attn_plans_;
   arrays.per_split_capacity = graph_rows_ * max_splits_;
-  step_ = write_step(batch_, arrays, buffers_.step_host(), buffers_.step_device(),
-                     static_cast<size_t>(cap_.step_bytes));
+  step_ =
+      write_step(batch_, arrays, buffers_.step_host(), buffers_.step_device(), static_cast<size_t>(cap_.step_bytes));
   VOSTI_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(buffers_.step_device(), buffers_.step_host(), step_.bytes, cudaMemcpyHostToDevice, stream_));
   // The plans share the split states: the layers run one after another on the stream.
