@@ -101,9 +101,24 @@ Result<std::shared_ptr<const DeviceModel>> load_model(const GenerateOptions& o, 
   return cpu_device_model(cpu);
 }
 
+// [position][MoE layer][k] expert ids (the server's "routed_experts").
+nlohmann::json routed_json(const RoutedExperts& r) {
+  nlohmann::json out = nlohmann::json::array();
+  const int64_t positions = r.num_positions();
+  for (int64_t p = 0; p < positions; ++p) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (int32_t l = 0; l < r.num_layers; ++l) {
+      const auto first = r.ids.begin() + (p * r.num_layers + l) * r.top_k;
+      layers.push_back(std::vector<int32_t>(first, first + r.top_k));
+    }
+    out.push_back(std::move(layers));
+  }
+  return out;
+}
+
 // Runs o.spec on `engine`, streaming text to stdout (or one JSON object at the end with --json);
-// returns the exit code.
-int run_generation(const GenerateOptions& o, Engine& engine, const Tokenizer& tok) {
+// returns the exit code. `tok` may be null (ids only: empty token strings and text).
+int run_generation(const GenerateOptions& o, Engine& engine, const Tokenizer* tok) {
   nlohmann::json result = {
       {"tokens", nlohmann::json::array()}, {"ids", nlohmann::json::array()}, {"logprobs", nlohmann::json::array()}};
   std::string text;
@@ -112,7 +127,7 @@ int run_generation(const GenerateOptions& o, Engine& engine, const Tokenizer& to
   auto id = engine.add_request(o.spec, [&](const RequestOutput& out) {
     for (size_t i = 0; i < out.new_tokens.size(); ++i) {
       result["ids"].push_back(out.new_tokens[i]);
-      result["tokens"].push_back(tok.decode_lenient(std::vector<int32_t>{out.new_tokens[i]}, false));
+      result["tokens"].push_back(tok ? tok->decode_lenient(std::vector<int32_t>{out.new_tokens[i]}, false) : "");
       result["logprobs"].push_back(out.new_logprobs[i].logprob);
     }
     text += out.new_text;
@@ -126,6 +141,7 @@ int run_generation(const GenerateOptions& o, Engine& engine, const Tokenizer& to
       result["finish_reason"] = finish_reason_name(out.finish_reason);
       result["usage"] = {{"prompt_tokens", out.num_prompt_tokens}, {"completion_tokens", out.num_output_tokens}};
       if (!out.error.empty()) result["error"] = out.error;
+      if (o.spec.routed_experts) result["routed_experts"] = routed_json(out.routed_experts);
     }
   });
   if (!id.ok()) {
@@ -172,6 +188,8 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--stop", stop, "stop string (repeatable)");
   app.add_flag("--ignore-eos", o.spec.ignore_eos, "keep generating past end-of-sequence tokens");
   app.add_flag("--json", o.json, "print one JSON object: text, tokens, ids, logprobs, seed, finish reason");
+  app.add_flag("--return-routed-experts", o.spec.routed_experts,
+               "with --json, MoE models: routed_experts, the experts each computed position chose per MoE layer");
   // One request at a time: generate's own default (serve's is 64).
   o.engine.max_num_seqs = 1;
   add_engine_options(app, o.engine);
@@ -179,6 +197,10 @@ int cmd_generate(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // commands.h: 2 for a usage error (CLI11's own codes vary)
+  }
+  if (o.spec.routed_experts && !o.json) {
+    std::fprintf(stderr, "vosti generate: --return-routed-experts needs --json (the experts go in its object)\n");
+    return 2;
   }
   if (o.model.empty()) o.model = default_model_path();
   o.spec.sampling.temperature = static_cast<float>(o.temperature);
@@ -198,24 +220,31 @@ int cmd_generate(int argc, char** argv) {
     std::fprintf(stderr, "\nvosti generate: %s\n", model.status().to_string().c_str());
     return 1;
   }
-  auto tok = Tokenizer::load_for_model(o.model);
-  if (!tok.ok()) {
-    std::fprintf(stderr, "\nvosti generate: %s\n", tok.status().to_string().c_str());
+  // A model without a tokenizer still runs on --prompt-ids: ids in and out, no text (vLLM's
+  // skip_tokenizer_init).
+  std::shared_ptr<const Tokenizer> tok;
+  if (auto loaded = Tokenizer::load_for_model(o.model); loaded.ok()) {
+    tok = std::move(loaded).value();
+  } else if (o.prompt_ids.empty() || o.chat || !o.spec.stop.empty()) {
+    std::fprintf(stderr, "\nvosti generate: %s\n", loaded.status().to_string().c_str());
     return 1;
+  } else {
+    std::fprintf(stderr, "\nvosti generate: no tokenizer (%s): token ids only\n", loaded.status().message().c_str());
   }
   progress.done();
-  auto prompt = build_prompt(o, **tok);
+  Result<std::vector<int32_t>> prompt = o.prompt_ids;
+  if (tok) prompt = build_prompt(o, *tok);
   if (!prompt.ok()) {
     std::fprintf(stderr, "vosti generate: %s\n", prompt.status().to_string().c_str());
     return 1;
   }
   o.spec.prompt = *prompt;
-  auto engine = Engine::create(*model, o.engine, *tok);
+  auto engine = Engine::create(*model, o.engine, tok);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti generate: %s\n", engine.status().to_string().c_str());
     return 1;
   }
-  return run_generation(o, **engine, **tok);
+  return run_generation(o, **engine, tok.get());
 }
 
 }  // namespace vosti::tools

@@ -91,7 +91,8 @@ void bind_config(nb::module_& m) {
       .def_rw("include_stop_str_in_output", &RequestSpec::include_stop_str_in_output)
       .def_rw("priority", &RequestSpec::priority)
       .def_rw("prompt_logprobs", &RequestSpec::prompt_logprobs)
-      .def_rw("logits_digests", &RequestSpec::logits_digests);
+      .def_rw("logits_digests", &RequestSpec::logits_digests)
+      .def_rw("routed_experts", &RequestSpec::routed_experts);
 }
 
 void bind_results(nb::module_& m) {
@@ -112,11 +113,16 @@ void bind_results(nb::module_& m) {
       .def_prop_ro("top_logprobs", [](const RequestResult& r) { return top_lists(r.logprobs); })
       .def_prop_ro("prompt_logprobs", [](const RequestResult& r) { return chosen_logprobs(r.prompt_logprobs); })
       .def_prop_ro("prompt_top_logprobs", [](const RequestResult& r) { return top_lists(r.prompt_logprobs); })
-      .def_prop_ro("logits_digests", [](const RequestResult& r) {
-        std::vector<std::string> out;
-        out.reserve(r.digests.size());
-        for (const LogitsDigest& d : r.digests) out.push_back(digest_hex(d));
-        return out;
+      .def_prop_ro("logits_digests",
+                   [](const RequestResult& r) {
+                     std::vector<std::string> out;
+                     out.reserve(r.digests.size());
+                     for (const LogitsDigest& d : r.digests) out.push_back(digest_hex(d));
+                     return out;
+                   })
+      // (ids [positions * layers * top_k], layers, top_k): the Python side shapes the array.
+      .def_prop_ro("routed_experts", [](const RequestResult& r) {
+        return std::make_tuple(r.routed_experts.ids, r.routed_experts.num_layers, r.routed_experts.top_k);
       });
 
   nb::class_<RequestBatch>(m, "RequestBatch")

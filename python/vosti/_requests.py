@@ -103,7 +103,17 @@ def make_spec(ids: List[int], sp: SamplingParams, seed: Optional[int], max_model
     spec.priority = int(priority)
     spec.prompt_logprobs = sp.prompt_logprobs is not None
     spec.logits_digests = bool(sp.logits_digests)
+    spec.routed_experts = bool(sp.return_routed_experts)
     return spec
+
+
+def routed_array(routed: Tuple[List[int], int, int]) -> Any:
+    """The engine's (ids, layers, top_k) as an int32 array [positions, layers, top_k]."""
+    import numpy as np
+    ids, layers, top_k = routed
+    if layers * top_k == 0:
+        return np.zeros((0, layers, top_k), dtype=np.int32)
+    return np.asarray(ids, dtype=np.int32).reshape(-1, layers, top_k)
 
 
 class OutputBuilder:
@@ -161,7 +171,8 @@ class OutputBuilder:
             cumulative_logprob=float(sum(lps)) if sp.logprobs is not None else None,
             logprobs=self.sample_logprobs(r, sp.logprobs), finish_reason=r.finish_reason,
             stop_reason=self.stop_reason(r, sp), seed=r.seed, token_logprobs=lps,
-            logits_digests=list(r.logits_digests) if sp.logits_digests else None)
+            logits_digests=list(r.logits_digests) if sp.logits_digests else None,
+            routed_experts=routed_array(r.routed_experts) if sp.return_routed_experts else None)
 
     def request(self, prompt: Prompt, sp: SamplingParams, results: List[Any], weights: tuple) -> RequestOutput:
         first = results[0]

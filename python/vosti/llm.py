@@ -414,6 +414,7 @@ class _Accumulated:
         self.finish_reason = None
         self.error = ""
         self.num_cached_prompt_tokens = 0
+        self.routed_experts: tuple = ([], 1, 1)  # the finished delta's (ids, layers, top_k)
 
     def add(self, d: Any) -> None:
         self.id, self.seed = d.id, d.seed
@@ -426,6 +427,8 @@ class _Accumulated:
         self.text += d.text
         self.finished, self.finish_reason, self.error = d.finished, d.finish_reason, d.error
         self.num_cached_prompt_tokens = d.num_cached_prompt_tokens
+        if d.finished:
+            self.routed_experts = d.routed_experts
 
 
 def _is_ids(x: Any) -> bool:

@@ -3,7 +3,7 @@ determinism fields (seed, logits digests, which weights produced the output)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 
 @dataclass
@@ -30,7 +30,10 @@ class CompletionOutput:
     Vosti's additions: ``seed`` (the sampler's seed: replaying it gives the same bits),
     ``token_logprobs`` (the chosen tokens' logprobs, always; equal bit for bit to what
     ``LLM.score`` returns for the same tokens) and ``logits_digests`` (one 32-hex-digit XXH3-128
-    digest of the f32 logits row per output position, when asked).
+    digest of the f32 logits row per output position, when asked). ``routed_experts`` (vLLM's
+    name; asked by ``SamplingParams.return_routed_experts`` on a mixture-of-experts model): an
+    int32 NumPy array [positions, MoE layers, top_k] of the experts each computed position (the
+    prompt's, then the outputs' but the last) chose in each MoE layer, ascending per entry.
     """
 
     index: int
@@ -43,6 +46,7 @@ class CompletionOutput:
     seed: int = 0
     token_logprobs: List[float] = field(default_factory=list)
     logits_digests: Optional[List[str]] = None
+    routed_experts: Optional[Any] = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

@@ -37,6 +37,9 @@ class SamplingParams:
         include_stop_str_in_output: keep the stop string in the text.
         logit_bias: token id -> bias added to its logit before sampling, in [-100, 100].
         logits_digests: (Vosti) return the XXH3-128 digest of every output position's logits.
+        return_routed_experts: (vLLM's name; mixture-of-experts models) return the experts every
+            computed position chose in every MoE layer, ``CompletionOutput.routed_experts``. Such
+            a request skips the prefix cache.
     """
 
     n: int = 1
@@ -61,6 +64,7 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     logit_bias: Optional[Dict[int, float]] = None
     logits_digests: bool = False
+    return_routed_experts: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:

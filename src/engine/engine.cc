@@ -44,6 +44,12 @@ const char* finish_reason_name(FinishReason r) {
 
 namespace {
 
+int32_t count_moe_layers(const ModelConfig& c) {
+  int32_t n = 0;
+  for (const LayerSpec& l : c.layers) n += l.moe.enabled() ? 1 : 0;
+  return n;
+}
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(std::shared_ptr<const DeviceModel> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
@@ -55,7 +61,8 @@ class EngineImpl final : public Engine {
         scheduler_config_(scheduler_config),
         scheduler_(std::move(scheduler)),
         vocab_size_(model_->config().vocab_size),
-        eos_token_ids_(model_->config().eos_token_ids) {}
+        eos_token_ids_(model_->config().eos_token_ids),
+        num_moe_layers_(count_moe_layers(model_->config())) {}
 
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
     VOSTI_RETURN_IF_ERROR(validate(spec));
@@ -100,6 +107,7 @@ class EngineImpl final : public Engine {
   StopConditions stop_conditions(const RequestSpec& spec) const;
   void admit_and_abort();
   std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan) const;
+  void record_routed(const StepPlan& plan, const StepResult& out);
   void postprocess(const StepPlan& plan, const StepResult& out);
   void finish(LiveRequest& r, FinishReason reason);
   void fail_all(const Status& error);
@@ -116,7 +124,8 @@ class EngineImpl final : public Engine {
   // architecture, and the engine keeps its stop tokens).
   const int64_t vocab_size_;
   const std::vector<int64_t> eos_token_ids_;
-  Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
+  const int32_t num_moe_layers_;  // layers whose MLP is a mixture of experts (routed_experts needs one)
+  Status broken_;                 // the runner's failure, sticky: every request then fails with it (step thread writes)
 
   mutable std::mutex mu_;  // guards pending_, aborts_, reset_prefix_cache_, next_id_, stats_, live_'s membership
   std::vector<std::unique_ptr<LiveRequest>> pending_;
@@ -158,6 +167,9 @@ Status EngineImpl::validate(const RequestSpec& spec) const {
                             std::to_string(config_.max_model_len) + " tokens, prompt and output together");
   if (spec.max_tokens < 0) return invalid_argument("max_tokens must be >= 0, got " + std::to_string(spec.max_tokens));
   VOSTI_RETURN_IF_ERROR(spec.sampling.validate(vocab));
+  if (spec.routed_experts && num_moe_layers_ == 0)
+    return invalid_argument("return_routed_experts needs a mixture-of-experts model; " + model_->config().name +
+                            " has no expert layer");
   if (!spec.stop.empty() && !tokenizer_)
     return invalid_argument("stop strings need a tokenizer, and this engine has none");
   return stop_conditions(spec).validate(vocab);
@@ -182,8 +194,9 @@ void EngineImpl::admit_and_abort() {
       continue;
     }
     const RequestId id = r->id();
-    Status s = scheduler_.add_request(id, r->spec().prompt, r->spec().priority,
-                                      /*use_prefix_cache=*/!r->spec().prompt_logprobs);
+    // Prompt logprobs and routed experts are computed per position: a cached position has none.
+    const bool use_prefix_cache = !r->spec().prompt_logprobs && !r->spec().routed_experts;
+    Status s = scheduler_.add_request(id, r->spec().prompt, r->spec().priority, use_prefix_cache);
     if (!s.ok()) {
       r->fail(s.message());
       continue;
@@ -213,6 +226,7 @@ std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) co
     t.score_prompt = r.wants_prompt_logits(s.num_computed_tokens);
     t.digest = r.spec().logits_digests;
     t.full_logits = r.spec().return_logits;
+    t.routed_experts = r.spec().routed_experts;
   }
   return tasks;
 }
@@ -234,6 +248,7 @@ bool EngineImpl::step() {
     return true;
   }
   scheduler_.on_step_done(plan);
+  record_routed(plan, *out);
   postprocess(plan, *out);
   const auto t_end = Clock::now();
   if (config_.check_invariants) {
@@ -251,13 +266,31 @@ bool EngineImpl::step() {
   return true;
 }
 
+// Each routed request's new positions; a recomputed position that routes differently fails that
+// request alone (LiveRequest::record_routed), before postprocess would emit from it.
+void EngineImpl::record_routed(const StepPlan& plan, const StepResult& out) {
+  const int32_t top_k = num_moe_layers_ > 0 ? static_cast<int32_t>(model_->config().moe().top_k) : 0;
+  for (const RoutedRows& rows : out.routed) {
+    const RequestId id = plan.requests[static_cast<size_t>(rows.plan_index)].id;
+    LiveRequest& r = *live_.at(id);
+    const Status s = r.record_routed(rows.first_position, rows.ids, num_moe_layers_, top_k);
+    if (s.ok()) continue;
+    scheduler_.finish(id);
+    r.fail(s.message());
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(id);
+  }
+}
+
 void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
   size_t next_row = 0;  // rows come in plan order (runner/step_batch.h: wanted order)
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const ScheduledRequest& s = plan.requests[i];
-    LiveRequest& r = *live_.at(s.id);
+    const auto live = live_.find(s.id);
     const RowResult* sampled = nullptr;
     for (; next_row < out.rows.size() && out.rows[next_row].plan_index == static_cast<int32_t>(i); ++next_row) {
+      if (live == live_.end()) continue;  // failed this step (record_routed): its rows go nowhere
+      LiveRequest& r = *live->second;
       const RowResult& row = out.rows[next_row];
       if (row.kind == RowKind::kScore) {
         r.record_prompt_score(row.position, row.scored, row.digest);
@@ -265,7 +298,8 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
         sampled = &row;
       }
     }
-    if (!s.completes_known_tokens) continue;
+    if (live == live_.end() || !s.completes_known_tokens) continue;
+    LiveRequest& r = *live->second;
     const RequestState* state = scheduler_.find(s.id);
     VOSTI_CHECK(state != nullptr, "scheduled request vanished");
     r.prompt_done(state->num_cached_tokens);

@@ -42,6 +42,33 @@ void LiveRequest::prompt_done(int32_t num_cached_prompt_tokens) {
   }
 }
 
+Status LiveRequest::record_routed(int32_t first_position, std::span<const int32_t> ids, int32_t num_layers,
+                                  int32_t top_k) {
+  const int64_t per = static_cast<int64_t>(num_layers) * top_k;
+  routed_.num_layers = num_layers;
+  routed_.top_k = top_k;
+  const int64_t known = routed_.num_positions();
+  if (per <= 0 || static_cast<int64_t>(ids.size()) % per != 0 || first_position > known)
+    return internal_error("routed experts of request " + std::to_string(id_) + " arrived out of order (position " +
+                          std::to_string(first_position) + ", " + std::to_string(known) + " recorded)");
+  const auto n = static_cast<int64_t>(ids.size()) / per;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = first_position + i;
+    const std::span<const int32_t> row = ids.subspan(static_cast<size_t>(i * per), static_cast<size_t>(per));
+    if (p >= known) {
+      routed_.ids.insert(routed_.ids.end(), row.begin(), row.end());
+      continue;
+    }
+    for (int64_t j = 0; j < per; ++j) {
+      if (routed_.ids[static_cast<size_t>(p * per + j)] != row[static_cast<size_t>(j)])
+        return internal_error("request " + std::to_string(id_) + " routed position " + std::to_string(p) +
+                              " differently when it was recomputed (MoE layer " + std::to_string(j / top_k) +
+                              "): a determinism violation");
+    }
+  }
+  return Status();
+}
+
 FinishReason LiveRequest::accept(const RowResult& step, bool at_max_len) {
   outputs_.push_back(step.scored.token);
   if (decoder_) text_ += decoder_->push(step.scored.token);
@@ -78,6 +105,10 @@ void LiveRequest::release_text(size_t upto, RequestOutput& out) {
   }
 }
 
+void LiveRequest::attach_routed(RequestOutput& out) {
+  if (spec_.routed_experts) out.routed_experts = std::move(routed_);
+}
+
 void LiveRequest::emit_token(const RowResult& step, FinishReason reason) {
   RequestOutput out = base_output();
   out.new_tokens.push_back(step.scored.token);
@@ -90,6 +121,7 @@ void LiveRequest::emit_token(const RowResult& step, FinishReason reason) {
     finished_ = true;
     out.finished = true;
     out.finish_reason = reason;
+    attach_routed(out);
   } else {
     release_text(text_releasable_, out);  // holds back what could still begin a stop string
   }
@@ -103,6 +135,7 @@ void LiveRequest::finish(FinishReason reason) {
   if (reason != FinishReason::kAbort) release_text(text_.size(), out);
   out.finished = true;
   out.finish_reason = reason;
+  attach_routed(out);
   if (callback_) callback_(out);
 }
 

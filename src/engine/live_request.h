@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "engine/request.h"
 #include "runner/model_runner.h"
 #include "sample/stop_checker.h"
@@ -39,6 +40,11 @@ class LiveRequest {
   // The prompt is done: its logprobs (if asked) go out with the next output.
   void prompt_done(int32_t num_cached_prompt_tokens);
 
+  // Records the experts positions [first_position, ...) routed to (RoutedRows::ids, `per_position`
+  // ids each). A position recorded before (a recomputation after preemption) must route as it did:
+  // a difference is kInternal, naming the position and layer.
+  Status record_routed(int32_t first_position, std::span<const int32_t> ids, int32_t num_layers, int32_t top_k);
+
   // Appends the sampled token and decides whether the request stops (at_max_len: the context is full).
   FinishReason accept(const RowResult& step, bool at_max_len);
   // Sends the output of the newest token; finished if reason != kNone.
@@ -51,6 +57,7 @@ class LiveRequest {
  private:
   RequestOutput base_output();
   void release_text(size_t upto, RequestOutput& out);
+  void attach_routed(RequestOutput& out);  // the routing, into a finished output
 
   RequestId id_;
   RequestSpec spec_;
@@ -69,6 +76,7 @@ class LiveRequest {
   bool prompt_scored_ = false;                // prompt logprobs complete (and queued or sent)
   bool prompt_scores_pending_ = false;        // to be sent with the next output
   int32_t num_cached_prompt_tokens_ = 0;
+  RoutedExperts routed_;  // positions computed so far, with RequestSpec::routed_experts
   bool finished_ = false;
 };
 

@@ -31,6 +31,22 @@ struct RequestSpec {
   bool prompt_logprobs = false;  // logprobs of the prompt tokens (echo + logprobs)
   bool logits_digests = false;   // 128-bit digest of every produced position's logits (scored prompt rows too)
   bool return_logits = false;    // the full logits row of every produced position (harness use)
+  // The experts every computed position (prompt and output) routed to in every MoE layer
+  // (vLLM's return_routed_experts; MoE models only). Such a request skips the prefix cache, as
+  // prompt_logprobs does: a cached position's routing was never computed for it.
+  bool routed_experts = false;
+};
+
+// The routing of a request's computed positions: positions 0 .. prompt + outputs - 2 (the last
+// output token is never run), per position per MoE layer (layer order) its top_k experts in
+// ascending index -- the combine's order (model/moe_layer.h).
+struct RoutedExperts {
+  int32_t num_layers = 0;    // MoE layers
+  int32_t top_k = 0;         // experts per token
+  std::vector<int32_t> ids;  // [positions, num_layers, top_k]
+  int64_t num_positions() const {
+    return num_layers * top_k > 0 ? static_cast<int64_t>(ids.size()) / (num_layers * top_k) : 0;
+  }
 };
 
 // One scored position: the chosen (or prompt) token, its log-probability under the raw
@@ -53,7 +69,8 @@ struct RequestOutput {
   std::string new_text;  // detokenised delta, if the engine has a tokenizer
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;  // when finish_reason == kError
+  std::string error;             // when finish_reason == kError
+  RoutedExperts routed_experts;  // with RequestSpec::routed_experts, in the finished output only
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;         // so far
   int32_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache

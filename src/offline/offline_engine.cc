@@ -20,6 +20,7 @@ void merge(RequestResult& r, const RequestOutput& out) {
     r.finished = true;
     r.finish_reason = out.finish_reason;
     r.error = out.error;
+    r.routed_experts = out.routed_experts;
   }
 }
 

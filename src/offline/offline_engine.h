@@ -55,6 +55,7 @@ struct RequestResult {
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // finish_reason == kError
   int32_t num_cached_prompt_tokens = 0;
+  RoutedExperts routed_experts;  // with RequestSpec::routed_experts, once finished
 };
 
 // A stream event: the delta of the batch's request `index` after one step.

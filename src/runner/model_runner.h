@@ -39,6 +39,7 @@ struct RequestLogitsTask {
   bool score_prompt = false;         // score prompt[p + 1] at each row p of the step with p + 1 < prompt.size()
   bool digest = false;               // the LogitsDigest of every row produced (sampled and scored)
   bool full_logits = false;          // the sampled row's whole logits (the determinism harness)
+  bool routed_experts = false;       // the experts each of the step's token rows routed to (MoE models)
 };
 
 enum class RowKind : uint8_t { kScore, kSample };
@@ -53,11 +54,20 @@ struct RowResult {
   std::vector<float> logits;  // kSample with task.full_logits: [vocab]
 };
 
+// The experts one request's token rows of the step routed to (RequestLogitsTask::routed_experts):
+// per row (position order), per MoE layer (layer order), its top_k experts in ascending index.
+struct RoutedRows {
+  int32_t plan_index = 0;      // into StepPlan::requests
+  int32_t first_position = 0;  // the position of the first row (the request's num_computed_tokens)
+  std::vector<int32_t> ids;    // [num_new_tokens, MoE layers, top_k]
+};
+
 // What execute() returns: rows in plan order, positions increasing within a request.
 struct StepResult {
   std::vector<RowResult> rows;
-  double seconds_forward = 0;   // the forward pass (host wall time)
-  double seconds_sampling = 0;  // sampling, scoring and digests
+  std::vector<RoutedRows> routed;  // the requests with routed_experts, in plan order
+  double seconds_forward = 0;      // the forward pass (host wall time)
+  double seconds_sampling = 0;     // sampling, scoring and digests
 };
 
 // What a runner was given (printed at startup, reported in /metrics).

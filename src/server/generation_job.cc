@@ -40,6 +40,7 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
   // echo scores the prompt for its logprobs and, with return_logits_digests, its rows' digests.
   spec.prompt_logprobs = request_.echo && (request_.logprobs || request_.return_logits_digests);
   spec.logits_digests = request_.return_logits_digests;
+  spec.routed_experts = request_.return_routed_experts;
   return spec;
 }
 
@@ -122,7 +123,10 @@ void GenerationJob::stream_delta(Sequence& seq, const RequestOutput& out) {
     if (request_.echo) d.prompt_digests = out.prompt_digests;
   }
   if (first && request_.return_token_ids) d.prompt_token_ids = &prompts_[seq.prompt_index].ids;
-  if (out.finished) d.finish_reason = out.finish_reason;
+  if (out.finished) {
+    d.finish_reason = out.finish_reason;
+    d.routed_experts = out.routed_experts;
+  }
   d.text_offset = seq.emitted_text_bytes;
   const bool worth_sending = first || out.finished || !d.text.empty() || !d.token_ids.empty() ||
                              !d.prompt_logprobs.empty() || !d.prompt_digests.empty();
@@ -144,6 +148,7 @@ void GenerationJob::accumulate(Sequence& seq, const RequestOutput& out) {
     acc.digests.insert(acc.digests.end(), out.new_digests.begin(), out.new_digests.end());
     if (request_.echo && !out.prompt_digests.empty()) acc.prompt_digests = out.prompt_digests;
   }
+  if (out.finished) acc.routed_experts = out.routed_experts;
 }
 
 void GenerationJob::finish_sequence(Sequence& seq, const RequestOutput& out) {

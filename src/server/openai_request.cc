@@ -37,7 +37,8 @@ constexpr const char* kCompletionFields[] = {"model",
                                              "suffix",
                                              "ignore_eos",
                                              "return_token_ids",
-                                             "return_logits_digests"};
+                                             "return_logits_digests",
+                                             "return_routed_experts"};
 constexpr const char* kChatFields[] = {"model",
                                        "messages",
                                        "max_tokens",
@@ -62,6 +63,7 @@ constexpr const char* kChatFields[] = {"model",
                                        "ignore_eos",
                                        "return_token_ids",
                                        "return_logits_digests",
+                                       "return_routed_experts",
                                        "add_generation_prompt",
                                        "response_format",
                                        "tools",
@@ -400,6 +402,7 @@ ParsedGeneration parse_generation_request(std::string_view body, Endpoint endpoi
   r.read_bool("ignore_eos", req.ignore_eos);
   r.read_bool("return_token_ids", req.return_token_ids);
   r.read_bool("return_logits_digests", req.return_logits_digests);
+  r.read_bool("return_routed_experts", req.return_routed_experts);
   std::string user;
   r.read_string("user", user);
   if (r.failed()) return *r.error();

@@ -79,6 +79,23 @@ void write_ids(JsonWriter& w, const char* name, const std::vector<int32_t>& ids)
   w.end_array();
 }
 
+// "routed_experts": [position][MoE layer][k], in a finished choice only.
+void write_routed(JsonWriter& w, const ChoiceOutput& c) {
+  const RoutedExperts& r = c.routed_experts;
+  w.key("routed_experts").begin_array();
+  const int64_t positions = r.num_positions();
+  for (int64_t p = 0; p < positions; ++p) {
+    w.begin_array();
+    for (int32_t l = 0; l < r.num_layers; ++l) {
+      w.begin_array();
+      for (int32_t k = 0; k < r.top_k; ++k) w.value(r.ids[static_cast<size_t>((p * r.num_layers + l) * r.top_k + k)]);
+      w.end_array();
+    }
+    w.end_array();
+  }
+  w.end_array();
+}
+
 // The fields every choice shares after its content: logprobs, finish, extensions.
 void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOutput& c) {
   w.key("logprobs");
@@ -114,6 +131,7 @@ void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOu
     for (const auto& d : c.digests) w.value(digest_hex(d));
     w.end_array();
   }
+  if (ctx.routed_experts && c.finish_reason) write_routed(w, c);
 }
 
 void write_header(JsonWriter& w, const ResponseContext& ctx, const char* object) {

@@ -9,6 +9,8 @@
 //     position: the 128-bit XXH3 digest of that position's full f32 logits; with echo, the
 //     prompt's positions first, aligned as echo's logprobs are (null for the first prompt token,
 //     then the digest of the row that scored each prompt token).
+//   - "return_routed_experts" (vLLM's; MoE models): "routed_experts" in a choice's finished
+//     body or last chunk, [position][MoE layer][k] expert ids of every computed position.
 // Thread safety: pure functions.
 #pragma once
 
@@ -32,6 +34,7 @@ struct ResponseContext {
   bool logprobs = false;
   bool return_token_ids = false;
   bool logits_digests = false;
+  bool routed_experts = false;
   // Token id -> its raw text (bytes; may be part of a UTF-8 character).
   std::function<std::string(int32_t)> piece;
 };
@@ -48,6 +51,7 @@ struct ChoiceOutput {
   std::vector<LogitsDigest> prompt_digests;                // echo + digests: [prompt], [0] has no row
   const std::vector<int32_t>* prompt_token_ids = nullptr;  // when return_token_ids (first chunk / full)
   std::optional<FinishReason> finish_reason;               // set on the last delta
+  RoutedExperts routed_experts;                            // routed_experts: on the last delta
   int64_t text_offset = 0;                                 // completions logprobs: offset of `text` in the choice
 };
 

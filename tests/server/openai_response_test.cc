@@ -87,6 +87,24 @@ TEST(OpenAiResponseTest, EchoDigestsAlignWithEchoLogprobs) {
   EXPECT_EQ(d[3], "00000000000000090000000000000008");
 }
 
+// return_routed_experts: [position][MoE layer][k], in the finished body and the last chunk only.
+TEST(OpenAiResponseTest, RoutedExpertsNestByPositionLayerAndK) {
+  auto ctx = context(Endpoint::kChatCompletions);
+  ctx.routed_experts = true;
+  auto c = choice();
+  c.routed_experts.num_layers = 2;
+  c.routed_experts.top_k = 2;
+  c.routed_experts.ids = {0, 3, 1, 2, 5, 7, 4, 6, 1, 2, 0, 1};  // 3 positions
+  const json full = json::parse(full_response_body(ctx, {c}, {1, 2, 0}));
+  EXPECT_EQ(full["choices"][0]["routed_experts"], json::parse("[[[0,3],[1,2]],[[5,7],[4,6]],[[1,2],[0,1]]]"));
+  ChoiceOutput delta = c;
+  delta.finish_reason.reset();
+  EXPECT_FALSE(json::parse(chunk_body(ctx, delta, true))["choices"][0].contains("routed_experts"));
+  EXPECT_EQ(json::parse(chunk_body(ctx, c, false))["choices"][0]["routed_experts"][2][1], json({0, 1}));
+  ctx.routed_experts = false;
+  EXPECT_FALSE(json::parse(full_response_body(ctx, {c}, {1, 2, 0}))["choices"][0].contains("routed_experts"));
+}
+
 TEST(OpenAiResponseTest, ChatBodyAndChunks) {
   auto ctx = context(Endpoint::kChatCompletions);
   ctx.logprobs = true;

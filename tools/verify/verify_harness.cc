@@ -19,6 +19,7 @@ struct RequestRecord {
   std::vector<std::vector<float>> logits;  // [num_outputs][vocab]
   FinishReason finish = FinishReason::kNone;
   std::string error;
+  std::vector<int32_t> routed;  // RequestSpec::routed_experts: [positions, MoE layers, top_k]
 };
 
 struct RunRecord {
@@ -63,6 +64,7 @@ Result<RunRecord> run_once(std::shared_ptr<const DeviceModel> model, const std::
         if (out.finished) {
           rec.finish = out.finish_reason;
           rec.error = out.error;
+          rec.routed = out.routed_experts.ids;
           ++num_done;
         }
       });
@@ -121,6 +123,11 @@ std::string compare(const RunRecord& ref, const RunRecord& run, int64_t* num_pos
       return "request " + std::to_string(r) + ": " + std::to_string(b.tokens.size()) + " outputs (" +
              finish_reason_name(b.finish) + ") vs " + std::to_string(a.tokens.size()) + " (" +
              finish_reason_name(a.finish) + ")";
+    if (a.routed != b.routed) {
+      const auto d = std::mismatch(a.routed.begin(), a.routed.end(), b.routed.begin(), b.routed.end());
+      return "request " + std::to_string(r) + ": routed experts differ at entry " +
+             std::to_string(d.first - a.routed.begin()) + " of " + std::to_string(a.routed.size());
+    }
   }
   return "";
 }
@@ -162,6 +169,8 @@ std::vector<HarnessRequest> make_harness_requests(const ModelConfig& model, bool
       r.spec.sampling.seed = 0;
     }
     r.spec.sampling.num_top_logprobs = 2;
+    // Every third request of an MoE model also records its routing (it skips the prefix cache).
+    r.spec.routed_experts = model.has_moe() && i % 3 == 1;
     out.push_back(std::move(r));
   }
   return out;
