@@ -6,7 +6,9 @@
 
 #include <cstdlib>
 
+#include "engine/engine.h"
 #include "model/model.h"
+#include "model/model_file.h"
 #include "runner/load_device_model.h"
 #include "tests/support/planted.h"
 #include "tests/test_paths.h"
@@ -101,6 +103,59 @@ TEST(Determinism, APlantedTokenCountExpertGemmIsCaught) {
     for (const auto& r : report.results) caught += r.identical ? 0 : 1;
     std::printf("%s: planted expert GEMM caught by %lld of %zu variations\n", name, static_cast<long long>(caught),
                 report.results.size());
+  }
+}
+
+// Expert load skewed to the extreme: every router zeroed, so every token's router probabilities
+// tie and every token of every layer goes to experts 0..k-1 (ties to the lowest index): each of
+// those experts gets all the step's tokens, the others none. The matrix stays identical, and the
+// routed requests report exactly those experts.
+TEST(Determinism, AllTokensOnTheSameExpertsIsBitwiseIdentical) {
+  for (const char* name : {"qwen3-moe-tiny", "mixtral-tiny"}) {
+    auto file = ModelFile::open(kModels + "/" + name);
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    const ModelConfig& c = (*file)->config();
+    const MoeSpec moe = c.moe();
+    const std::vector<float> zeros(static_cast<size_t>(moe.num_experts * c.hidden_size), 0.0f);
+    std::vector<ReplacementTensor> routers;
+    for (const TensorSlot& slot : (*file)->tensor_slots()) {
+      if (slot.role != WeightRole::kRouter) continue;
+      ReplacementTensor t;
+      t.name = (*file)->tensor_name(slot.role, slot.layer);
+      t.shape = {moe.num_experts, c.hidden_size};
+      t.data = reinterpret_cast<const uint8_t*>(zeros.data());
+      t.num_bytes = zeros.size() * sizeof(float);
+      routers.push_back(t);
+    }
+    ASSERT_FALSE(routers.empty());
+    auto skewed = ModelFile::with_replaced(*file, routers);
+    ASSERT_TRUE(skewed.ok()) << skewed.status().to_string();
+    auto model = Model::load(**skewed);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    const EngineConfig ref = reference_config();
+    const auto requests = make_harness_requests(c, false, 7);
+    auto report = run_determinism_harness(cpu_device_model(*model), requests, ref, make_variations(ref, false));
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    for (const auto& r : report->results)
+      EXPECT_TRUE(r.identical) << name << " " << r.name << ": " << r.first_difference;
+    // The skew is real: a routed request's every entry is experts 0..k-1.
+    auto engine = Engine::create(cpu_device_model(*model), ref);
+    ASSERT_TRUE(engine.ok());
+    RequestSpec spec = requests[1].spec;
+    spec.routed_experts = true;
+    RoutedExperts routed;
+    ASSERT_TRUE((*engine)
+                    ->add_request(spec,
+                                  [&](const RequestOutput& o) {
+                                    if (o.finished) routed = o.routed_experts;
+                                  })
+                    .ok());
+    while ((*engine)->has_work()) (*engine)->step();
+    ASSERT_GT(routed.num_positions(), 0);
+    for (size_t i = 0; i < routed.ids.size(); ++i)
+      ASSERT_EQ(routed.ids[i], static_cast<int32_t>(i % static_cast<size_t>(moe.top_k))) << name << " entry " << i;
+    std::printf("%s: every token on experts 0..%lld, %zu variations identical\n", name,
+                static_cast<long long>(moe.top_k - 1), report->results.size());
   }
 }
 

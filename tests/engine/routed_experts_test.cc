@@ -102,8 +102,8 @@ TEST_P(RoutedGolden, PromptPositionsRouteAsTransformers) {
     ASSERT_TRUE(engine->add_request(n, collect(neighbour)).ok());
     engine->step();
     // One output token: every prompt position is computed, none of the outputs.
-    ASSERT_TRUE(engine->add_request(routed_request(prompt["tokens"].get<std::vector<int32_t>>(), 1, 3), collect(probe))
-                    .ok());
+    ASSERT_TRUE(
+        engine->add_request(routed_request(prompt["tokens"].get<std::vector<int32_t>>(), 1, 3), collect(probe)).ok());
     run(*engine);
     ASSERT_EQ(probe.reason, FinishReason::kLength) << probe.error;
     EXPECT_EQ(probe.routed.num_layers, layers);
