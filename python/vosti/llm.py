@@ -28,6 +28,7 @@ _ENGINE_OPTIONS = {
     "max_model_len": "max_model_len",
     "block_size": "block_size",
     "enable_prefix_caching": "enable_prefix_caching",
+    "window_local_kv": "window_local_kv",
     "gpu_memory_utilization": "gpu_memory_utilization",
     "kv_cache_dtype": "kv_cache_dtype",
     "num_gpu_blocks_override": "num_blocks",
@@ -140,8 +141,8 @@ class LLM:
         **engine_options: max_num_seqs, max_num_batched_tokens, max_model_len, block_size,
             enable_prefix_caching, gpu_memory_utilization, kv_cache_dtype, enforce_eager,
             num_gpu_blocks_override, and Vosti's num_threads, backend ("cpu" | "ref"),
-            kv_cache_bytes, num_blocks, attention_split, check_invariants (the vosti CLI's engine
-            options, `vosti engine-options`). Unknown options raise TypeError.
+            kv_cache_bytes, num_blocks, attention_split, check_invariants, window_local_kv (the
+            vosti CLI's engine options, `vosti engine-options`). Unknown options raise TypeError.
     """
 
     def __init__(self, model: Optional[str] = None, *, device: str = "cpu", tokenizer: Optional[str] = None,

@@ -52,6 +52,19 @@ int32_t BlockPool::blocks_for(int64_t num_tokens) const {
   return static_cast<int32_t>((num_tokens + config_.block_size - 1) / config_.block_size);
 }
 
+void PrefixMatch::truncate(int32_t n) {
+  if (static_cast<size_t>(n) >= blocks.size()) return;
+  const int32_t block_size = num_tokens / static_cast<int32_t>(blocks.size());
+  num_tokens = block_size * n;
+  blocks.resize(static_cast<size_t>(n));
+  keys.resize(static_cast<size_t>(n));
+  serials.resize(static_cast<size_t>(n));
+}
+
+void PrefixMatch::skip_leading(int32_t n) {
+  for (size_t i = 0; i < blocks.size() && i < static_cast<size_t>(n); ++i) blocks[i] = kNoBlock;
+}
+
 PrefixMatch BlockPool::match_prefix(std::span<const int32_t> tokens) const {
   PrefixMatch match;
   if (!config_.enable_prefix_caching) return match;
@@ -70,6 +83,7 @@ PrefixMatch BlockPool::match_prefix(std::span<const int32_t> tokens) const {
     if (!same) break;  // a hash collision, or a chain that diverged: never a hit
     match.blocks.push_back(it->second);
     match.keys.push_back(key);
+    match.serials.push_back(m.serial);
     parent_key = key;
     parent_serial = m.serial;
   }
@@ -84,8 +98,9 @@ AllocationPlan BlockPool::plan_allocation(const BlockTable& table, const PrefixM
   plan.pool_version = version_;
   plan.hit_blocks = match.blocks;
   plan.hit_keys = match.keys;
+  plan.hit_serials = match.serials;
   int64_t num_hits_free = 0;
-  for (BlockId b : match.blocks) num_hits_free += meta(b).on_free_list ? 1 : 0;
+  for (BlockId b : match.blocks) num_hits_free += b != kNoBlock && meta(b).on_free_list ? 1 : 0;
   const int64_t have = table.num_blocks() + static_cast<int64_t>(match.blocks.size());
   const int64_t need = std::max<int64_t>(0, blocks_for(num_tokens) - have);
   const int64_t available = num_free_ - num_hits_free;
@@ -107,11 +122,18 @@ void BlockPool::apply(const AllocationPlan& plan, BlockTable& table) {
   VOSTI_CHECK(plan.hit_blocks.empty() || table.empty(), "prefix hits can only seed an empty block table");
   for (size_t i = 0; i < plan.hit_blocks.size(); ++i) {
     const BlockId b = plan.hit_blocks[i];
+    table.keys_.push_back(plan.hit_keys[i]);
+    table.serials_.push_back(plan.hit_serials[i]);
+    if (b == kNoBlock) {  // a window table's leading block that its window no longer reads
+      VOSTI_CHECK(table.num_released_ == static_cast<int32_t>(i), "only leading hits are skipped");
+      table.blocks_.push_back(kNoBlock);
+      ++table.num_released_;
+      continue;
+    }
     VOSTI_CHECK(meta(b).serial != 0, "a prefix hit on an uncached block");
     if (meta(b).on_free_list) unlink_free(b);
     ++meta(b).ref_count;
     table.blocks_.push_back(b);
-    table.keys_.push_back(plan.hit_keys[i]);
   }
   for (BlockId b : plan.new_blocks) {
     VOSTI_CHECK(meta(b).on_free_list && meta(b).ref_count == 0, "allocating a block that is not free");
@@ -133,9 +155,11 @@ void BlockPool::register_full_blocks(BlockTable& table, std::span<const int32_t>
     const std::span<const int32_t> block_tokens = tokens.subspan(i * bs, bs);
     const BlockKey key = config_.hash_fn(parent_key, block_tokens, config_.identity_seed);
     table.keys_.push_back(key);
+    table.serials_.push_back(0);
     const BlockId b = table.blocks_[i];
+    VOSTI_CHECK(b != kNoBlock, "registering a released block");
     VOSTI_CHECK(meta(b).serial == 0, "registering " + block_name(b) + " that is already cached");
-    const uint64_t parent_serial = i == 0 ? 0 : meta(table.blocks_[i - 1]).serial;
+    const uint64_t parent_serial = i == 0 ? 0 : parent_serial_of(table, i);
     if (i > 0 && parent_serial == 0) continue;  // parent not cached: this block is unreachable
     if (cache_.contains(key)) continue;         // same prefix cached elsewhere, or a collision
     BlockMeta& m = meta(b);
@@ -145,19 +169,41 @@ void BlockPool::register_full_blocks(BlockTable& table, std::span<const int32_t>
     m.parent_key = parent_key;
     m.tokens.assign(block_tokens.begin(), block_tokens.end());
     cache_.emplace(key, b);
+    table.serials_.back() = m.serial;
   }
   ++version_;
 }
 
 void BlockPool::release(BlockTable& table) {
   for (auto it = table.blocks_.rbegin(); it != table.blocks_.rend(); ++it) {
+    if (*it == kNoBlock) continue;  // released by release_leading
     BlockMeta& m = meta(*it);
     VOSTI_CHECK(m.ref_count > 0, "releasing " + block_name(*it) + " with ref count 0");
     if (--m.ref_count == 0) push_free_tail(*it);
   }
   table.blocks_.clear();
   table.keys_.clear();
+  table.serials_.clear();
+  table.num_released_ = 0;
   ++version_;
+}
+
+void BlockPool::release_leading(BlockTable& table, int32_t num_blocks) {
+  VOSTI_CHECK(num_blocks <= table.num_blocks(), "release_leading past the table's end");
+  for (int32_t i = num_blocks - 1; i >= table.num_released_; --i) {
+    const BlockId b = table.blocks_[static_cast<size_t>(i)];
+    BlockMeta& m = meta(b);
+    VOSTI_CHECK(m.ref_count > 0, "releasing " + block_name(b) + " with ref count 0");
+    if (--m.ref_count == 0) push_free_tail(b);
+    table.blocks_[static_cast<size_t>(i)] = kNoBlock;
+  }
+  table.num_released_ = std::max(table.num_released_, num_blocks);
+  ++version_;
+}
+
+uint64_t BlockPool::parent_serial_of(const BlockTable& table, size_t i) const {
+  const BlockId parent = table.blocks_[i - 1];
+  return parent != kNoBlock ? meta(parent).serial : table.serials_[i - 1];
 }
 
 std::vector<BlockId> BlockPool::free_list() const {

@@ -16,6 +16,11 @@
 // the stored parent serial equals the serial of the block matched at level i-1. By
 // induction a hit block holds exactly the KV of the request's prefix, whatever the hash.
 //
+// Window tables (block_table.h): the sliding-window layers' blocks live in a pool of their own
+// and a request releases the leading blocks its window can no longer read (release_leading);
+// a released block stays cached, keyed by the prefix it completes, never by where it sits.
+// A prefix hit seeds such a table with kNoBlock for the matched blocks it does not need.
+//
 // Invariants (check_invariants): ref counts equal the number of tables holding each
 // block; free <=> ref 0 <=> on the free list, exactly once; the key map and the block
 // metadata agree both ways; every cached block's key recomputes from its parent key and
@@ -46,9 +51,15 @@ struct BlockPoolConfig {
 
 // The longest chain of cached full blocks that equals a token prefix.
 struct PrefixMatch {
-  std::vector<BlockId> blocks;  // [num_blocks] hit blocks, in table order
-  std::vector<BlockKey> keys;   // [num_blocks] their chain keys
-  int32_t num_tokens = 0;       // blocks.size() * block_size
+  std::vector<BlockId> blocks;    // [num_blocks] hit blocks, in table order
+  std::vector<BlockKey> keys;     // [num_blocks] their chain keys
+  std::vector<uint64_t> serials;  // [num_blocks] their registration serials
+  int32_t num_tokens = 0;         // blocks.size() * block_size
+
+  // Keeps the first num_blocks blocks (a hit as long as another group's).
+  void truncate(int32_t num_blocks);
+  // Marks the first num_blocks blocks kNoBlock: a window table takes their keys, not the blocks.
+  void skip_leading(int32_t num_blocks);
 };
 
 // What allocating for one table would do; apply() performs exactly this.
@@ -56,6 +67,7 @@ struct AllocationPlan {
   bool ok = false;                      // can_allocate: enough free blocks
   std::vector<BlockId> hit_blocks;      // [num_hits] cached blocks to share (table was empty)
   std::vector<BlockKey> hit_keys;       // [num_hits]
+  std::vector<uint64_t> hit_serials;    // [num_hits]
   std::vector<BlockId> new_blocks;      // [num_new] taken from the free-list head, in order
   std::vector<BlockId> evicted_blocks;  // subset of new_blocks whose cache entry is dropped
   int32_t num_free_after = 0;           // free blocks left if applied
@@ -99,6 +111,11 @@ class BlockPool {
   // its head) and empties the table. Cached blocks stay findable until reused.
   void release(BlockTable& table);
 
+  // Releases table's entries [0, num_blocks) that still hold a block (last first) and makes
+  // them kNoBlock: a window table's blocks that no query of its owner can read any more.
+  // REQUIRES: num_blocks <= table.num_blocks().
+  void release_leading(BlockTable& table, int32_t num_blocks);
+
   // Forgets every prefix-cache entry (free and used blocks alike: no later match finds a block
   // registered before the call). Ref counts, tables and the free order are untouched; a used
   // block's later successors stay unregistered (their parent is no longer cached). Returns the
@@ -134,6 +151,9 @@ class BlockPool {
   void push_free_tail(BlockId b);
   void unlink_free(BlockId b);
   void evict(BlockId b);
+  // The registration serial of table entry i's parent (entry i - 1, or its recorded serial
+  // once a window table released it). REQUIRES: 0 < i < table.num_hashed_blocks() + 1.
+  uint64_t parent_serial_of(const BlockTable& table, size_t i) const;
   Status check_free_list(std::vector<uint8_t>& on_list) const;
   Status check_cache() const;
 

@@ -20,8 +20,12 @@ Status BlockPool::check_invariants(std::span<const BlockTable* const> tables) co
   for (size_t t = 0; t < tables.size(); ++t) {
     const BlockTable& table = *tables[t];
     if (table.keys_.size() > table.blocks_.size()) return broken("a table has more keys than blocks");
+    if (table.serials_.size() != table.keys_.size()) return broken("a table's serials and keys disagree");
     for (size_t i = 0; i < table.blocks_.size(); ++i) {
       const BlockId b = table.blocks_[i];
+      const bool released = static_cast<int32_t>(i) < table.num_released_;
+      if (released != (b == kNoBlock)) return broken("a table's released entries are not exactly its leading ones");
+      if (released) continue;
       if (b < 0 || b >= n) return broken("table holds out-of-range " + blk(b));
       if (last_table[static_cast<size_t>(b)] == t + 1) return broken("a table holds " + blk(b) + " twice");
       last_table[static_cast<size_t>(b)] = t + 1;
@@ -30,7 +34,7 @@ Status BlockPool::check_invariants(std::span<const BlockTable* const> tables) co
       if (m.serial == 0) continue;
       if (i >= table.keys_.size()) return broken("cached " + blk(b) + " sits past its table's hashed prefix");
       if (!(m.key == table.keys_[i])) return broken("cached " + blk(b) + " has a key other than its table's chain key");
-      const uint64_t parent_serial = i == 0 ? 0 : meta(table.blocks_[i - 1]).serial;
+      const uint64_t parent_serial = i == 0 ? 0 : parent_serial_of(table, i);
       if (m.parent_serial != parent_serial)
         return broken("cached " + blk(b) + " is not chained to its table's previous block");
     }

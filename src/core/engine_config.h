@@ -32,6 +32,10 @@ struct EngineConfig {
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 0;  // 0: the model's max_position_embeddings (capped by the cache)
   bool enable_prefix_caching = true;
+  // cpu: window-local KV memory (docs/SPEC.md section 4): the sliding-window layers keep only the
+  // blocks their window still reads, in a pool and tables of their own. Never changes a logit;
+  // no effect on a model without sliding-window layers. cuda: refused at start (not yet).
+  bool window_local_kv = false;
   int32_t num_threads = 0;          // cpu: 0 = hardware concurrency
   uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
   // cuda: check every device-sampled row against the host sampler on the same logits (copies

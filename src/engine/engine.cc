@@ -462,6 +462,9 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
   sc.max_num_seqs = config.max_num_seqs;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
   sc.max_model_len = config.max_model_len;
+  sc.window.window = info.kv_window;
+  sc.window.num_blocks = info.num_window_blocks;
+  sc.window.full_layers = info.full_kv_layers;
   VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
   return std::unique_ptr<Engine>(
       new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc, std::move(scheduler)));

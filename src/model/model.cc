@@ -22,14 +22,17 @@ int64_t FloatTensor::num_elements() const {
   return shape.empty() ? 0 : n;
 }
 
-KvStorage::KvStorage(const ModelConfig& config, int64_t num_blocks, int block_size)
+KvStorage::KvStorage(const ModelConfig& config, int64_t num_blocks, int block_size, int64_t num_window_blocks)
     : num_blocks_(num_blocks),
+      num_window_blocks_(num_window_blocks),
       block_size_(block_size),
       num_kv_heads_(static_cast<int>(config.num_kv_heads)),
       head_dim_(static_cast<int>(config.head_dim)) {
-  const size_t per_layer = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
-                           static_cast<size_t>(num_kv_heads_) * static_cast<size_t>(head_dim_);
   for (int64_t l = 0; l < config.num_layers; ++l) {
+    const bool window = num_window_blocks > 0 && config.layers[static_cast<size_t>(l)].sliding_window > 0;
+    layer_blocks_.push_back(window ? num_window_blocks : num_blocks);
+    const size_t per_layer = static_cast<size_t>(layer_blocks_.back()) * static_cast<size_t>(block_size) *
+                             static_cast<size_t>(num_kv_heads_) * static_cast<size_t>(head_dim_);
     for (auto* side : {&k_, &v_}) {
       auto* p = static_cast<float*>(std::calloc(std::max<size_t>(per_layer, 1), sizeof(float)));
       VOSTI_CHECK(p != nullptr, "KvStorage: out of memory");
@@ -44,7 +47,7 @@ PagedKvView KvStorage::layer(int64_t index) {
   PagedKvView view;
   view.k = k_[static_cast<size_t>(index)].get();
   view.v = v_[static_cast<size_t>(index)].get();
-  view.num_blocks = num_blocks_;
+  view.num_blocks = layer_blocks_[static_cast<size_t>(index)];
   view.block_size = block_size_;
   view.num_kv_heads = num_kv_heads_;
   view.head_dim = head_dim_;
@@ -201,11 +204,17 @@ void Model::forward(const ForwardBatch& batch, KvStorage& kv, KernelBackend& ker
   queries.resize(windows_.size() * static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     const auto ts = static_cast<size_t>(t);
-    const size_t table = static_cast<size_t>(batch.row_seq[ts]) * static_cast<size_t>(batch.block_table_stride);
-    VOSTI_CHECK(table < batch.block_tables.size(), "a row's sequence has no block table");
-    for (size_t w = 0; w < windows_.size(); ++w)
-      queries[w * static_cast<size_t>(T) + ts] = {batch.block_tables.data() + table, batch.positions[ts],
+    const auto seq = static_cast<size_t>(batch.row_seq[ts]);
+    for (size_t w = 0; w < windows_.size(); ++w) {
+      // A window layer reads its own table under window-local KV; every other layer the full one.
+      const bool local = windows_[w] > 0 && !batch.window_block_tables.empty();
+      const std::span<const int32_t> tables = local ? batch.window_block_tables : batch.block_tables;
+      const size_t table =
+          seq * static_cast<size_t>(local ? batch.window_block_table_stride : batch.block_table_stride);
+      VOSTI_CHECK(table < tables.size(), "a row's sequence has no block table");
+      queries[w * static_cast<size_t>(T) + ts] = {tables.data() + table, batch.positions[ts],
                                                   attention_window_first(batch.positions[ts], windows_[w])};
+    }
     // The rotary angles of each token, once per step and rotary kind (the layers share them).
     for (int64_t r = 0; r < num_ropes; ++r)
       rope_cos_sin(batch.positions[ts], inv_freqs_[static_cast<size_t>(r)].data(), half,
@@ -250,7 +259,8 @@ void Model::forward_layer(int64_t li, const ForwardBatch& batch, KvStorage& kv, 
   kernels.rope(k, T, static_cast<int>(nkv), static_cast<int>(hd), cos, sin, c.rope_layout);
   PagedKvView layer_kv = kv.layer(li);
   // Rule 4: write this step's K/V first, then every query reads through the cache.
-  kernels.kv_write(k, scratch.v.data(), T, batch.slots.data(), layer_kv);
+  const bool local = spec.sliding_window > 0 && !batch.window_slots.empty();
+  kernels.kv_write(k, scratch.v.data(), T, (local ? batch.window_slots : batch.slots).data(), layer_kv);
   kernels.attention(q, T, static_cast<int>(nh), queries, layer_kv, c.attention_scale, scratch.attn.data());
   kernels.matmul(scratch.attn.data(), T, L.wo.matrix, nullptr, proj);
   if (spec.post_attn_norm) kernels.rms_norm(proj, T, H, L.post_attn_norm.data, eps, proj);

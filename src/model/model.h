@@ -78,21 +78,31 @@ struct ForwardBatch {
   std::span<const int32_t> block_tables;  // [num_seqs, block_table_stride] physical blocks of each sequence
   int32_t block_table_stride = 0;
   std::span<const int32_t> logit_rows;  // [R] token rows whose logits are wanted
+  // Window-local KV (empty without): the window layers' slots and tables (released leading
+  // entries kNoBlock), which those layers read and write instead of slots / block_tables.
+  std::span<const int32_t> window_slots;         // [T]
+  std::span<const int32_t> window_block_tables;  // [num_seqs, window_block_table_stride]
+  int32_t window_block_table_stride = 0;
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
 };
 
-// The KV cache tensors of all layers: [num_layers] x {k, v} [num_blocks, block_size, num_kv_heads, head_dim].
+// The KV cache tensors of all layers: [num_layers] x {k, v} [num_blocks, block_size, num_kv_heads, head_dim];
+// with window-local KV (num_window_blocks > 0) the window layers' (sliding_window > 0) hold
+// num_window_blocks blocks instead: they are addressed through the window tables.
 // Zero-filled pages the OS maps on first write (calloc): memory is resident as the cache fills,
 // not all at start. A slot is always written before it is read (rule 4).
 class KvStorage {
  public:
-  KvStorage(const ModelConfig& config, int64_t num_blocks, int block_size);
+  KvStorage(const ModelConfig& config, int64_t num_blocks, int block_size, int64_t num_window_blocks = 0);
   PagedKvView layer(int64_t index);
   int64_t num_blocks() const { return num_blocks_; }
+  int64_t num_window_blocks() const { return num_window_blocks_; }
   int block_size() const { return block_size_; }
 
  private:
   int64_t num_blocks_;
+  int64_t num_window_blocks_;
+  std::vector<int64_t> layer_blocks_;  // [num_layers] blocks of each layer's tensors
   int block_size_;
   int num_kv_heads_;
   int head_dim_;

@@ -339,6 +339,19 @@ bool ModelConfig::layers_uniform() const {
   return true;
 }
 
+KvLayerGroups ModelConfig::kv_layer_groups() const {
+  KvLayerGroups g;
+  for (const LayerSpec& l : layers) {
+    if (l.sliding_window > 0) {
+      ++g.num_window_layers;
+      g.window = std::max(g.window, static_cast<int32_t>(l.sliding_window));
+    } else {
+      ++g.num_full_layers;
+    }
+  }
+  return g;
+}
+
 std::vector<float> ModelConfig::rope_inv_freq() const {
   LayerSpec flat;
   flat.rope_theta = rope_theta;

@@ -72,6 +72,14 @@ struct LayerSpec {
   bool same_rope(const LayerSpec& o) const;
 };
 
+// How the layers' KV divides under window-local KV memory (docs/SPEC.md section 4): the full
+// layers (sliding_window 0) keep every position, the window layers only what their window reads.
+struct KvLayerGroups {
+  int64_t num_full_layers = 0;
+  int64_t num_window_layers = 0;
+  int32_t window = 0;  // the largest sliding window of the window layers (0: there are none)
+};
+
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
   std::string name;  // general.name or the directory name
@@ -128,6 +136,8 @@ struct ModelConfig {
   // a disabled spec when the model has none.
   MoeSpec moe() const;
   bool has_moe() const { return moe().enabled(); }
+  // The layers' KV groups, read from `layers`.
+  KvLayerGroups kv_layer_groups() const;
   // `layers` made of num_layers copies of the flat fields' layer (the families whose layers are all
   // alike), and attention_scale set to 1 / sqrt(head_dim) if unset.
   void fill_uniform_layers();

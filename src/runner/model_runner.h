@@ -79,6 +79,12 @@ struct RunnerInfo {
   int32_t max_model_len = 0;  // cdiv(max_model_len, block_size) <= num_blocks
   int64_t kv_cache_bytes = 0;
   int64_t weight_bytes = 0;  // weights on the device
+  // Window-local KV (EngineConfig::window_local_kv on a model with window layers), else 0: the
+  // positions a window layer reads back (the scheduler frees what falls before), the window
+  // layers' pool, and whether any layer keeps the full prefix (num_blocks is its pool).
+  int32_t kv_window = 0;
+  int64_t num_window_blocks = 0;
+  bool full_kv_layers = true;
 };
 
 class ModelRunner {

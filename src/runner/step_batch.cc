@@ -17,6 +17,8 @@ void reset(StepBatch& out, int32_t block_size, int64_t num_seqs) {
   out.slots.clear();
   out.row_seq.clear();
   out.block_tables.clear();
+  out.window_slots.clear();
+  out.window_block_tables.clear();
   out.wanted.clear();
   out.logit_order.clear();
   out.tasks.clear();
@@ -30,17 +32,29 @@ void add_request(const ScheduledRequest& r, const RequestLogitsTask& t, int32_t 
   VOSTI_CHECK(static_cast<int32_t>(r.token_ids.size()) == r.num_new_tokens, "token_ids disagree with num_new_tokens");
   const int32_t bs = out.block_size;
   const auto first_row = static_cast<int32_t>(out.token_ids.size());
+  const bool window = !r.window_block_table.empty();
+  const bool full = !window || !r.block_table.empty();  // window-local KV of a model without full layers: none
   for (int32_t j = 0; j < r.num_new_tokens; ++j) {
     const int32_t p = r.num_computed_tokens + j;
-    const int32_t block = p / bs;
-    VOSTI_CHECK(block < static_cast<int32_t>(r.block_table.size()), "block table does not cover the step");
+    const auto block = static_cast<size_t>(p / bs);
+    VOSTI_CHECK(!full || block < r.block_table.size(), "block table does not cover the step");
     out.token_ids.push_back(r.token_ids[static_cast<size_t>(j)]);
     out.positions.push_back(p);
-    out.slots.push_back(r.block_table[static_cast<size_t>(block)] * bs + p % bs);
+    out.slots.push_back(full ? r.block_table[block] * bs + p % bs : -1);
     out.row_seq.push_back(s);
+    if (window) {
+      VOSTI_CHECK(block < r.window_block_table.size() && r.window_block_table[block] != kNoBlock,
+                  "window table does not cover the step");
+      out.window_slots.push_back(r.window_block_table[block] * bs + p % bs);
+    }
   }
   const size_t table = static_cast<size_t>(s) * static_cast<size_t>(out.block_table_stride);
   std::copy(r.block_table.begin(), r.block_table.end(), out.block_tables.begin() + static_cast<std::ptrdiff_t>(table));
+  if (window) {
+    const size_t wtable = static_cast<size_t>(s) * static_cast<size_t>(out.window_block_table_stride);
+    std::copy(r.window_block_table.begin(), r.window_block_table.end(),
+              out.window_block_tables.begin() + static_cast<std::ptrdiff_t>(wtable));
+  }
   if (t.score_prompt) {
     for (int32_t j = 0; j < r.num_new_tokens; ++j) {
       const int32_t pos = r.num_computed_tokens + j;
@@ -100,6 +114,9 @@ ForwardBatch forward_batch(const StepBatch& batch, std::span<const int32_t> logi
   f.row_seq = batch.row_seq;
   f.block_tables = batch.block_tables;
   f.block_table_stride = batch.block_table_stride;
+  f.window_slots = batch.window_slots;
+  f.window_block_tables = batch.window_block_tables;
+  f.window_block_table_stride = batch.window_block_table_stride;
   f.logit_rows = logit_rows;
   return f;
 }
@@ -111,13 +128,20 @@ void build_step_batch(const StepPlan& plan, std::span<const RequestLogitsTask> t
   const auto num_seqs = static_cast<int64_t>(plan.requests.size());
   reset(out, block_size, num_seqs);
   int32_t stride = 1;
+  int32_t window_stride = 1;
+  bool window = false;
   bool decode = true;
   for (const ScheduledRequest& r : plan.requests) {
     stride = std::max(stride, static_cast<int32_t>(r.block_table.size()));
+    window_stride = std::max(window_stride, static_cast<int32_t>(r.window_block_table.size()));
+    window = window || !r.window_block_table.empty();
     decode = decode && r.num_new_tokens == 1;
   }
   out.block_table_stride = stride;
   out.block_tables.assign(static_cast<size_t>(num_seqs) * static_cast<size_t>(stride), 0);
+  out.window_block_table_stride = window_stride;
+  if (window)
+    out.window_block_tables.assign(static_cast<size_t>(num_seqs) * static_cast<size_t>(window_stride), kNoBlock);
   out.token_ids.reserve(static_cast<size_t>(plan.num_batched_tokens));
   for (int64_t s = 0; s < num_seqs; ++s)
     add_request(plan.requests[static_cast<size_t>(s)], tasks[static_cast<size_t>(s)], static_cast<int32_t>(s), out);

@@ -58,10 +58,15 @@ struct StepBatch {
   std::vector<int32_t> row_seq;       // [T] the row's sequence: its index in plan.requests
   int32_t block_table_stride = 1;     // the step's longest block table (>= 1)
   std::vector<int32_t> block_tables;  // [num_seqs, block_table_stride]
-  std::vector<WantedRow> wanted;      // [R] in wanted order
-  std::vector<int32_t> logit_order;   // [R] indices into wanted, in logits order
-  int64_t num_score_rows = 0;         // the first num_score_rows of logits order are score rows
-  bool decode_only = false;           // every request has one new token and no row is scored
+  // Window-local KV (empty without it): the window layers' slots and tables, the released
+  // leading entries of a table kNoBlock (no query of the step reads them).
+  std::vector<int32_t> window_slots;         // [T]
+  int32_t window_block_table_stride = 1;     // the step's longest window table (>= 1)
+  std::vector<int32_t> window_block_tables;  // [num_seqs, window_block_table_stride]
+  std::vector<WantedRow> wanted;             // [R] in wanted order
+  std::vector<int32_t> logit_order;          // [R] indices into wanted, in logits order
+  int64_t num_score_rows = 0;                // the first num_score_rows of logits order are score rows
+  bool decode_only = false;                  // every request has one new token and no row is scored
   // With StepBatchOptions::sampler_tasks, aligned with logit_order:
   std::vector<SamplerRowTask> tasks;   // [R] (adjust_begin / adjust_count index adjusts)
   std::vector<uint8_t> host_sampled;   // [R] 1: the host samples this row (its adjustments did not fit)

@@ -32,7 +32,8 @@ struct RequestState {
   int32_t num_computed_tokens = 0;  // leading tokens whose KV is in the cache
   int32_t num_cached_tokens = -1;   // prefix-cache hit tokens at first admission (-1: not yet admitted)
   int32_t num_preemptions = 0;
-  BlockTable block_table;
+  BlockTable block_table;   // the full layers' blocks (every layer's without window-local KV)
+  BlockTable window_table;  // window-local KV: the window layers' blocks, released ones kNoBlock
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -17,17 +17,53 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
   if (config.max_num_seqs <= 0) return invalid_argument("scheduler: max_num_seqs must be > 0");
   if (config.max_num_batched_tokens <= 0) return invalid_argument("scheduler: max_num_batched_tokens must be > 0");
   if (config.max_model_len <= 0) return invalid_argument("scheduler: max_model_len must be > 0");
-  if (pool.blocks_for(config.max_model_len) > pool.num_blocks()) {
+  std::optional<BlockPool> window_pool;
+  if (config.window.window > 0) {
+    BlockPoolConfig wc = config.pool;
+    wc.num_blocks = config.window.num_blocks;
+    VOSTI_ASSIGN_OR_RETURN(BlockPool w, BlockPool::create(wc));
+    // The most a window table holds: a step of n new tokens from any c needs blocks
+    // first_window_block(c) .. cdiv(c + n) - 1, at most cdiv(block_size - 1 + window - 1 + n).
+    const int64_t reach = std::min<int64_t>(
+        config.max_model_len, config.pool.block_size + config.window.window - 2 + config.max_num_batched_tokens);
+    if (w.blocks_for(reach) > w.num_blocks())
+      return invalid_argument("scheduler: a window table needs up to " + std::to_string(w.blocks_for(reach)) +
+                              " blocks but the window pool has only " + std::to_string(w.num_blocks()) +
+                              "; raise num_blocks / kv_cache_bytes");
+    window_pool = std::move(w);
+  }
+  if (config.window.full_layers && pool.blocks_for(config.max_model_len) > pool.num_blocks()) {
     return invalid_argument("scheduler: max_model_len " + std::to_string(config.max_model_len) + " needs " +
                             std::to_string(pool.blocks_for(config.max_model_len)) + " blocks of " +
                             std::to_string(config.pool.block_size) + " tokens but the cache has only " +
                             std::to_string(pool.num_blocks()) +
                             "; raise num_blocks / kv_cache_bytes or lower max_model_len");
   }
-  return Scheduler(config, std::move(pool));
+  return Scheduler(config, std::move(pool), std::move(window_pool));
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, BlockPool pool) : config_(config), pool_(std::move(pool)) {}
+Scheduler::Scheduler(const SchedulerConfig& config, BlockPool pool, std::optional<BlockPool> window_pool)
+    : config_(config), pool_(std::move(pool)), window_pool_(std::move(window_pool)) {}
+
+bool Scheduler::allocate(RequestState& r, const PrefixMatch& full, const PrefixMatch& window, int64_t num_tokens) {
+  AllocationPlan full_plan;
+  if (config_.window.full_layers) {
+    full_plan = pool_.plan_allocation(r.block_table, full, num_tokens);
+    if (!full_plan.ok) return false;
+  }
+  if (window_pool_) {
+    const AllocationPlan window_plan = window_pool_->plan_allocation(r.window_table, window, num_tokens);
+    if (!window_plan.ok) return false;
+    window_pool_->apply(window_plan, r.window_table);
+  }
+  if (config_.window.full_layers) pool_.apply(full_plan, r.block_table);
+  return true;
+}
+
+void Scheduler::release(RequestState& r) {
+  pool_.release(r.block_table);
+  if (window_pool_) window_pool_->release(r.window_table);
+}
 
 Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int32_t priority, bool use_prefix_cache) {
   if (requests_.contains(id)) return invalid_argument(req(id) + " already exists; request ids must be unique");
@@ -73,9 +109,7 @@ bool Scheduler::schedule_running(StepPlan& plan, int32_t& budget) {
     if (num_new == 0) continue;
     bool fits = false;
     while (!fits) {
-      const AllocationPlan alloc = pool_.plan_allocation(r.block_table, kNoMatch, r.num_computed_tokens + num_new);
-      if (alloc.ok) {
-        pool_.apply(alloc, r.block_table);
+      if (allocate(r, kNoMatch, kNoMatch, r.num_computed_tokens + num_new)) {
         fits = true;
         break;
       }
@@ -101,14 +135,27 @@ void Scheduler::schedule_waiting(StepPlan& plan, int32_t& budget) {
 bool Scheduler::try_admit(RequestState& r, StepPlan& plan, int32_t& budget) {
   VOSTI_CHECK(r.num_tokens() < config_.max_model_len + 1,
               req(r.id) + " reached max_model_len; the engine must finish it");
-  const PrefixMatch match = config_.pool.enable_prefix_caching && r.use_prefix_cache
-                                ? pool_.match_prefix(std::span<const int32_t>(r.tokens).first(r.tokens.size() - 1))
-                                : PrefixMatch{};
-  const int32_t num_new = tokens_to_schedule(r, match.num_tokens, budget);
+  const bool lookup = config_.pool.enable_prefix_caching && r.use_prefix_cache;
+  const std::span<const int32_t> known = std::span<const int32_t>(r.tokens).first(r.tokens.size() - 1);
+  PrefixMatch match = lookup && config_.window.full_layers ? pool_.match_prefix(known) : PrefixMatch{};
+  PrefixMatch window_match;
+  if (window_pool_ && lookup) {
+    // A hit must cover the same blocks in both pools; the window table takes only those its
+    // window still reads, and the keys of the others (their blocks stay where they are).
+    window_match = window_pool_->match_prefix(known);
+    if (config_.window.full_layers) {
+      const auto n = static_cast<int32_t>(std::min(match.blocks.size(), window_match.blocks.size()));
+      match.truncate(n);
+      window_match.truncate(n);
+    }
+    window_match.skip_leading(
+        first_window_block(window_match.num_tokens, config_.window.window, config_.pool.block_size));
+  }
+  const int32_t num_hit = config_.window.full_layers ? match.num_tokens : window_match.num_tokens;
+  const int32_t num_new = tokens_to_schedule(r, num_hit, budget);
   VOSTI_CHECK(num_new > 0, req(r.id) + " has nothing to compute on admission");
-  const AllocationPlan alloc = pool_.plan_allocation(r.block_table, match, match.num_tokens + num_new);
-  if (!alloc.ok) return false;
-  pool_.apply(alloc, r.block_table);
+  if (!allocate(r, match, window_match, num_hit + num_new)) return false;
+  match.num_tokens = num_hit;
   waiting_.erase(waiting_.begin());
   r.num_computed_tokens = match.num_tokens;
   r.status = RequestStatus::kRunning;
@@ -126,7 +173,7 @@ bool Scheduler::try_admit(RequestState& r, StepPlan& plan, int32_t& budget) {
 void Scheduler::preempt(RequestState& victim, StepPlan& plan) {
   VOSTI_CHECK(!running_.empty() && running_.back() == &victim, "the preemption victim must sort last");
   running_.pop_back();
-  pool_.release(victim.block_table);
+  release(victim);
   victim.num_computed_tokens = 0;
   victim.status = RequestStatus::kPreempted;
   ++victim.num_preemptions;
@@ -149,9 +196,14 @@ void Scheduler::add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_n
   const auto first = r.tokens.begin() + r.num_computed_tokens;
   s.token_ids.assign(first, first + num_new);
   const int32_t end = r.num_computed_tokens + num_new;
-  VOSTI_CHECK(r.block_table.num_blocks() == pool_.blocks_for(end),
+  VOSTI_CHECK(!config_.window.full_layers || r.block_table.num_blocks() == pool_.blocks_for(end),
               req(r.id) + "'s block table does not cover the step exactly");
   s.block_table = r.block_table.blocks();
+  if (window_pool_) {
+    VOSTI_CHECK(r.window_table.num_blocks() == pool_.blocks_for(end),
+                req(r.id) + "'s window table does not cover the step exactly");
+    s.window_block_table = r.window_table.blocks();
+  }
   s.completes_known_tokens = end == r.num_tokens();
   s.newly_admitted = admitted;
   s.num_cached_tokens = num_cached;
@@ -167,6 +219,11 @@ void Scheduler::on_step_done(const StepPlan& plan) {
                 "on_step_done() with a plan that is not the latest schedule() for " + req(s.id));
     r.num_computed_tokens += s.num_new_tokens;
     pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);
+    if (window_pool_) {  // register first: a block is cached before its window lets it go
+      window_pool_->register_full_blocks(r.window_table, r.tokens, r.num_computed_tokens);
+      window_pool_->release_leading(
+          r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));
+    }
   }
 }
 
@@ -187,7 +244,7 @@ bool Scheduler::finish(RequestId id) {
   } else {
     waiting_.erase(order_key(r));
   }
-  pool_.release(r.block_table);
+  release(r);
   r.status = RequestStatus::kFinished;
   requests_.erase(it);
   return true;

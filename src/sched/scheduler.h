@@ -8,6 +8,9 @@
 //      num_computed_tokens = 0, back to the waiting queue; it keeps its arrival number, so
 //      it re-enters at the front of its priority class), repeatedly, until it fits or it is
 //      the victim itself.
+//      With window-local KV (SchedulerConfig::window) a request also holds a window table in
+//      a pool of its own, for the sliding-window layers: a step needs blocks in both pools,
+//      and after each step the window table releases the blocks no later query can read.
 //   2. if nothing was preempted, waiting requests in (priority, arrival) order are
 //      admitted while sequences, budget and blocks allow (head-of-line: the first that
 //      does not fit stops admission). On admission the longest prefix-cache hit in full
@@ -25,7 +28,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -37,8 +42,18 @@
 
 namespace vosti {
 
+// Window-local KV memory (docs/SPEC.md section 4, the hybrid KV cache): the sliding-window
+// layers' KV lives in a pool of its own, and each request keeps in its window table only the
+// blocks that a query at or after its next position can read.
+struct WindowKvConfig {
+  int32_t window = 0;       // 0: off (every layer in `pool`); > 0: positions a window layer reads (its largest window)
+  int64_t num_blocks = 0;   // the window pool's blocks (> 0 when window > 0)
+  bool full_layers = true;  // false: every layer is a window layer; `pool` then holds nothing
+};
+
 struct SchedulerConfig {
   BlockPoolConfig pool;                  // block size, num blocks, prefix caching, seeds
+  WindowKvConfig window;                 // window-local KV (off by default)
   int32_t max_num_seqs = 64;             // running requests at most
   int32_t max_num_batched_tokens = 512;  // tokens per step at most
   int32_t max_model_len = 0;             // > 0; cdiv(max_model_len, block_size) <= num_blocks
@@ -87,6 +102,8 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const std::vector<RequestState*>& running() const { return running_; }  // (priority, arrival) order
   const BlockPool& pool() const { return pool_; }
+  bool window_local() const { return window_pool_.has_value(); }
+  const BlockPool& window_pool() const { return *window_pool_; }  // REQUIRES: window_local()
   const SchedulerConfig& config() const { return config_; }
   const SchedulerStats& stats() const { return stats_; }
 
@@ -96,20 +113,26 @@ class Scheduler {
  private:
   using OrderKey = std::pair<int32_t, uint64_t>;  // (priority, arrival): smaller runs first
 
-  Scheduler(const SchedulerConfig& config, BlockPool pool);
+  Scheduler(const SchedulerConfig& config, BlockPool pool, std::optional<BlockPool> window_pool);
   static OrderKey order_key(const RequestState& r) { return {r.priority, r.arrival}; }
   RequestState& state(RequestId id);
   int32_t tokens_to_schedule(const RequestState& r, int32_t num_computed, int32_t budget) const;
   bool schedule_running(StepPlan& plan, int32_t& budget);
+  // Grows r's tables (both pools) to num_tokens positions, sharing the matches first; changes
+  // nothing and returns false when either pool is short.
+  bool allocate(RequestState& r, const PrefixMatch& full, const PrefixMatch& window, int64_t num_tokens);
+  void release(RequestState& r);
   void schedule_waiting(StepPlan& plan, int32_t& budget);
   bool try_admit(RequestState& r, StepPlan& plan, int32_t& budget);
   void preempt(RequestState& victim, StepPlan& plan);
   void insert_running(RequestState* r);
   void add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_new, bool admitted, int32_t num_cached);
   Status check_request(const RequestState& r) const;
+  Status check_table(const RequestState& r, const BlockTable& t, const BlockPool& pool, const std::string& name) const;
 
   SchedulerConfig config_;
   BlockPool pool_;
+  std::optional<BlockPool> window_pool_;                                   // window-local KV: the window layers' pool
   std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;  // all live requests
   std::vector<RequestState*> running_;                                     // sorted by order_key
   std::map<OrderKey, RequestState*> waiting_;                              // waiting and preempted, by order_key

@@ -13,10 +13,13 @@ namespace vosti {
 
 struct ScheduledRequest {
   RequestId id = 0;
-  int32_t num_computed_tokens = 0;      // before the step = the first position computed
-  int32_t num_new_tokens = 0;           // > 0: positions [num_computed_tokens, + num_new_tokens)
-  std::vector<int32_t> token_ids;       // [num_new_tokens] the tokens at those positions
-  std::vector<BlockId> block_table;     // [cdiv(num_computed + num_new, block_size)] physical blocks
+  int32_t num_computed_tokens = 0;   // before the step = the first position computed
+  int32_t num_new_tokens = 0;        // > 0: positions [num_computed_tokens, + num_new_tokens)
+  std::vector<int32_t> token_ids;    // [num_new_tokens] the tokens at those positions
+  std::vector<BlockId> block_table;  // [cdiv(num_computed + num_new, block_size)] physical blocks
+  // Window-local KV: the window layers' table, [cdiv(num_computed + num_new, block_size)], its
+  // released leading entries kNoBlock; empty without window-local KV (they use block_table).
+  std::vector<BlockId> window_block_table;
   bool completes_known_tokens = false;  // computes the request's last known token: sample one after
   bool newly_admitted = false;          // admitted from the waiting queue this step
   int32_t num_cached_tokens = 0;        // prefix-cache hit tokens at this admission (0 if not admitted)

@@ -31,16 +31,18 @@ EngineConfig reference_config() {
 
 // The harness on the model at `path`, its cpu runners' kernels the product's or, planted, a
 // matmul whose reduction reads the row count (tests/support/planted.h).
-enum class Planted { kNone, kMatmul, kExpertMatmul };
+enum class Planted { kNone, kMatmul, kExpertMatmul, kStaleWindow, kPageKeyedWindow };
 
 HarnessReport run(const std::string& path, Planted planted = Planted::kNone) {
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   const EngineConfig ref = reference_config();
-  const std::shared_ptr<const DeviceModel> device = planted == Planted::kMatmul ? planted_cpu_device_model(*model)
-                                                    : planted == Planted::kExpertMatmul
-                                                        ? planted_moe_cpu_device_model(*model)
-                                                        : cpu_device_model(*model);
+  const std::shared_ptr<const DeviceModel> device =
+      planted == Planted::kMatmul            ? planted_cpu_device_model(*model)
+      : planted == Planted::kExpertMatmul    ? planted_moe_cpu_device_model(*model)
+      : planted == Planted::kStaleWindow     ? planted_stale_window_cpu_device_model(*model)
+      : planted == Planted::kPageKeyedWindow ? planted_page_keyed_window_cpu_device_model(*model)
+                                             : cpu_device_model(*model);
   auto report = run_determinism_harness(device, make_harness_requests((*model)->config(), false, 7), ref,
                                         make_variations(ref, false));
   EXPECT_TRUE(report.ok()) << report.status().to_string();
@@ -158,6 +160,32 @@ TEST(Determinism, AllTokensOnTheSameExpertsIsBitwiseIdentical) {
                 static_cast<long long>(moe.top_k - 1), report->results.size());
   }
 }
+
+// Planted window-local KV bugs: only the window_kv variations can see them, and they must.
+class PlantedWindowBugs : public ::testing::TestWithParam<Planted> {};
+
+TEST_P(PlantedWindowBugs, AreCaughtByTheWindowVariationsOnly) {
+  for (const char* name : {"gemma3-tiny", "mistral-tiny-window"}) {
+    const HarnessReport report = run(kModels + "/" + name, GetParam());
+    int64_t caught = 0;
+    for (const auto& r : report.results) {
+      caught += r.identical ? 0 : 1;
+      if (r.name.rfind("window_kv", 0) != 0) {
+        EXPECT_TRUE(r.identical) << name << ": " << r.name;
+      }
+    }
+    EXPECT_GT(caught, 0) << name << ": the harness missed a window block read where rule 5 forbids";
+    std::printf("%s: planted window bug %d caught by %lld of %zu variations\n", name, static_cast<int>(GetParam()),
+                static_cast<long long>(caught), report.results.size());
+  }
+}
+
+// Window-local KV that releases a block its window still reads and keeps reading it through its
+// old id; window blocks keyed by their physical page (tests/support/planted.h).
+INSTANTIATE_TEST_SUITE_P(Window, PlantedWindowBugs, ::testing::Values(Planted::kStaleWindow, Planted::kPageKeyedWindow),
+                         [](const auto& info) {
+                           return std::string(info.param == Planted::kStaleWindow ? "StaleBlock" : "PageKeyed");
+                         });
 
 }  // namespace
 }  // namespace vosti

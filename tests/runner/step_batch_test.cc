@@ -149,5 +149,27 @@ TEST(StepBatchDeathTest, ABlockTableThatDoesNotCoverTheStepIsRefused) {
   EXPECT_DEATH(build_step_batch(f.plan, f.tasks, 4, StepBatchOptions{}, b), "block table does not cover the step");
 }
 
+// Window-local KV: the window layers' slots go through the window tables, whose released
+// leading entries (kNoBlock) are copied as they are and never give a slot; a request without
+// full layers' table gets padding slots for them.
+TEST(StepBatch, WindowTablesGiveTheWindowLayersSlots) {
+  Fixture f;
+  f.plan.requests[0].window_block_table = {6, 5};
+  f.plan.requests[1].window_block_table = {kNoBlock, kNoBlock, 8};  // position 9 in block 2
+  f.plan.requests[2].window_block_table = {1};
+  f.plan.requests[2].block_table.clear();  // no full layers
+  StepBatch b;
+  build_step_batch(f.plan, f.tasks, 4, StepBatchOptions{}, b);
+  EXPECT_EQ(b.window_slots,
+            (std::vector<int32_t>{6 * 4 + 2, 6 * 4 + 3, 5 * 4 + 0, 5 * 4 + 1, 8 * 4 + 1, 1 * 4 + 0, 1 * 4 + 1}));
+  EXPECT_EQ(b.slots, (std::vector<int32_t>{7 * 4 + 2, 7 * 4 + 3, 2 * 4 + 0, 2 * 4 + 1, 11 * 4 + 1, -1, -1}));
+  EXPECT_EQ(b.window_block_table_stride, 3);
+  EXPECT_EQ(b.window_block_tables,
+            (std::vector<int32_t>{6, 5, kNoBlock, kNoBlock, kNoBlock, 8, 1, kNoBlock, kNoBlock}));
+  const ForwardBatch fb = forward_batch(b, {});
+  EXPECT_EQ(fb.window_slots.size(), 7u);
+  EXPECT_EQ(fb.window_block_table_stride, 3);
+}
+
 }  // namespace
 }  // namespace vosti

@@ -3,6 +3,9 @@
 // a shadow model of what each physical block holds: every block a request reads must
 // hold exactly the KV of that request's own prefix (DESIGN.md rule 5), whatever the
 // hash function, the pool size, the budget or the preemptions.
+// With window-local KV (a random window, with or without full layers) a second shadow holds the
+// window pool: the window positions a step's queries read must hold the request's own prefix in
+// its window table, whatever was released and reused before.
 // A failure prints the seed; rerun one seed with VOSTI_TEST_SEED=<seed>.
 #include <gtest/gtest.h>
 
@@ -28,10 +31,22 @@ struct Mirror {
 
 class Harness {
  public:
-  explicit Harness(uint64_t seed) : rng_(seed) {
+  explicit Harness(uint64_t seed, bool window_local = false) : rng_(seed) {
     test_support::RandomSchedulerConfig random = test_support::random_scheduler_config(rng_);
-    const SchedulerConfig& c = random.config;
+    SchedulerConfig& c = random.config;
     description_ = random.description;
+    if (window_local) {
+      c.window.window = static_cast<int32_t>(uniform(1, 24));
+      c.window.full_layers = uniform(0, 3) != 0;
+      const int64_t reach =
+          std::min<int64_t>(c.max_model_len, c.pool.block_size + c.window.window - 2 + c.max_num_batched_tokens);
+      const int64_t least = (reach + c.pool.block_size - 1) / c.pool.block_size;
+      c.window.num_blocks = least + uniform(0, 2 * least);
+      description_ += " window=" + std::to_string(c.window.window) +
+                      " window_blocks=" + std::to_string(c.window.num_blocks) +
+                      " full_layers=" + std::to_string(c.window.full_layers);
+      window_shadow_.resize(static_cast<size_t>(c.window.num_blocks));
+    }
     Result<Scheduler> s = Scheduler::create(c);
     VOSTI_CHECK(s.ok(), s.status().to_string());
     sched_ = std::make_unique<Scheduler>(std::move(s).value());
@@ -131,9 +146,13 @@ class Harness {
           static_cast<int32_t>(s.token_ids.size()) != s.num_new_tokens) {
         return "plan tokens differ from the request's tokens";
       }
-      if (static_cast<int32_t>(s.block_table.size()) != (end + bs - 1) / bs ||
-          s.block_table != r->block_table.blocks()) {
+      if (config().window.full_layers && (static_cast<int32_t>(s.block_table.size()) != (end + bs - 1) / bs ||
+                                          s.block_table != r->block_table.blocks())) {
         return "plan block table does not cover the step";
+      }
+      if (sched_->window_local() && (static_cast<int32_t>(s.window_block_table.size()) != (end + bs - 1) / bs ||
+                                     s.window_block_table != r->window_table.blocks())) {
+        return "plan window table does not cover the step";
       }
       if (s.completes_known_tokens != (end == static_cast<int32_t>(m.tokens.size()))) return "completes flag wrong";
       total += s.num_new_tokens;
@@ -151,6 +170,8 @@ class Harness {
   // The shadow KV model: reads must see the request's own prefix; writes must be exclusive.
   std::string execute(const StepPlan& plan) {
     const int32_t bs = config().pool.block_size;
+    if (std::string e = execute_window(plan); !e.empty()) return e;
+    if (!config().window.full_layers) return "";
     for (const ScheduledRequest& s : plan.requests) {
       const std::vector<int32_t>& tokens = mirror_.at(s.id).tokens;
       for (int32_t i = 0; i * bs < s.num_computed_tokens; ++i) {
@@ -170,6 +191,38 @@ class Harness {
         if (sched_->pool().ref_count(b) != 1) return "request " + std::to_string(s.id) + " writes a shared block";
         const int32_t upto = std::min((i + 1) * bs, end);
         shadow_[static_cast<size_t>(b)].assign(tokens.begin(), tokens.begin() + upto);
+      }
+    }
+    return "";
+  }
+
+  // The window pool's shadow: a step's queries read positions first_window(c)..c - 1 of the
+  // window layers (c = num_computed), which must be held and hold the request's own prefix; its
+  // writes go to blocks only it holds.
+  std::string execute_window(const StepPlan& plan) {
+    if (!sched_->window_local()) return "";
+    const int32_t bs = config().pool.block_size;
+    for (const ScheduledRequest& s : plan.requests) {
+      const std::vector<int32_t>& tokens = mirror_.at(s.id).tokens;
+      const int32_t c = s.num_computed_tokens;
+      const int32_t first = std::max(0, c - config().window.window + 1);
+      for (int32_t i = first / bs; i * bs < c; ++i) {
+        const BlockId b = s.window_block_table[static_cast<size_t>(i)];
+        if (b == kNoBlock) return "request " + std::to_string(s.id) + " released window block " + std::to_string(i);
+        const int32_t upto = std::min((i + 1) * bs, c);
+        const std::vector<int32_t>& held = window_shadow_[static_cast<size_t>(b)];
+        if (held.size() != static_cast<size_t>(upto) || !std::equal(held.begin(), held.end(), tokens.begin()))
+          return "request " + std::to_string(s.id) + " reads window block " + std::to_string(i) + " of another prefix";
+      }
+    }
+    for (const ScheduledRequest& s : plan.requests) {
+      const std::vector<int32_t>& tokens = mirror_.at(s.id).tokens;
+      const int32_t end = s.num_computed_tokens + s.num_new_tokens;
+      for (int32_t i = s.num_computed_tokens / bs; i * bs < end; ++i) {
+        const BlockId b = s.window_block_table[static_cast<size_t>(i)];
+        if (b == kNoBlock || sched_->window_pool().ref_count(b) != 1)
+          return "request " + std::to_string(s.id) + " writes a released or shared window block";
+        window_shadow_[static_cast<size_t>(b)].assign(tokens.begin(), tokens.begin() + std::min((i + 1) * bs, end));
       }
     }
     return "";
@@ -204,14 +257,15 @@ class Harness {
   std::unique_ptr<Scheduler> sched_;
   std::string description_;
   std::unordered_map<RequestId, Mirror> mirror_;
-  std::vector<std::vector<int32_t>> shadow_;  // [num_blocks] the token prefix whose KV each block holds
-  std::vector<int32_t> documents_[3];         // shared prompt prefixes, [max_model_len] each
+  std::vector<std::vector<int32_t>> shadow_;         // [num_blocks] the token prefix whose KV each block holds
+  std::vector<std::vector<int32_t>> window_shadow_;  // [window pool blocks] the same for the window pool
+  std::vector<int32_t> documents_[3];                // shared prompt prefixes, [max_model_len] each
   RequestId next_id_ = 1;
 };
 
 // Runs one seed; "" or a reproducer.
-std::string run_seed(uint64_t seed, int num_steps) {
-  Harness h(seed);
+std::string run_seed(uint64_t seed, int num_steps, bool window_local = false) {
+  Harness h(seed, window_local);
   const std::string where = "seed " + std::to_string(seed) + " (" + h.description() + ")";
   for (int i = 0; i < num_steps; ++i) {
     if (std::string e = h.step(true); !e.empty()) return where + " step " + std::to_string(i) + ": " + e;
@@ -221,6 +275,8 @@ std::string run_seed(uint64_t seed, int num_steps) {
     if (std::string e = h.step(false); !e.empty()) return where + " drain step " + std::to_string(i) + ": " + e;
   }
   if (h.scheduler().pool().num_free_blocks() != h.scheduler().pool().num_blocks()) return where + ": blocks leaked";
+  if (window_local && h.scheduler().window_pool().num_free_blocks() != h.scheduler().window_pool().num_blocks())
+    return where + ": window blocks leaked";
   return "";
 }
 
@@ -245,6 +301,34 @@ TEST(SchedulerRandomTest, InvariantsAndShadowKvHoldUnderRandomOperations) {
   }
   EXPECT_GT(preemptions, 100);
   EXPECT_GT(hits, 100);
+}
+
+// Window-local KV (scheduler.h): the same sequences with a random window, with and without full
+// layers, a window pool from the least that fits a step to three times that.
+TEST(SchedulerRandomTest, WindowLocalKvShadowHoldsUnderRandomOperations) {
+  std::vector<uint64_t> seeds;
+  if (const char* only = std::getenv("VOSTI_TEST_SEED")) {
+    seeds.push_back(std::strtoull(only, nullptr, 10));
+  } else {
+    for (uint64_t s = 1; s <= 100; ++s) seeds.push_back(s);
+  }
+  for (uint64_t seed : seeds) {
+    const std::string e = run_seed(seed, 1500, true);
+    ASSERT_EQ(e, "") << "reproduce with VOSTI_TEST_SEED=" << seed;
+  }
+  int64_t preemptions = 0, hits = 0, released = 0;
+  for (uint64_t seed : {1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull}) {
+    Harness h(seed, true);
+    for (int i = 0; i < 1500; ++i) {
+      ASSERT_EQ(h.step(true), "");
+      for (const RequestState* r : h.scheduler().running()) released += r->window_table.num_released_blocks();
+    }
+    preemptions += h.scheduler().stats().num_preemptions;
+    hits += h.scheduler().stats().num_prefix_hit_tokens;
+  }
+  EXPECT_GT(preemptions, 100);
+  EXPECT_GT(hits, 100);
+  EXPECT_GT(released, 1000);
 }
 
 }  // namespace

@@ -37,6 +37,17 @@ std::shared_ptr<const DeviceModel> planted_batch_split_cpu_device_model(std::sha
 // the shared blocks, KV that no cold run of it ever computes; nothing else moves a bit.
 std::shared_ptr<const DeviceModel> planted_hit_chunking_cpu_device_model(std::shared_ptr<const Model> model);
 
+// A cpu device whose window-local KV keeps released window blocks readable (rule 5): its runners
+// tell the scheduler a window one block shorter than the model's, so a block the window still
+// reads is released to the pool, and read the released block through the id it had, whatever the
+// pool has put there since. Without window-local KV (or sliding layers) it is the product.
+std::shared_ptr<const DeviceModel> planted_stale_window_cpu_device_model(std::shared_ptr<const Model> model);
+
+// A cpu device whose window-local KV keys a window block by its physical page (rule 5): its
+// runners remember the page each full block prefix was first computed in and, on a prefix-cache
+// hit, read the window layers' KV from that page, though the pool may have reused it since.
+std::shared_ptr<const DeviceModel> planted_page_keyed_window_cpu_device_model(std::shared_ptr<const Model> model);
+
 // A cuda device (`model` loaded with load_device_model(..., "cuda")) whose runners plan the
 // attention with twice the deployment's split whenever a step holds several sequences (rule 1:
 // the split follows the batch). Null where the build has no CUDA runner or `model` is not cuda.

@@ -53,6 +53,7 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
                       "--num-blocks",
                       "99",
                       "--no-prefix-caching",
+                      "--window-local-kv",
                       "--no-cuda-graphs",
                       "--threads",
                       "4",
@@ -70,11 +71,12 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
   EXPECT_EQ(c.gpu_memory_utilization, 0.5);
   EXPECT_EQ(c.num_blocks, 99);
   EXPECT_FALSE(c.enable_prefix_caching);
+  EXPECT_TRUE(c.window_local_kv);
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.num_threads, 4);
   EXPECT_TRUE(c.check_invariants);
   // Every option of the table was given above: the JSON lists no flag this test does not know.
-  EXPECT_EQ(engine_options_json().size(), 15u);
+  EXPECT_EQ(engine_options_json().size(), 16u);
 }
 
 TEST(EngineOptions, NoFlagsLeaveTheCommandsDefaults) {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <thread>
 
 #include "runner/cpu/host_rows.h"
+#include "runner/kv_pool_sizes.h"
 
 namespace vosti {
 
@@ -28,13 +30,16 @@ Result<std::unique_ptr<ModelRunner>> CpuRunner::create(std::shared_ptr<const Mod
   RunnerInfo info;
   info.kv_cache_dtype = "f32";
   info.block_size = config.block_size;
-  const int64_t bytes_per_block =
-      2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * static_cast<int64_t>(sizeof(float));
-  info.num_blocks = config.num_blocks > 0 ? config.num_blocks : config.kv_cache_bytes / bytes_per_block;
-  if (info.num_blocks <= 0) return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
-  info.num_blocks = std::min<int64_t>(info.num_blocks, (int64_t{1} << 31) / config.block_size - 1);  // int32 slots
-  info.kv_cache_bytes = info.num_blocks * bytes_per_block;
-  const int64_t cache_tokens = info.num_blocks * config.block_size;
+  const KvPoolSizes pools = kv_pool_sizes(mc, config, sizeof(float));
+  if (pools.num_blocks <= 0) return invalid_argument("the KV cache holds no block: raise kv_cache_bytes or num_blocks");
+  info.num_blocks = pools.num_blocks;
+  info.num_window_blocks = pools.num_window_blocks;
+  info.kv_window = pools.window;
+  info.full_kv_layers = pools.full_layers;
+  info.kv_cache_bytes = pools.bytes;
+  // Without full layers nothing holds a whole prefix: the window pool bounds no length.
+  const int64_t cache_tokens =
+      pools.full_layers ? info.num_blocks * config.block_size : std::numeric_limits<int32_t>::max();
   int64_t max_len = config.max_model_len;
   if (max_len <= 0) max_len = std::min(mc.max_position_embeddings, cache_tokens);
   if (max_len > cache_tokens)
@@ -57,7 +62,7 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, std::unique_ptr<ThreadP
       pool_(std::move(pool)),
       kernels_(std::move(kernels)),
       info_(std::move(info)),
-      kv_(model_->config(), info_.num_blocks, info_.block_size) {}
+      kv_(model_->config(), info_.num_blocks, info_.block_size, info_.num_window_blocks) {}
 
 namespace {
 

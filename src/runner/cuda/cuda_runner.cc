@@ -109,6 +109,10 @@ Status CudaRunner::allocate() {
   if (c.vocab_size > kMaxSamplerVocab)
     return unimplemented("the CUDA runner samples vocabularies of at most " + std::to_string(kMaxSamplerVocab) +
                          " tokens; this model has " + std::to_string(c.vocab_size));
+  if (config_.window_local_kv)
+    return unimplemented(
+        "window_local_kv (--window-local-kv) runs on the cpu device only for now: the cuda runner keeps every "
+        "layer's whole block table; run without it");
   DType kv_dtype = DType::kBF16;
   if (config_.kv_cache_dtype == "f32") {
     kv_dtype = DType::kF32;
