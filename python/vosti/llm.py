@@ -183,8 +183,43 @@ class LLM:
         return self._engine.weights[2]
 
     @property
+    def deployment(self) -> Dict[str, Any]:
+        """What deployment_id is made of, as `vosti serve`'s GET /deployment names it."""
+        weights = self._engine.weights
+        info = self._engine.runner_info
+        return {"deployment_id": weights[2], "weights_id": weights[1], "weights_version": weights[0],
+                "model": self._engine.model_path, "weights_dtype": "f32" if self.device == "cpu" else "bf16",
+                "kv_cache_dtype": info["kv_cache_dtype"], "kernel_plan": self._engine.kernel_plan,
+                "device": info["device"], "vosti_version": _core.__version__}
+
+    @property
     def runner_info(self) -> Dict[str, Any]:
+        """The device, KV dtype, blocks and bytes held (kv_cache_bytes, weight_bytes: 0 once released by sleep)."""
         return self._engine.runner_info
+
+    # --- sleep and wake (vLLM's LLM.sleep / wake_up) ----------------------------------------
+
+    def sleep(self, level: int = 1) -> None:
+        """Frees memory between requests: level 1 the KV cache (and batch buffers, CUDA graphs),
+        level 2 the weights as well. The prefix cache goes with the KV. generate() and the rest
+        raise RuntimeError until wake_up(). Raises RuntimeError while requests are in flight or when
+        already asleep, ValueError for another level."""
+        if level not in (1, 2):
+            raise ValueError(f"sleep level must be 1 (free the KV cache) or 2 (also the weights), got {level!r}")
+        self._engine.sleep(level)
+
+    def wake_up(self, tags: Optional[Sequence[str]] = None) -> None:
+        """Restores what sleep() freed (level 2: the weights from the model, with any updates): every
+        output after it equals, bit for bit, the output before the sleep. ``tags`` (vLLM's
+        "weights", "kv_cache") are accepted; both always come back together. A no-op when awake."""
+        for t in tags or ():
+            if t not in ("weights", "kv_cache"):
+                raise ValueError(f"unknown wake_up tag {t!r} (weights, kv_cache)")
+        self._engine.wake_up()
+
+    @property
+    def is_sleeping(self) -> bool:
+        return self._engine.sleep_level != 0
 
     @property
     def model_config(self) -> Dict[str, Any]:

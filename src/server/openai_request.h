@@ -58,6 +58,7 @@ struct GenerationRequest {
   bool logprobs = false;               // completions: `logprobs` >= 0; chat: `logprobs: true`
   bool return_token_ids = false;       // vLLM-style prompt_token_ids / token_ids
   bool return_logits_digests = false;  // extension: per-position logits digests
+  std::string pin_deployment_id;       // extension "vosti.deployment_id": empty, or the deployment required
 };
 
 using ParsedGeneration = std::variant<GenerationRequest, ApiError>;
