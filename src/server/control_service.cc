@@ -466,9 +466,9 @@ void ControlService::pause(const HttpRequest& request, const Reply& reply, bool 
   PauseMode m;
   if (mode == "abort") {
     m = PauseMode::kAbort;
-  } else if (mode == "wait") {
+  } else if (!sglang && mode == "wait") {
     m = PauseMode::kWait;
-  } else if (mode == "keep" || (sglang && (mode == "in_place" || mode == "retract"))) {
+  } else if (sglang ? mode == "in_place" || mode == "retract" : mode == "keep") {
     // SGLang's retract frees the KV and recomputes it on resume; the outputs are the same bits
     // as keeping it (KV is a function of the prefix), so Vosti keeps it.
     m = PauseMode::kKeep;

@@ -312,6 +312,22 @@ class PauseTest(unittest.TestCase):
             probe()
 
 
+class SglangRoutesTest(unittest.TestCase):
+    def test_sglang_names_do_what_their_vllm_twins_do(self):
+        before, ids, v0 = probe()
+        body = ok(self, *SERVER.post("/release_memory_occupation", {}))
+        self.assertEqual((body["level"], body["weight_bytes"]), (2, 0))
+        self.assertTrue(ok(self, *SERVER.post("/resume_memory_occupation", {}))["was_asleep"])
+        ok(self, *SERVER.post("/pause_generation", {"mode": "in_place"}))
+        self.assertTrue(SERVER.request("GET", "/is_paused")[1]["is_paused"])
+        self.assertTrue(ok(self, *SERVER.post("/continue_generation", {}))["was_paused"])
+        self.assertIn("in_place", error_of(self, *SERVER.post("/pause_generation", {"mode": "wait"}), 400))
+        body = ok(self, *SERVER.post("/update_weights_from_disk", {"model_path": MODEL, "abort_all_requests": True}))
+        self.assertEqual(body["weights_id"], v0["weights_id"])
+        after, ids_after, _ = probe()
+        self.assertEqual((after, ids_after), (before, ids))
+
+
 class ConcurrentUpdateTest(unittest.TestCase):
     def test_update_under_64_streaming_clients_loses_nothing_and_mixes_nothing(self):
         prompts = [f"Story number {i}: once upon a time" for i in range(8)]
