@@ -420,9 +420,17 @@ void ControlService::update_from_disk(const HttpRequest& request, const Reply& r
     base = file_;
   }
   const std::string model_path = path->get<std::string>();
-  Result<std::vector<ReplacementTensor>> tensors = tensors_from_path(model_path);
-  if (!tensors.ok()) return reply_error(reply, status_error(tensors.status(), "cannot read '" + model_path + "'"));
-  Result<std::shared_ptr<const ModelFile>> next = ModelFile::with_replaced(base, *tensors);
+  Result<std::shared_ptr<const ModelFile>> next = internal_error("not read");
+  if (is_safetensors_path(model_path)) {
+    // Tensors by name over the weights served (mapped, not copied): a checkpoint may hold some.
+    Result<std::vector<ReplacementTensor>> tensors = tensors_from_path(model_path);
+    if (!tensors.ok()) return reply_error(reply, status_error(tensors.status(), "cannot read '" + model_path + "'"));
+    next = ModelFile::with_replaced(base, *tensors);
+  } else {
+    // A whole model file (a GGUF): served as it is stored (quantised stays quantised), not as f32
+    // copies; Engine::replace_model checks that its architecture is the one served.
+    next = ModelFile::open(model_path);
+  }
   if (!next.ok()) return reply_error(reply, status_error(next.status(), "the weights at '" + model_path + "'"));
   if (abort_requests) abort_all_();
   apply(std::move(next).value(), /*sglang_reply=*/true, reply);
