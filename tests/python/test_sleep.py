@@ -2,6 +2,8 @@
 and every output after wake_up equal, bit for bit, to the output before the sleep."""
 import pytest
 
+import vosti
+
 from vosti import SamplingParams
 
 PROMPTS = ["The capital of France is", "1, 2, 3,"]
@@ -42,3 +44,16 @@ def test_bad_level_and_deployment_fields(llm):
     assert d["deployment_id"] == llm.deployment_id and d["weights_id"] == llm.weights_id
     for k in ("model", "weights_dtype", "kv_cache_dtype", "kernel_plan", "device", "vosti_version"):
         assert d[k]
+
+
+def test_pinned_deployment(llm):
+    pin = llm.deployment_id
+    out = llm.generate(PROMPTS[0], SamplingParams(max_tokens=2, seed=1), deployment_id=pin)
+    assert out[0].deployment_id == pin
+    assert llm.score(out[0].prompt_token_ids, out[0].outputs[0].token_ids, deployment_id=pin).deployment_id == pin
+    with pytest.raises(vosti.DeploymentMismatch) as e:
+        llm.generate(PROMPTS[0], SamplingParams(max_tokens=2), deployment_id="0" * 32)
+    assert "0" * 32 in str(e.value) and pin in str(e.value)
+    with pytest.raises(vosti.DeploymentMismatch):
+        list(llm.stream(PROMPTS[0], SamplingParams(max_tokens=2), deployment_id="0" * 32))
+    assert llm.stats()["num_running"] == 0 and llm.stats()["num_waiting"] == 0
