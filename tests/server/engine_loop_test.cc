@@ -37,6 +37,9 @@ struct Tracked {
   std::promise<Admission> admitted;
   std::promise<RequestOutput> finished;
   std::atomic<int> num_outputs{0};
+  // When valid, the engine thread waits on it inside the first output's callback: the request is
+  // mid-flight for as long as the test needs, whatever the machine's speed.
+  std::shared_future<void> hold_first;
 };
 
 void submit(EngineLoop& loop, Tracked& t, int32_t max_tokens, std::string pin = "") {
@@ -45,7 +48,7 @@ void submit(EngineLoop& loop, Tracked& t, int32_t max_tokens, std::string pin = 
   spec.max_tokens = max_tokens;
   spec.ignore_eos = true;
   EngineLoop::Submission s{std::move(spec), [&t](const RequestOutput& out) {
-                             ++t.num_outputs;
+                             if (++t.num_outputs == 1 && t.hold_first.valid()) t.hold_first.wait();
                              if (out.finished) t.finished.set_value(out);
                            }};
   std::vector<EngineLoop::Submission> subs;
@@ -106,10 +109,13 @@ TEST(EngineLoop, PinnedDeploymentMustMatch) {
 TEST(EngineLoop, PauseKeepFreezesWaitDrainsAndResumeReleases) {
   auto loop = make_loop();
   Tracked kept;
+  std::promise<void> release_first;
+  kept.hold_first = release_first.get_future().share();
   submit(*loop, kept, 60);
   while (kept.num_outputs == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::promise<void> paused;
-  loop->pause(PauseMode::kKeep, [&] { paused.set_value(); });
+  loop->pause(PauseMode::kKeep, [&] { paused.set_value(); });  // frozen from now: the step ends, no other
+  release_first.set_value();
   paused.get_future().wait();
   EXPECT_TRUE(loop->paused());
   const int frozen_at = kept.num_outputs;
