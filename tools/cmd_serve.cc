@@ -13,6 +13,8 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "model/model_file.h"
+#include "offline/weights_identity.h"
 #include "runner/load_device_model.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
@@ -52,6 +54,7 @@ void shut_down(HttpServer& server, OpenAiService& service, EngineLoop& loop, dou
   using Clock = std::chrono::steady_clock;
   server.stop_accepting();
   service.begin_shutdown();
+  loop.resume();  // a paused engine finishes its requests too (kept ones, and those held meanwhile)
   std::fprintf(stderr, "vosti serve: shutting down; %lld request(s) in flight, waiting up to %.0f s\n",
                static_cast<long long>(service.num_active()), timeout_s);
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
@@ -73,7 +76,20 @@ void shut_down(HttpServer& server, OpenAiService& service, EngineLoop& loop, dou
 
 int run_serve(const ServeFlags& f) {
   const sigset_t signals = block_shutdown_signals();
-  auto model = load_device_model(f.model, f.engine.device);
+  auto file = ModelFile::open(f.model);
+  if (!file.ok()) {
+    std::fprintf(stderr, "vosti serve: %s\n", file.status().to_string().c_str());
+    return 1;
+  }
+  // The weights' digest names them in every response (and GET /deployment); the digester keeps
+  // the per-tensor digests so that a weight update re-hashes only what it replaced.
+  WeightsDigester digester;
+  auto weights_digest = digester.digest(**file);
+  if (!weights_digest.ok()) {
+    std::fprintf(stderr, "vosti serve: %s\n", weights_digest.status().to_string().c_str());
+    return 1;
+  }
+  auto model = load_device_model(*file, f.engine.device);
   if (!model.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", model.status().to_string().c_str());
     return 1;
@@ -84,14 +100,17 @@ int run_serve(const ServeFlags& f) {
     return 1;
   }
   const EngineConfig& config = f.engine;
-  auto engine = Engine::create(*model, config, *tokenizer);
+  std::shared_ptr<const DeviceModel> loaded = std::move(model).value();
+  auto engine = Engine::create(loaded, config, *tokenizer);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti serve: %s\n", engine.status().to_string().c_str());
     return 1;
   }
+  const ModelConfig model_config = loaded->config();
+  loaded.reset();  // the engine's reference alone: sleep level 2 frees the weights
   {
     const RunnerInfo& info = (*engine)->runner_info();
-    const ModelConfig& mc = (*model)->config();
+    const ModelConfig& mc = model_config;
     std::fprintf(
         stderr,
         "vosti serve: device %s; model %s (%lld layers, hidden %lld, vocab %lld), weights %.2f GiB; KV cache "
@@ -102,8 +121,12 @@ int run_serve(const ServeFlags& f) {
         static_cast<long long>(info.num_blocks), info.block_size, static_cast<double>(info.kv_cache_bytes) / (1u << 30),
         static_cast<long long>(info.num_blocks) * info.block_size, config.max_num_seqs, config.max_num_batched_tokens);
   }
+  auto deployment = std::make_shared<DeploymentInfo>(describe_deployment(
+      *weights_digest, 0, f.model, (*file)->config(), (*engine)->config(), (*engine)->runner_info()));
+  std::fprintf(stderr, "vosti serve: deployment %s (weights %s, %s, %s)\n", deployment->deployment_id.c_str(),
+               deployment->weights_id.c_str(), deployment->kernel_plan.c_str(), deployment->vosti_version.c_str());
   // Destroyed explicitly before the server: the engine's callbacks hold connections.
-  auto loop_holder = std::make_unique<EngineLoop>(std::move(engine).value());
+  auto loop_holder = std::make_unique<EngineLoop>(std::move(engine).value(), std::move(deployment));
   EngineLoop& loop = *loop_holder;
 
   HttpServerOptions http;
@@ -116,6 +139,8 @@ int run_serve(const ServeFlags& f) {
   service_options.served_model_name =
       f.served_model_name.empty() ? std::filesystem::path(f.model).stem().string() : f.served_model_name;
   service_options.api_key = f.api_key;
+  service_options.model_file = *file;
+  service_options.digester = std::move(digester);
   HttpServer* server_ptr = nullptr;
   service_options.num_connections = [&server_ptr] { return server_ptr ? server_ptr->num_connections() : 0; };
   OpenAiService service(loop, *tokenizer, service_options);

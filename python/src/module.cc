@@ -152,6 +152,28 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("config", [](const OfflineEngine& e) { return e.config(); })
       .def_prop_ro("weights", [](const OfflineEngine& e) { return weights_tuple(e.weights()); })
       .def_prop_ro("num_in_flight", &OfflineEngine::num_in_flight)
+      .def_prop_ro("sleep_level", &OfflineEngine::sleep_level)
+      .def_prop_ro("kernel_plan", [](const OfflineEngine& e) { return kernel_plan(e.config()); })
+      .def(
+          "sleep",
+          [](OfflineEngine& e, int level) {
+            Status s;
+            {
+              nb::gil_scoped_release release;
+              s = e.sleep(level);
+            }
+            if (!s.ok()) throw_status(s);
+          },
+          "level"_a)
+      .def("wake_up",
+           [](OfflineEngine& e) {
+             Status s;
+             {
+               nb::gil_scoped_release release;
+               s = e.wake_up();
+             }
+             if (!s.ok()) throw_status(s);
+           })
       .def_prop_ro("runner_info", [](const OfflineEngine& e) { return runner_info_dict(e.runner_info()); })
       .def_prop_ro("model_config", [](const OfflineEngine& e) { return model_config_dict(e.model_config()); })
       .def_prop_ro("stats", [](const OfflineEngine& e) { return stats_dict(e.stats()); })
@@ -230,6 +252,7 @@ void bind_engine(nb::module_& m) {
 
 NB_MODULE(_core, m) {
   m.doc() = "Vosti's engine, bound for the vosti package (use vosti.LLM).";
+  m.attr("__version__") = vosti::vosti_version();
   m.def("built_with_cuda", &vosti::built_with_cuda, "Whether this build has the CUDA runner.");
   vosti::python::bind_config(m);
   vosti::python::bind_results(m);

@@ -12,7 +12,7 @@ docs/PYTHON.md for the API reference and the differences from vLLM's API.
 """
 from . import _core
 from ._weights import save_safetensors
-from .llm import LLM, Tokenizer, default_model_path
+from .llm import LLM, DeploymentMismatch, Tokenizer, default_model_path
 from .outputs import CompletionOutput, Logprob, RequestOutput, ScoreOutput
 from .sampling_params import SamplingParams
 
@@ -24,5 +24,5 @@ def built_with_cuda() -> bool:
     return _core.built_with_cuda()
 
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "ScoreOutput", "Tokenizer",
+__all__ = ["LLM", "DeploymentMismatch", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "ScoreOutput", "Tokenizer",
            "built_with_cuda", "default_model_path", "save_safetensors", "__version__"]

@@ -46,6 +46,10 @@ _FIXED_OPTIONS = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "dtype
                   "trust_remote_code": None, "disable_log_stats": None, "tokenizer_mode": "auto"}
 
 
+class DeploymentMismatch(RuntimeError):
+    """A request pinned to a deployment (``deployment_id=``) that is not the one served."""
+
+
 def default_model_path() -> str:
     """$VOSTI_DEFAULT_MODEL, else the default model scripts/fetch-model caches (as the vosti CLI)."""
     path = os.environ.get("VOSTI_DEFAULT_MODEL")
@@ -184,8 +188,43 @@ class LLM:
         return self._engine.weights[2]
 
     @property
+    def deployment(self) -> Dict[str, Any]:
+        """What deployment_id is made of, as `vosti serve`'s GET /deployment names it."""
+        weights = self._engine.weights
+        info = self._engine.runner_info
+        return {"deployment_id": weights[2], "weights_id": weights[1], "weights_version": weights[0],
+                "model": self._engine.model_path, "weights_dtype": "f32" if self.device == "cpu" else "bf16",
+                "kv_cache_dtype": info["kv_cache_dtype"], "kernel_plan": self._engine.kernel_plan,
+                "device": info["device"], "vosti_version": _core.__version__}
+
+    @property
     def runner_info(self) -> Dict[str, Any]:
+        """The device, KV dtype, blocks and bytes held (kv_cache_bytes, weight_bytes: 0 once released by sleep)."""
         return self._engine.runner_info
+
+    # --- sleep and wake (vLLM's LLM.sleep / wake_up) ----------------------------------------
+
+    def sleep(self, level: int = 1) -> None:
+        """Frees memory between requests: level 1 the KV cache (and batch buffers, CUDA graphs),
+        level 2 the weights as well. The prefix cache goes with the KV. generate() and the rest
+        raise RuntimeError until wake_up(). Raises RuntimeError while requests are in flight or when
+        already asleep, ValueError for another level."""
+        if level not in (1, 2):
+            raise ValueError(f"sleep level must be 1 (free the KV cache) or 2 (also the weights), got {level!r}")
+        self._engine.sleep(level)
+
+    def wake_up(self, tags: Optional[Sequence[str]] = None) -> None:
+        """Restores what sleep() freed (level 2: the weights from the model, with any updates): every
+        output after it equals, bit for bit, the output before the sleep. ``tags`` (vLLM's
+        "weights", "kv_cache") are accepted; both always come back together. A no-op when awake."""
+        for t in tags or ():
+            if t not in ("weights", "kv_cache"):
+                raise ValueError(f"unknown wake_up tag {t!r} (weights, kv_cache)")
+        self._engine.wake_up()
+
+    @property
+    def is_sleeping(self) -> bool:
+        return self._engine.sleep_level != 0
 
     @property
     def model_config(self) -> Dict[str, Any]:
@@ -204,7 +243,19 @@ class LLM:
             return (sp.seed + index) % (1 << 64)
         return self._seeds.getrandbits(64) if self._seeds is not None else None
 
-    def _submit(self, prompts: List[Prompt], params: List[SamplingParams], stream: bool, priority: Any) -> Any:
+    def _pinned(self, batch: Any, deployment_id: Optional[str]) -> Any:
+        """The batch, unless it was admitted under another deployment than ``deployment_id``: then
+        it is cancelled and DeploymentMismatch names both ids (the server's 409)."""
+        if deployment_id is not None and batch.weights[2] != deployment_id:
+            self._engine.cancel(batch)
+            raise DeploymentMismatch(
+                f"the request pins deployment {deployment_id}, but this LLM now serves deployment "
+                f"{batch.weights[2]} (weights {batch.weights[1]}, version {batch.weights[0]}); re-read "
+                "LLM.deployment_id and re-pin")
+        return batch
+
+    def _submit(self, prompts: List[Prompt], params: List[SamplingParams], stream: bool, priority: Any,
+                deployment_id: Optional[str] = None) -> Any:
         priorities = priority if isinstance(priority, (list, tuple)) else [priority or 0] * len(prompts)
         if len(priorities) != len(prompts):
             raise ValueError(f"{len(priorities)} priorities for {len(prompts)} prompts")
@@ -212,7 +263,7 @@ class LLM:
         for p, sp, prio in zip(prompts, params, priorities):
             for j in range(sp.n):
                 specs.append(make_spec(p.token_ids, sp, self._seed(sp, j), self.max_model_len, prio))
-        return self._engine.submit(specs, stream)
+        return self._pinned(self._engine.submit(specs, stream), deployment_id)
 
     def _wait(self, batch: Any) -> None:
         """Waits for the batch; on any exception (a KeyboardInterrupt raised between bytecodes
@@ -233,23 +284,26 @@ class LLM:
         return outputs
 
     def generate(self, prompts: Any = None, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
-                 use_tqdm: bool = True, *, prompt_token_ids: Any = None, priority: Any = None) -> List[RequestOutput]:
+                 use_tqdm: bool = True, *, prompt_token_ids: Any = None, priority: Any = None,
+                 deployment_id: Optional[str] = None) -> List[RequestOutput]:
         """Generates for every prompt, all in one batch; outputs in the prompts' order.
 
         prompts: a str, a list of str, a token-id list, a list of token-id lists, or vLLM's
         ``{"prompt": str}`` / ``{"prompt_token_ids": [...]}`` dicts (or a list of them).
         sampling_params: one SamplingParams for all prompts, or one per prompt.
+        deployment_id: when given, the batch must run on that deployment (``LLM.deployment_id``),
+        else DeploymentMismatch names both ids and nothing runs.
         Raises ValueError with the engine's message for an invalid request (none of the batch
         runs then), KeyboardInterrupt on Ctrl-C (the batch is aborted, the LLM stays usable).
         """
         ps = normalize_prompts(prompts, prompt_token_ids, self._tokenizer.encode)
         params = normalize_params(sampling_params, len(ps))
-        return self._collect(ps, params, self._submit(ps, params, False, priority))
+        return self._collect(ps, params, self._submit(ps, params, False, priority, deployment_id))
 
     def chat(self, messages: Any, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
              use_tqdm: bool = True, *, chat_template: Optional[str] = None, add_generation_prompt: bool = True,
              continue_final_message: bool = False, chat_template_kwargs: Optional[Dict[str, Any]] = None,
-             priority: Any = None) -> List[RequestOutput]:
+             priority: Any = None, deployment_id: Optional[str] = None) -> List[RequestOutput]:
         """Generates a reply to one conversation (a list of messages) or to each of a list of
         them, through the model's chat template (or ``chat_template``), tokenized as the server's
         /v1/chat/completions does. ``chat_template_kwargs`` become template variables (e.g.
@@ -263,10 +317,11 @@ class LLM:
                                             json.dumps(chat_template_kwargs or {}))
             prompts.append(Prompt(text, self._tokenizer.encode(text, add_special_tokens=False)))
         params = normalize_params(sampling_params, len(prompts))
-        return self._collect(prompts, params, self._submit(prompts, params, False, priority))
+        return self._collect(prompts, params, self._submit(prompts, params, False, priority, deployment_id))
 
     def stream(self, prompts: Any, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None, *,
-               delta: bool = False, priority: Any = None) -> Iterator[RequestOutput]:
+               delta: bool = False, priority: Any = None, deployment_id: Optional[str] = None
+               ) -> Iterator[RequestOutput]:
         """Submits the prompts now and returns an iterator of RequestOutput updates, one per
         sequence and step that produced something, as they come. Each update holds the one
         sequence it is about (``outputs[0]``, whose ``index`` says which of the prompt's n);
@@ -274,7 +329,7 @@ class LLM:
         RequestOutputKind.DELTA). Closing (or dropping) the iterator early aborts what is left."""
         ps = normalize_prompts(prompts, None, self._tokenizer.encode)
         params = normalize_params(sampling_params, len(ps))
-        batch = self._submit(ps, params, True, priority)
+        batch = self._submit(ps, params, True, priority, deployment_id)
         return _Stream(self, ps, params, batch, delta)
 
     def _stream_output(self, prompt: Prompt, sp: SamplingParams, choice: int, d: Any, acc: "_Accumulated",
@@ -294,8 +349,8 @@ class LLM:
             deployment_id=weights[2])
 
     # --- scoring --------------------------------------------------------------------------
-    def score(self, prompt_ids: Any, completion_ids: Any, *, logprobs: Optional[int] = None
-              ) -> Union[ScoreOutput, List[ScoreOutput]]:
+    def score(self, prompt_ids: Any, completion_ids: Any, *, logprobs: Optional[int] = None,
+              deployment_id: Optional[str] = None) -> Union[ScoreOutput, List[ScoreOutput]]:
         """The raw logprobs of ``completion_ids`` after ``prompt_ids`` (one pair, or lists of
         pairs: then a list of outputs). They equal, bit for bit, the ``token_logprobs``
         generation reported for the same tokens after the same prompt (prefill vs decode is
@@ -309,7 +364,7 @@ class LLM:
             p, c = list(_ids(p, "prompt", k)), list(_ids(c, "completion", k))
             sp = SamplingParams(max_tokens=0, prompt_logprobs=logprobs or 0)
             specs.append(make_spec(p + c, sp, 0, self.max_model_len))
-        batch = self._engine.submit(specs, False)
+        batch = self._pinned(self._engine.submit(specs, False), deployment_id)
         self._wait(batch)
         results = batch.results()
         outs = [self._out.score(list(p), list(c), r, logprobs, batch.weights) for (p, c), r in zip(pairs, results)]

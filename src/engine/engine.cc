@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -60,6 +61,8 @@ class EngineImpl final : public Engine {
         runner_(std::move(runner)),
         scheduler_config_(scheduler_config),
         scheduler_(std::move(scheduler)),
+        model_config_(model_->config()),
+        info_(runner_->info()),
         vocab_size_(model_->config().vocab_size),
         eos_token_ids_(model_->config().eos_token_ids),
         num_moe_layers_(count_moe_layers(model_->config())) {}
@@ -67,6 +70,9 @@ class EngineImpl final : public Engine {
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
     VOSTI_RETURN_IF_ERROR(validate(spec));
     if (!broken_.ok()) return broken_;
+    if (const int level = sleep_level_.load(); level != 0)
+      return failed_precondition("the engine is asleep (level " + std::to_string(level) +
+                                 "): wake it up (POST /wake_up, LLM.wake_up()) before sending requests");
     StopConditions stop = stop_conditions(spec);
     std::lock_guard<std::mutex> lock(mu_);
     const RequestId id = next_id_++;
@@ -97,10 +103,13 @@ class EngineImpl final : public Engine {
 
   const EngineConfig& config() const override { return config_; }
   const DeviceModel& model() const override { return *model_; }
-  const RunnerInfo& runner_info() const override { return runner_->info(); }
+  const RunnerInfo& runner_info() const override { return info_; }
 
   bool step() override;
   Status replace_model(const ModelLoader& load, uint64_t identity) override;
+  Status sleep(int level) override;
+  Status wake_up(const ModelLoader& load) override;
+  int sleep_level() const override { return sleep_level_.load(); }
 
  private:
   Status validate(const RequestSpec& spec) const;
@@ -112,13 +121,22 @@ class EngineImpl final : public Engine {
   void finish(LiveRequest& r, FinishReason reason);
   void fail_all(const Status& error);
   void publish_stats();
+  // kFailedPrecondition naming the counts when any request is queued or live; clears stale aborts.
+  Status check_idle(const std::string& action);
+  // Swaps in `next` as the scheduler, keeping the old one's counters in retired_stats_.
+  void retire_scheduler(Scheduler next);
+  // A loaded model that can replace model_config_'s: same device and architecture.
+  Status check_replacement(const Result<std::shared_ptr<const DeviceModel>>& model) const;
 
-  std::shared_ptr<const DeviceModel> model_;
+  std::shared_ptr<const DeviceModel> model_;  // null only asleep at level 2
   EngineConfig config_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<ModelRunner> runner_;
   SchedulerConfig scheduler_config_;
   Scheduler scheduler_;
+  ModelConfig model_config_;  // model_'s, kept while asleep at level 2
+  RunnerInfo info_;           // runner_'s, with the released bytes zeroed while asleep
+  std::atomic<int> sleep_level_{0};
   SchedulerStats retired_stats_;  // the counters of schedulers replace_model() retired
   // The first model's, kept for add_request() on other threads (a replacement has the same
   // architecture, and the engine keeps its stop tokens).
@@ -376,18 +394,42 @@ Status same_architecture(const ModelConfig& a, const ModelConfig& b) {
   return Status();
 }
 
+Status EngineImpl::check_idle(const std::string& action) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pending_.empty() || !live_.empty())
+    return failed_precondition("cannot " + action + " while requests are in flight (" + std::to_string(live_.size()) +
+                               " running, " + std::to_string(pending_.size()) +
+                               " queued): wait for them to finish or abort them first");
+  // With nothing queued or live, every queued abort names a finished request: nothing to do.
+  // Requests added from now on wait in pending_ for the next step().
+  aborts_.clear();
+  return Status();
+}
+
+void EngineImpl::retire_scheduler(Scheduler next) {
+  const SchedulerStats& old = scheduler_.stats();
+  retired_stats_.num_preemptions += old.num_preemptions;
+  retired_stats_.num_prefix_query_tokens += old.num_prefix_query_tokens;
+  retired_stats_.num_prefix_hit_tokens += old.num_prefix_hit_tokens;
+  retired_stats_.num_steps += old.num_steps;
+  scheduler_ = std::move(next);
+}
+
+Status EngineImpl::check_replacement(const Result<std::shared_ptr<const DeviceModel>>& model) const {
+  if (!model.ok()) return model.status();
+  if (!*model) return invalid_argument("the weight loader returned no model");
+  if ((*model)->device() != config_.device)
+    return invalid_argument("the new weights were loaded for device " + (*model)->device() + ", this engine runs on " +
+                            config_.device);
+  return same_architecture((*model)->config(), model_config_);
+}
+
 Status EngineImpl::replace_model(const ModelLoader& load, uint64_t identity) {
   if (!broken_.ok()) return broken_;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!pending_.empty() || !live_.empty())
-      return failed_precondition("cannot replace the weights while requests are in flight (" +
-                                 std::to_string(live_.size()) + " running, " + std::to_string(pending_.size()) +
-                                 " queued): wait for them to finish or abort them first");
-    // With nothing queued or live, every queued abort names a finished request: nothing to do.
-    // Requests added from now on wait in pending_ for the next step(), which runs the new model.
-    aborts_.clear();
-  }
+  if (sleep_level_ != 0)
+    return failed_precondition("cannot replace the weights while the engine is asleep (level " +
+                               std::to_string(sleep_level_.load()) + "): wake it up first");
+  VOSTI_RETURN_IF_ERROR(check_idle("replace the weights"));
   EngineConfig config = config_;  // num_blocks and max_model_len: the ones derived at create()
   runner_.reset();                // frees the KV memory before the new weights load
   const auto restore = [&](const Status& error) {
@@ -401,28 +443,60 @@ Status EngineImpl::replace_model(const ModelLoader& load, uint64_t identity) {
     return error;
   };
   Result<std::shared_ptr<const DeviceModel>> model = load();
-  if (!model.ok()) return restore(model.status());
-  if (!*model) return restore(invalid_argument("the weight loader returned no model"));
-  if ((*model)->device() != config.device)
-    return restore(invalid_argument("the new weights were loaded for device " + (*model)->device() +
-                                    ", this engine runs on " + config.device));
-  Status same = same_architecture((*model)->config(), model_->config());
-  if (!same.ok()) return restore(same);
+  if (Status ok = check_replacement(model); !ok.ok()) return restore(ok);
   auto runner = (*model)->make_runner(config);
   if (!runner.ok()) return restore(runner.status());
   SchedulerConfig sc = scheduler_config_;
   sc.pool.identity_seed = identity;
   auto scheduler = Scheduler::create(sc);
   if (!scheduler.ok()) return restore(scheduler.status());
-  const SchedulerStats& old = scheduler_.stats();
-  retired_stats_.num_preemptions += old.num_preemptions;
-  retired_stats_.num_prefix_query_tokens += old.num_prefix_query_tokens;
-  retired_stats_.num_prefix_hit_tokens += old.num_prefix_hit_tokens;
-  retired_stats_.num_steps += old.num_steps;
-  scheduler_ = std::move(scheduler).value();
+  retire_scheduler(std::move(scheduler).value());
   scheduler_config_ = sc;
   runner_ = std::move(runner).value();
   model_ = std::move(model).value();
+  model_config_ = model_->config();
+  info_ = runner_->info();
+  publish_stats();
+  return Status();
+}
+
+Status EngineImpl::sleep(int level) {
+  if (level != 1 && level != 2)
+    return invalid_argument(
+        "the sleep level must be 1 (free the KV cache) or 2 (free the KV cache and the weights), got " +
+        std::to_string(level));
+  if (!broken_.ok()) return broken_;
+  if (sleep_level_ != 0)
+    return failed_precondition("the engine is already asleep (level " + std::to_string(sleep_level_.load()) +
+                               "): wake it up first");
+  VOSTI_RETURN_IF_ERROR(check_idle("put the engine to sleep"));
+  // The KV goes, and the prefix cache with it: a new, empty scheduler keyed as before.
+  VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(scheduler_config_));
+  retire_scheduler(std::move(scheduler));
+  runner_.reset();
+  info_.kv_cache_bytes = 0;
+  if (level == 2) {
+    model_.reset();
+    info_.weight_bytes = 0;
+  }
+  sleep_level_ = level;
+  publish_stats();
+  return Status();
+}
+
+Status EngineImpl::wake_up(const ModelLoader& load) {
+  if (sleep_level_ == 0) return failed_precondition("the engine is awake: there is nothing to wake up");
+  std::shared_ptr<const DeviceModel> model = model_;
+  if (!model) {
+    Result<std::shared_ptr<const DeviceModel>> loaded = load();
+    VOSTI_RETURN_IF_ERROR(check_replacement(loaded));
+    model = std::move(loaded).value();
+  }
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, model->make_runner(config_));
+  runner_ = std::move(runner);
+  model_ = std::move(model);
+  info_ = runner_->info();
+  sleep_level_ = 0;
   publish_stats();
   return Status();
 }

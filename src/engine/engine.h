@@ -63,9 +63,11 @@ class Engine {
   virtual bool has_work() const = 0;
   virtual EngineStats stats() const = 0;
   virtual const EngineConfig& config() const = 0;
-  // The model served now. REQUIRES: not concurrent with replace_model(), which changes it.
+  // The model served now. REQUIRES: not concurrent with replace_model(), sleep() or wake_up(),
+  // which change it; not asleep at level 2 (the weights are gone).
   virtual const DeviceModel& model() const = 0;
-  // What the runner was given: device, KV dtype, blocks, limits. REQUIRES: as model().
+  // What the runner was given: device, KV dtype, blocks, limits; asleep, kv_cache_bytes is 0 (and
+  // at level 2 weight_bytes too). REQUIRES: not concurrent with replace_model(), sleep(), wake_up().
   virtual const RunnerInfo& runner_info() const = 0;
 
   // Swaps in the model `load` returns (new weights of the same architecture) between steps:
@@ -79,6 +81,20 @@ class Engine {
   // field named); the loader's and the runner's errors.
   using ModelLoader = std::function<Result<std::shared_ptr<const DeviceModel>>()>;
   virtual Status replace_model(const ModelLoader& load, uint64_t identity) = 0;
+
+  // Sleep (vLLM's /sleep) between steps with nothing in flight: level 1 releases the runner (KV
+  // memory, batch buffers, CUDA graphs), level 2 the model's weights as well. The prefix cache is
+  // emptied with the KV. add_request() is refused (kFailedPrecondition, named) until wake_up().
+  // REQUIRES: called on the step thread. Errors: kInvalidArgument for a level other than 1 or 2;
+  // kFailedPrecondition while requests are in flight, when already asleep, or after a runner failure.
+  virtual Status sleep(int level) = 0;
+  // Makes the runner again with the same number of KV blocks; after level 2 for the model `load`
+  // returns (the caller's to make it the same weights: then every logit is what it was before the
+  // sleep). REQUIRES: the step thread. Errors: kFailedPrecondition when awake; the loader's and the
+  // runner's (the engine then stays asleep).
+  virtual Status wake_up(const ModelLoader& load) = 0;
+  // 0 awake, else the level of the sleep. Any thread.
+  virtual int sleep_level() const = 0;
 };
 
 }  // namespace vosti

@@ -219,4 +219,35 @@ Status OfflineEngine::update_weights(std::shared_ptr<const ModelFile> file) {
   return Status();
 }
 
+Status OfflineEngine::sleep(int level) {
+  std::lock_guard<std::mutex> admit(admit_mu_);
+  std::lock_guard<std::mutex> step(step_mu_);
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (num_in_flight_ > 0)
+      return failed_precondition("cannot sleep while " + std::to_string(num_in_flight_) +
+                                 " requests are in flight: wait for them (or a stream's end), or abort them first");
+  }
+  VOSTI_RETURN_IF_ERROR(engine_->sleep(level));
+  std::lock_guard<std::mutex> lock(state_mu_);
+  runner_info_ = engine_->runner_info();
+  return Status();
+}
+
+Status OfflineEngine::wake_up() {
+  std::lock_guard<std::mutex> admit(admit_mu_);
+  std::lock_guard<std::mutex> step(step_mu_);
+  if (engine_->sleep_level() == 0) return Status();
+  std::shared_ptr<const ModelFile> file;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    file = file_;
+  }
+  const std::string device = engine_->config().device;
+  VOSTI_RETURN_IF_ERROR(engine_->wake_up([&] { return load_device_model(file, device); }));
+  std::lock_guard<std::mutex> lock(state_mu_);
+  runner_info_ = engine_->runner_info();
+  return Status();
+}
+
 }  // namespace vosti

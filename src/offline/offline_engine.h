@@ -129,6 +129,17 @@ class OfflineEngine {
   // weights keep serving after any error).
   Status update_weights(std::shared_ptr<const ModelFile> file);
 
+  // Sleep (vLLM's LLM.sleep) between steps with nothing in flight: level 1 frees the KV memory
+  // (and batch buffers, CUDA graphs), level 2 the weights as well (Engine::sleep); submit() is
+  // refused until wake_up(). Errors: as Engine::sleep (kFailedPrecondition naming the count in flight).
+  Status sleep(int level);
+  // Makes the runner again, after level 2 with the weights reloaded from model_file(): every
+  // output is then what it was before the sleep, bit for bit. A no-op when awake. Errors: as
+  // Engine::wake_up.
+  Status wake_up();
+  // 0 awake, else the sleep's level.
+  int sleep_level() const { return engine_->sleep_level(); }
+
  private:
   OfflineEngine() = default;
   OutputCallback collector(const std::shared_ptr<RequestBatch>& batch, size_t index);

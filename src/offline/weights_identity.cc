@@ -58,25 +58,42 @@ Result<LogitsDigest> WeightsDigester::digest(const ModelFile& file) {
   });
 }
 
-std::string digest_hex(const LogitsDigest& digest) {
-  char buf[33];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(digest[1]),
-                static_cast<unsigned long long>(digest[0]));
-  return buf;
+std::string kernel_plan(const EngineConfig& config) {
+  if (config.device == "cpu") return "cpu backend=" + config.backend;
+  return config.device + " attention_split=" + std::to_string(config.attention_split);
 }
+
+const char* vosti_version() { return VOSTI_VERSION_STRING; }
 
 std::string deployment_digest_hex(const LogitsDigest& weights, const ModelConfig& model, const EngineConfig& config,
                                   const RunnerInfo& runner) {
   char numbers[160];
   std::snprintf(numbers, sizeof(numbers), ";rms_norm_eps=%.17g;rope_theta=%.17g;rope_factor=%.17g", model.rms_norm_eps,
                 model.rope_theta, model.rope_scaling.factor);
-  const std::string text =
-      "weights=" + digest_hex(weights) + ";arch=" + std::string(architecture_name(model.arch)) + numbers +
-      ";device=" + config.device + ";backend=" + (config.device == "cpu" ? config.backend : std::string("cuda")) +
-      ";kv_cache_dtype=" + runner.kv_cache_dtype + ";block_size=" + std::to_string(config.block_size) +
-      ";max_model_len=" + std::to_string(config.max_model_len);
+  // The CPU runner's device text names its thread count, which changes no bit: left out there.
+  const std::string device = config.device == "cpu" ? config.device : config.device + " " + runner.device;
+  const std::string text = "weights=" + digest_hex(weights) + ";arch=" + std::string(architecture_name(model.arch)) +
+                           numbers + ";device=" + device + ";plan=" + kernel_plan(config) +
+                           ";kv_cache_dtype=" + runner.kv_cache_dtype +
+                           ";block_size=" + std::to_string(config.block_size) +
+                           ";max_model_len=" + std::to_string(config.max_model_len) + ";vosti=" + vosti_version();
   const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
   return digest_hex(LogitsDigest{h.low64, h.high64});
+}
+
+DeploymentInfo describe_deployment(const LogitsDigest& weights, int64_t weights_version, const std::string& model_path,
+                                   const ModelConfig& model, const EngineConfig& config, const RunnerInfo& runner) {
+  DeploymentInfo d;
+  d.deployment_id = deployment_digest_hex(weights, model, config, runner);
+  d.weights_id = digest_hex(weights);
+  d.weights_version = weights_version;
+  d.model = model_path;
+  d.weights_dtype = config.device == "cpu" ? "f32" : "bf16";
+  d.kv_cache_dtype = runner.kv_cache_dtype;
+  d.kernel_plan = kernel_plan(config);
+  d.device = runner.device;
+  d.vosti_version = vosti_version();
+  return d;
 }
 
 }  // namespace vosti

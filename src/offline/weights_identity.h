@@ -42,14 +42,35 @@ class WeightsDigester {
   std::map<std::string, Entry, std::less<>> by_name_;  // by the file's tensor name
 };
 
-// XXH128's canonical hex of a 128-bit digest {low64, high64}: 32 lower-case digits, high 64
-// bits first (Python's xxhash.xxh3_128_hexdigest).
-std::string digest_hex(const LogitsDigest& digest);
-
 // The identity of a deployment: XXH3-128 of its description (the weights digest, the model's
-// architecture, the device, the host kernel backend, the KV dtype, the block size, the maximum
-// context length), as digest_hex text.
+// architecture, the device (on cuda also the card the runner names), the kernel plan, the KV dtype,
+// the block size, the maximum context length, the Vosti version), as digest_hex text. The weights
+// enter by their digest, not by the update count: the same values give the same id.
 std::string deployment_digest_hex(const LogitsDigest& weights, const ModelConfig& model, const EngineConfig& config,
                                   const RunnerInfo& runner);
+
+// The kernel plan a deployment runs: the host backend on cpu ("cpu backend=cpu"), the attention
+// split on cuda ("cuda attention_split=0"): the fields beyond the device that set reduction orders.
+std::string kernel_plan(const EngineConfig& config);
+
+// This build's version (CMake's PROJECT_VERSION).
+const char* vosti_version();
+
+// What a response names as the deployment it ran on (the server's "vosti" object, the Python
+// outputs' deployment_id): the id and what it was made from, plus the update count.
+struct DeploymentInfo {
+  std::string deployment_id;    // deployment_digest_hex
+  std::string weights_id;       // digest_hex of the weights digest
+  int64_t weights_version = 0;  // 0 at start, +1 per weight update
+  std::string model;            // the model path
+  std::string weights_dtype;    // "f32" (cpu) or "bf16" (cuda)
+  std::string kv_cache_dtype;
+  std::string kernel_plan;
+  std::string device;  // RunnerInfo::device
+  std::string vosti_version;
+};
+
+DeploymentInfo describe_deployment(const LogitsDigest& weights, int64_t weights_version, const std::string& model_path,
+                                   const ModelConfig& model, const EngineConfig& config, const RunnerInfo& runner);
 
 }  // namespace vosti

@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <cstdio>
+
 #include "sample/xxh3.h"
 
 namespace vosti {
@@ -16,6 +18,13 @@ LogitsDigest logits_digest(std::span<const float> logits) {
   }
   const XXH128_hash_t h = XXH3_128bits(bytes, logits.size_bytes());  // XXH3's short paths
   return {h.low64, h.high64};
+}
+
+std::string digest_hex(const LogitsDigest& digest) {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(digest[1]),
+                static_cast<unsigned long long>(digest[0]));
+  return std::string(buf, 32);
 }
 
 }  // namespace vosti

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace vosti {
 
@@ -16,5 +17,9 @@ using LogitsDigest = std::array<uint64_t, 2>;  // {low64, high64} of XXH3-128
 
 // XXH3-128 (seed 0, default secret) of logits.size_bytes() bytes.
 LogitsDigest logits_digest(std::span<const float> logits);
+
+// XXH128's canonical hex of a digest {low64, high64}: 32 lower-case digits, high 64 bits first,
+// equal to Python's xxhash.xxh3_128_hexdigest(bytes).
+std::string digest_hex(const LogitsDigest& digest);
 
 }  // namespace vosti

@@ -44,7 +44,7 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
   return spec;
 }
 
-std::optional<ApiError> GenerationJob::start() {
+void GenerationJob::start(std::string pin) {
   engine_start_ = Clock::now();
   std::vector<EngineLoop::Submission> submissions;
   for (size_t k = 0; k < sequences_.size(); ++k) {
@@ -56,26 +56,83 @@ std::optional<ApiError> GenerationJob::start() {
     };
     submissions.push_back({make_spec(seq.prompt_index, seq.output.index % request_.n), std::move(callback)});
   }
-  // One wake for all: an idle engine admits every sequence of the request in the same step.
-  auto ids = env_.loop->add_requests(std::move(submissions));
-  if (!ids.ok()) {
-    completed_ = true;  // no response from this job: the caller answers the error
-    return bad_request(ids.status().message());
-  }
-  for (size_t k = 0; k < sequences_.size(); ++k) {
-    sequences_[k].engine_id = (*ids)[k];
-    sequences_[k].submitted = true;
-  }
-  if (request_.stream) responder_->start_events();
   std::weak_ptr<GenerationJob> weak = shared_from_this();
   responder_->on_disconnect([weak] {
     if (auto job = weak.lock()) job->abort();
   });
-  return std::nullopt;
+  // Runs now (admission open) or later on the engine thread: either way on to the strand.
+  env_.loop->submit(std::move(submissions), std::move(pin), [self = shared_from_this()](Admission admission) {
+    self->responder_->post([self, a = std::move(admission)] { self->on_admitted(a); });
+  });
+}
+
+void GenerationJob::on_admitted(const Admission& admission) {
+  switch (admission.refusal) {
+    case AdmissionRefusal::kNone:
+      break;
+    case AdmissionRefusal::kInvalid:
+      return fail(bad_request(admission.message));
+    case AdmissionRefusal::kAsleep: {
+      ApiError e;
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "engine_asleep";
+      e.message = admission.message;
+      return fail(e);
+    }
+    case AdmissionRefusal::kDeploymentMismatch: {
+      ApiError e;
+      e.http_status = 409;
+      e.code = "deployment_mismatch";
+      e.param = "vosti.deployment_id";
+      e.message = admission.message;
+      return fail(e);
+    }
+    case AdmissionRefusal::kShuttingDown: {
+      ApiError e;
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "shutting_down";
+      e.message = admission.message;
+      return fail(e);
+    }
+  }
+  if (completed_) {  // aborted while held, and already answered: run nothing
+    for (RequestId id : admission.ids) env_.loop->abort(id);
+    return;
+  }
+  context_.deployment = admission.deployment;
+  for (size_t k = 0; k < sequences_.size(); ++k) {
+    sequences_[k].engine_id = admission.ids[k];
+    sequences_[k].submitted = true;
+  }
+  admitted_ = true;
+  if (request_.stream) responder_->start_events();
+  if (aborted_) {
+    for (const Sequence& seq : sequences_) env_.loop->abort(seq.engine_id);
+  }
+}
+
+void GenerationJob::fail(const ApiError& error) {
+  if (completed_) return;
+  completed_ = true;
+  responder_->send(error.http_status, "application/json", error_json(error));
+  env_.metrics->observe_http_status(error.http_status);
+  if (env_.on_done) env_.on_done(job_id_);
 }
 
 void GenerationJob::abort() {
   responder_->post([self = shared_from_this()] {
+    self->aborted_ = true;
+    if (!self->admitted_) {
+      // Held (not in the engine yet): nothing runs for a client that left, or at shutdown.
+      ApiError e;
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "aborted";
+      e.message = "the request was aborted before it was admitted";
+      return self->fail(e);
+    }
     for (const Sequence& seq : self->sequences_) {
       if (seq.submitted && !seq.finished) self->env_.loop->abort(seq.engine_id);
     }

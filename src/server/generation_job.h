@@ -44,9 +44,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   GenerationJob(uint64_t job_id, JobEnvironment env, GenerationRequest request, std::vector<PreparedPrompt> prompts,
                 int32_t max_tokens, ResponseContext context, std::shared_ptr<HttpResponder> responder);
 
-  // Queues every sequence in the engine. On an engine rejection aborts the ones queued
-  // and returns the error (the caller answers it). Runs on the strand.
-  std::optional<ApiError> start();
+  // Submits every sequence to the engine loop, all or none, pinned to `pin` (a deployment id,
+  // or empty). Admission may come later (a weight update, a pause); a refusal (an engine
+  // rejection, sleep, a pin that does not match) is answered by the job itself. Runs on the strand.
+  void start(std::string pin);
   // Aborts every unfinished sequence (client gone, or shutdown). Any thread.
   void abort();
   uint64_t id() const { return job_id_; }
@@ -68,6 +69,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   };
 
   RequestSpec make_spec(size_t prompt_index, int32_t choice) const;
+  void on_admitted(const Admission& admission);
+  void fail(const ApiError& error);
   void on_output(size_t k, const RequestOutput& out);
   void stream_delta(Sequence& seq, const RequestOutput& out);
   void accumulate(Sequence& seq, const RequestOutput& out);
@@ -85,7 +88,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<Sequence> sequences_;  // [prompts * n], by choice index
   size_t num_finished_ = 0;
   bool completed_ = false;
-  std::string error_;  // an engine error to report
+  bool admitted_ = false;  // the engine has the sequences (their ids are set)
+  bool aborted_ = false;   // abort() came; sequences admitted later are aborted at once
+  std::string error_;      // an engine error to report
   std::chrono::steady_clock::time_point arrival_;
   std::chrono::steady_clock::time_point engine_start_;  // just before the first add_request
   std::atomic<int64_t> engine_end_ns_{0};               // engine thread: when the last output was produced

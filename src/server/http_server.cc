@@ -36,12 +36,16 @@ const char* reason_phrase(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 409:
+      return "Conflict";
     case 413:
       return "Payload Too Large";
     case 431:
       return "Request Header Fields Too Large";
     case 500:
       return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
     case 503:
       return "Service Unavailable";
     default:
@@ -160,9 +164,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     HttpRequest req;
     req.method = std::string(msg.method_string());
     const std::string_view target = msg.target();
-    req.path = std::string(target.substr(0, target.find('?')));
+    const size_t question = target.find('?');
+    req.path = std::string(target.substr(0, question));
+    if (question != std::string_view::npos) req.query = std::string(target.substr(question + 1));
     req.body = std::move(msg.body());
     if (auto it = msg.find(http::field::authorization); it != msg.end()) req.authorization = std::string(it->value());
+    if (auto it = msg.find("x-vosti-deployment-id"); it != msg.end() && it->value().size() <= 128)
+      req.deployment_id = std::string(it->value());
     if (auto it = msg.find("x-request-id"); it != msg.end() && it->value().size() <= 128) {
       req.request_id = std::string(it->value());
     } else {
@@ -227,7 +235,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   void reject_and_close(int status, const std::string& message) {
-    begin_request(HttpRequest{"", "", "", "", random_request_id()}, false);
+    HttpRequest req;
+    req.request_id = random_request_id();
+    begin_request(req, false);
     send_error_json(status, message);
   }
   void send_error_json(int status, const std::string& message) {

@@ -37,9 +37,11 @@ struct AccessLogFields {
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string path;    // target without the query string
+  std::string query;   // the target after '?', empty if none (not decoded)
   std::string body;
   std::string authorization;  // the Authorization header, empty if absent
   std::string request_id;     // X-Request-Id if the client sent one, else generated
+  std::string deployment_id;  // X-Vosti-Deployment-Id: the deployment the request pins, empty if none
 };
 
 // What a handler answers one request through. Every method is thread-safe.

@@ -14,6 +14,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kCompletionFields[] = {"model",
+                                             "vosti",
                                              "prompt",
                                              "max_tokens",
                                              "temperature",
@@ -40,6 +41,7 @@ constexpr const char* kCompletionFields[] = {"model",
                                              "return_logits_digests",
                                              "return_routed_experts"};
 constexpr const char* kChatFields[] = {"model",
+                                       "vosti",
                                        "messages",
                                        "max_tokens",
                                        "max_completion_tokens",
@@ -367,6 +369,20 @@ void parse_chat_fields(FieldReader& r, GenerationRequest& req) {
   }
 }
 
+// "vosti": {"deployment_id": str}: the deployment the request must run on (409 otherwise).
+void parse_vosti_options(FieldReader& r, GenerationRequest& req) {
+  const json* v = r.find("vosti");
+  if (!v) return;
+  if (!v->is_object()) return r.fail("'vosti' must be an object: {\"deployment_id\": \"<32 hex digits>\"}", "vosti");
+  for (const auto& [k, val] : v->items()) {
+    if (k != "deployment_id") return r.fail("'vosti." + k + "' is not supported (supported: deployment_id)", "vosti");
+    if (!val.is_string() || val.get<std::string>().empty())
+      return r.fail("'vosti.deployment_id' must be a non-empty string (GET /deployment gives it)",
+                    "vosti.deployment_id");
+    req.pin_deployment_id = val.get<std::string>();
+  }
+}
+
 std::variant<json, ApiError> parse_object(std::string_view body) {
   if (!is_valid_utf8(body)) return bad_request("the request body is not valid UTF-8; send UTF-8 encoded JSON");
   json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
@@ -403,6 +419,7 @@ ParsedGeneration parse_generation_request(std::string_view body, Endpoint endpoi
   r.read_bool("return_token_ids", req.return_token_ids);
   r.read_bool("return_logits_digests", req.return_logits_digests);
   r.read_bool("return_routed_experts", req.return_routed_experts);
+  parse_vosti_options(r, req);
   std::string user;
   r.read_string("user", user);
   if (r.failed()) return *r.error();

@@ -137,6 +137,11 @@ void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOu
 void write_header(JsonWriter& w, const ResponseContext& ctx, const char* object) {
   w.key("id").value(ctx.id).key("object").value(object).key("created").value(ctx.created);
   w.key("model").value(ctx.model).key("system_fingerprint").value("vosti");
+  if (ctx.deployment) {
+    w.key("vosti").begin_object().key("deployment_id").value(ctx.deployment->deployment_id);
+    w.key("weights_id").value(ctx.deployment->weights_id);
+    w.key("weights_version").value(ctx.deployment->weights_version).end_object();
+  }
 }
 
 void write_usage(JsonWriter& w, const Usage& u) {
@@ -148,14 +153,6 @@ void write_usage(JsonWriter& w, const Usage& u) {
 }
 
 }  // namespace
-
-std::string digest_hex(const LogitsDigest& digest) {
-  char buf[33];
-  // digest = {low64, high64}; XXH128's canonical form is high64 first.
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(digest[1]),
-                static_cast<unsigned long long>(digest[0]));
-  return std::string(buf, 32);
-}
 
 std::string full_response_body(const ResponseContext& ctx, const std::vector<ChoiceOutput>& choices,
                                const Usage& usage) {

@@ -8,19 +8,23 @@
 //   - "return_logits_digests": "logits_digests", one 32-hex-digit string per output
 //     position: the 128-bit XXH3 digest of that position's full f32 logits; with echo, the
 //     prompt's positions first, aligned as echo's logprobs are (null for the first prompt token,
-//     then the digest of the row that scored each prompt token).
+//     then the digest of the row that scored each prompt token);
 //   - "return_routed_experts" (vLLM's; MoE models): "routed_experts" in a choice's finished
-//     body or last chunk, [position][MoE layer][k] expert ids of every computed position.
+//     body or last chunk, [position][MoE layer][k] expert ids of every computed position;
+//   - every body (and stream chunk) names the deployment it ran on: "vosti": {"deployment_id",
+//     "weights_id", "weights_version"}.
 // Thread safety: pure functions.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/request.h"
+#include "offline/weights_identity.h"
 #include "server/openai_request.h"
 
 namespace vosti {
@@ -35,6 +39,8 @@ struct ResponseContext {
   bool return_token_ids = false;
   bool logits_digests = false;
   bool routed_experts = false;
+  // The deployment the response runs on (set at admission): every body names it in "vosti".
+  std::shared_ptr<const DeploymentInfo> deployment;
   // Token id -> its raw text (bytes; may be part of a UTF-8 character).
   std::function<std::string(int32_t)> piece;
 };
@@ -70,8 +76,5 @@ std::string chunk_body(const ResponseContext& ctx, const ChoiceOutput& delta, bo
 std::string usage_chunk_body(const ResponseContext& ctx, const Usage& usage);
 // "data: <json>\n\n".
 std::string sse_event(std::string_view json);
-// XXH128's canonical hex (high64 then low64; digest is {low64, high64}), 32 digits:
-// equal to Python's xxhash.xxh3_128_hexdigest(logits_f32_bytes).
-std::string digest_hex(const LogitsDigest& digest);
 
 }  // namespace vosti

@@ -48,7 +48,11 @@ std::string random_hex() {
 OpenAiService::OpenAiService(EngineLoop& loop, std::shared_ptr<const Tokenizer> tokenizer, ServiceOptions options)
     : loop_(loop), tokenizer_(std::move(tokenizer)), options_(std::move(options)), created_(std::time(nullptr)) {
   VOSTI_CHECK(tokenizer_ != nullptr, "the server needs a tokenizer");
-  token_domain_ = token_domain(loop_.model().config(), tokenizer_.get());
+  token_domain_ = token_domain(loop_.model_config(), tokenizer_.get());
+  if (options_.model_file) {
+    control_ = std::make_unique<ControlService>(loop_, std::move(options_.model_file), std::move(options_.digester),
+                                                [this] { abort_all(); });
+  }
 }
 
 void OpenAiService::respond(const std::shared_ptr<HttpResponder>& r, int status, std::string content_type,
@@ -68,6 +72,19 @@ bool OpenAiService::authorized(const HttpRequest& request) const {
 
 void OpenAiService::handle(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) {
   const std::string& path = request.path;
+  if (const char* method = control_ ? ControlService::method_of(path) : nullptr) {
+    if (!authorized(request)) {
+      return respond_error(responder, make_error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                                                 "authentication_error", "invalid_api_key"));
+    }
+    if (request.method != method) {
+      return respond_error(
+          responder, make_error(405, path + " accepts only " + method, "invalid_request_error", "method_not_allowed"));
+    }
+    return control_->handle(request, [this, responder](int status, std::string body) {
+      respond(responder, status, kJson, std::move(body));
+    });
+  }
   const bool get = path == "/health" || path == "/v1/models" || path == "/metrics";
   const bool post = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
                     path == "/detokenize" || path == "/reset_prefix_cache";
@@ -133,7 +150,7 @@ std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std:
 std::variant<std::vector<PreparedPrompt>, ApiError> OpenAiService::prepare_prompts(
     const GenerationRequest& request) const {
   std::vector<PreparedPrompt> prompts;
-  const int64_t vocab = loop_.model().config().vocab_size;
+  const int64_t vocab = loop_.model_config().vocab_size;
   if (request.endpoint == Endpoint::kChatCompletions) {
     auto text = render_chat_prompt(request.messages, request.add_generation_prompt);
     if (auto* e = std::get_if<ApiError>(&text)) return *e;
@@ -175,9 +192,18 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
   auto parsed = parse_generation_request(http.body, endpoint);
   if (auto* e = std::get_if<ApiError>(&parsed)) return respond_error(responder, *e);
   GenerationRequest& request = std::get<GenerationRequest>(parsed);
+  std::string pin = request.pin_deployment_id;
+  if (!http.deployment_id.empty()) {
+    if (!pin.empty() && pin != http.deployment_id) {
+      return respond_error(responder, bad_request("the X-Vosti-Deployment-Id header (" + http.deployment_id +
+                                                      ") and 'vosti.deployment_id' (" + pin + ") differ; send one",
+                                                  "vosti.deployment_id"));
+    }
+    pin = http.deployment_id;
+  }
   if (auto e = check_model(request.model)) return respond_error(responder, *e);
   for (const auto& [id, bias] : request.sampling.logit_bias) {
-    if (id >= loop_.model().config().vocab_size) {
+    if (id >= loop_.model_config().vocab_size) {
       return respond_error(
           responder, bad_request("'logit_bias' token id " + std::to_string(id) + " is out of range", "logit_bias"));
     }
@@ -224,16 +250,11 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
     std::lock_guard<std::mutex> lock(jobs_mu_);
     jobs_[job_id] = job;
   }
-  if (auto e = job->start()) {
-    {
-      std::lock_guard<std::mutex> lock(jobs_mu_);
-      jobs_.erase(job_id);
-    }
-    respond_error(responder, *e);
-  }
+  job->start(std::move(pin));  // answers a refusal itself
 }
 
 void OpenAiService::abort_all() {
+  if (shutting_down_) loop_.drop_held();
   std::lock_guard<std::mutex> lock(jobs_mu_);
   for (auto& [id, weak] : jobs_) {
     if (auto job = weak.lock()) job->abort();
@@ -249,7 +270,7 @@ void OpenAiService::handle_models(const std::shared_ptr<HttpResponder>& r) {
   JsonWriter w;
   w.begin_object().key("object").value("list").key("data").begin_array().begin_object();
   w.key("id").value(options_.served_model_name).key("object").value("model").key("created").value(created_);
-  w.key("owned_by").value("vosti").key("root").value(loop_.model().path());
+  w.key("owned_by").value("vosti").key("root").value(loop_.model_path());
   w.key("max_model_len").value(static_cast<int64_t>(loop_.config().max_model_len));
   // What a client needs to make valid token-id prompts (the paper protocol's random prompts).
   w.key("vocab_size").value(token_domain_.vocab_size);
@@ -264,15 +285,16 @@ void OpenAiService::handle_models(const std::shared_ptr<HttpResponder>& r) {
   w.end_array().key("special_token_ids").begin_array();
   for (int32_t id : token_domain_.special_token_ids) w.value(id);
   w.end_array();
-  w.key("sliding_window").value(loop_.model().config().sliding_window);
+  w.key("sliding_window").value(loop_.model_config().sliding_window);
   w.end_object().end_array().end_object();
   respond(r, 200, kJson, w.take());
 }
 
 void OpenAiService::handle_metrics(const std::shared_ptr<HttpResponder>& r) {
   const int64_t connections = options_.num_connections ? options_.num_connections() : 0;
+  const EngineLoopStats stats = loop_.stats();
   respond(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-          metrics_.render(loop_.stats(), connections, num_active(), &loop_.runner_info(), &loop_.config()));
+          metrics_.render(stats, connections, num_active(), &stats.runner, &loop_.config()));
 }
 
 void OpenAiService::handle_tokenize(const HttpRequest& request, const std::shared_ptr<HttpResponder>& r) {

@@ -5,7 +5,10 @@
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models (with the
 // vocabulary size and special ids), GET /health (never needs the API key), GET /metrics,
 // POST /tokenize, POST /detokenize, POST /reset_prefix_cache (vLLM's: empties the prefix cache
-// before anything sent later is admitted). Unknown path: 404; known path with another method: 405.
+// before anything sent later is admitted), and ControlService's routes (weight updates, pause,
+// sleep, GET /deployment). Every generation response names the deployment it ran on; a request
+// may pin one ("vosti": {"deployment_id"} or the X-Vosti-Deployment-Id header): 409 when it differs.
+// Unknown path: 404; known path with another method: 405.
 // Thread safety: handle() is called on many I/O threads at once; shared state is the
 // job registry (one mutex), the metrics (their own mutex), and the engine loop.
 #pragma once
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "engine/token_domain.h"
+#include "server/control_service.h"
 #include "server/engine_loop.h"
 #include "server/generation_job.h"
 #include "server/http_server.h"
@@ -32,6 +36,9 @@ struct ServiceOptions {
   std::string served_model_name;             // what /v1/models lists and "model" must name
   std::string api_key;                       // empty: no authentication
   std::function<int64_t()> num_connections;  // for /metrics; may be empty
+  // The weights the loop serves and their digester, for the control routes (null: none, 404).
+  std::shared_ptr<const ModelFile> model_file;
+  WeightsDigester digester;
 };
 
 class OpenAiService {
@@ -73,6 +80,7 @@ class OpenAiService {
   std::atomic<uint64_t> next_job_id_{1};
   mutable std::mutex jobs_mu_;
   std::map<uint64_t, std::weak_ptr<GenerationJob>> jobs_;  // guarded by jobs_mu_
+  std::unique_ptr<ControlService> control_;                // null without options.model_file
 };
 
 }  // namespace vosti

@@ -175,6 +175,43 @@ TEST(OfflineEngine, UpdateRefusedWithRequestsInFlight) {
   EXPECT_TRUE(e->update_weights(e->model_file()).ok());
 }
 
+// Sleep frees the runner (level 1) and the weights (level 2); requests are refused while asleep;
+// wake makes them again and every bit of the outputs comes back.
+TEST(OfflineEngine, SleepAndWakeRestoreEveryBit) {
+  auto e = make();
+  const RequestResult before = run(*e, {spec(2)})[0];
+  const WeightsInfo w0 = e->weights();
+  for (int level : {1, 2}) {
+    ASSERT_TRUE(e->sleep(level).ok());
+    EXPECT_EQ(e->sleep_level(), level);
+    EXPECT_EQ(e->runner_info().kv_cache_bytes, 0);
+    EXPECT_EQ(e->runner_info().weight_bytes == 0, level == 2);
+    auto refused = e->submit({spec(2)}, false);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.status().message().find("asleep"), std::string::npos) << refused.status().message();
+    EXPECT_EQ(e->sleep(1).code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(e->update_weights(e->model_file()).code(), StatusCode::kFailedPrecondition);
+    ASSERT_TRUE(e->wake_up().ok());
+    EXPECT_EQ(e->sleep_level(), 0);
+    EXPECT_GT(e->runner_info().kv_cache_bytes, 0);
+    expect_same(run(*e, {spec(2)})[0], before);
+    EXPECT_EQ(e->weights().deployment_digest, w0.deployment_digest);
+  }
+  EXPECT_EQ(e->sleep(3).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(e->wake_up().ok());  // awake: a no-op
+}
+
+TEST(OfflineEngine, SleepRefusedWithRequestsInFlight) {
+  auto e = make();
+  auto batch = e->submit({spec(0)}, false);
+  ASSERT_TRUE(batch.ok());
+  const Status s = e->sleep(1);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("in flight"), std::string::npos) << s.message();
+  ASSERT_TRUE(*e->wait(**batch, nullptr));
+}
+
 TEST(WithReplaced, BadTensorsAreNamed) {
   auto file = ModelFile::open(kModels + "/qwen3-tiny");
   ASSERT_TRUE(file.ok());
