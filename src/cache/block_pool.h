@@ -99,6 +99,11 @@ class BlockPool {
   // its head) and empties the table. Cached blocks stay findable until reused.
   void release(BlockTable& table);
 
+  // Drops the references of table's blocks past its first num_blocks (last first) and keeps the
+  // rest: speculative decoding's roll-back of blocks that held only rejected draft positions.
+  // REQUIRES: num_blocks >= table.num_hashed_blocks() (a registered block is never dropped so).
+  void truncate(BlockTable& table, int32_t num_blocks);
+
   // Forgets every prefix-cache entry (free and used blocks alike: no later match finds a block
   // registered before the call). Ref counts, tables and the free order are untouched; a used
   // block's later successors stay unregistered (their parent is no longer cached). Returns the

@@ -2,7 +2,8 @@
 // in order (block i holds positions [i * block_size, (i + 1) * block_size)).
 //
 // Invariants: append-only while the request holds its blocks (BlockPool::apply appends,
-// BlockPool::release empties it); no block appears twice; the first num_hashed_blocks()
+// BlockPool::release empties it), except that BlockPool::truncate drops unhashed tail blocks
+// (speculative decoding's roll-back of rejected draft positions); no block appears twice; the first num_hashed_blocks()
 // blocks are full, computed, and their chain keys are keys()[0..num_hashed_blocks()).
 // Only BlockPool mutates a table.
 // Thread safety: none; owned by one request state, used from the scheduler's thread.

@@ -32,6 +32,12 @@ struct EngineConfig {
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 0;  // 0: the model's max_position_embeddings (capped by the cache)
   bool enable_prefix_caching = true;
+  // Speculative decoding, as vLLM's --speculative-config JSON (engine/speculative.h): "" is off;
+  // {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, "prompt_lookup_max": b}
+  // drafts by prompt lookup, {"model": PATH, "num_speculative_tokens": k} with a small model. Never
+  // changes a bit: drafts are kept only where they equal the tokens the request samples anyway.
+  // cpu only for now.
+  std::string speculative_config;
   int32_t num_threads = 0;          // cpu: 0 = hardware concurrency
   uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
   // cuda: check every device-sampled row against the host sampler on the same logits (copies

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "engine/live_request.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 #include "runner/device_model.h"
 #include "runner/load_device_model.h"
@@ -47,7 +48,8 @@ namespace {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(std::shared_ptr<const DeviceModel> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
-             std::unique_ptr<ModelRunner> runner, SchedulerConfig scheduler_config, Scheduler scheduler)
+             std::unique_ptr<ModelRunner> runner, SchedulerConfig scheduler_config, Scheduler scheduler,
+             SpeculativeConfig speculative, std::shared_ptr<const Drafter> drafter)
       : model_(std::move(model)),
         config_(std::move(config)),
         tokenizer_(std::move(tokenizer)),
@@ -55,7 +57,9 @@ class EngineImpl final : public Engine {
         scheduler_config_(scheduler_config),
         scheduler_(std::move(scheduler)),
         vocab_size_(model_->config().vocab_size),
-        eos_token_ids_(model_->config().eos_token_ids) {}
+        eos_token_ids_(model_->config().eos_token_ids),
+        speculative_(std::move(speculative)),
+        drafter_(std::move(drafter)) {}
 
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
     VOSTI_RETURN_IF_ERROR(validate(spec));
@@ -99,8 +103,10 @@ class EngineImpl final : public Engine {
   Status validate(const RequestSpec& spec) const;
   StopConditions stop_conditions(const RequestSpec& spec) const;
   void admit_and_abort();
-  std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan) const;
+  std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan);
   void postprocess(const StepPlan& plan, const StepResult& out);
+  void emit_sampled(const ScheduledRequest& s, LiveRequest& r, std::span<const RowResult* const> sampled);
+  void propose_draft(const LiveRequest& r);
   void finish(LiveRequest& r, FinishReason reason);
   void fail_all(const Status& error);
   void publish_stats();
@@ -117,6 +123,11 @@ class EngineImpl final : public Engine {
   const int64_t vocab_size_;
   const std::vector<int64_t> eos_token_ids_;
   Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
+  const SpeculativeConfig speculative_;
+  const std::shared_ptr<const Drafter> drafter_;  // null: speculation off
+  std::vector<std::vector<int32_t>> histories_;   // [plan size] outputs ++ draft of speculating requests
+  std::vector<const RowResult*> sampled_;         // one request's sampled rows (postprocess scratch)
+  int64_t num_drafts_ = 0, num_draft_tokens_ = 0, num_accepted_tokens_ = 0;
 
   mutable std::mutex mu_;  // guards pending_, aborts_, reset_prefix_cache_, next_id_, stats_, live_'s membership
   std::vector<std::unique_ptr<LiveRequest>> pending_;
@@ -199,8 +210,9 @@ void EngineImpl::admit_and_abort() {
   }
 }
 
-std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) const {
+std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) {
   std::vector<RequestLogitsTask> tasks(plan.requests.size());
+  histories_.resize(plan.requests.size());
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const ScheduledRequest& s = plan.requests[i];
     const LiveRequest& r = *live_.at(s.id);
@@ -213,6 +225,13 @@ std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) co
     t.score_prompt = r.wants_prompt_logits(s.num_computed_tokens);
     t.digest = r.spec().logits_digests;
     t.full_logits = r.spec().return_logits;
+    if (t.sample && s.num_draft_tokens > 0) {
+      std::vector<int32_t>& h = histories_[i];
+      h.assign(r.outputs().begin(), r.outputs().end());
+      h.insert(h.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+      t.num_draft = s.num_draft_tokens;
+      t.history = h;
+    }
   }
   return tasks;
 }
@@ -256,13 +275,13 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const ScheduledRequest& s = plan.requests[i];
     LiveRequest& r = *live_.at(s.id);
-    const RowResult* sampled = nullptr;
+    sampled_.clear();
     for (; next_row < out.rows.size() && out.rows[next_row].plan_index == static_cast<int32_t>(i); ++next_row) {
       const RowResult& row = out.rows[next_row];
       if (row.kind == RowKind::kScore) {
         r.record_prompt_score(row.position, row.scored, row.digest);
       } else {
-        sampled = &row;
+        sampled_.push_back(&row);
       }
     }
     if (!s.completes_known_tokens) continue;
@@ -273,13 +292,53 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
       finish(r, FinishReason::kLength);
       continue;
     }
-    VOSTI_CHECK(sampled != nullptr, "the runner returned no sampled row for a request that completed its tokens");
-    ++num_generated_;
-    const bool at_max_len = scheduler_.append_token(s.id, sampled->scored.token);
-    const FinishReason reason = r.accept(*sampled, at_max_len);
-    r.emit_token(*sampled, reason);
-    if (reason != FinishReason::kNone) finish(r, reason);
+    VOSTI_CHECK(sampled_.size() == static_cast<size_t>(s.num_draft_tokens) + 1,
+                "the runner returned no sampled row for each verify row of a request that completed its tokens");
+    emit_sampled(s, r, sampled_);
   }
+}
+
+// Emits a request's sampled rows in order: the first, then each next one while the draft token
+// before it equals the token just emitted (a verify chunk's rows past a rejected draft token read
+// KV of a token the request does not have). Each token goes through the same stop checks and
+// outputs as without speculation; the scheduler keeps the KV of exactly the accepted positions.
+void EngineImpl::emit_sampled(const ScheduledRequest& s, LiveRequest& r, std::span<const RowResult* const> sampled) {
+  const int32_t num_draft = s.num_draft_tokens;
+  const std::span<const int32_t> draft = std::span<const int32_t>(s.token_ids).last(static_cast<size_t>(num_draft));
+  int32_t num_accepted = 0;
+  FinishReason reason = FinishReason::kNone;
+  for (size_t k = 0; k < sampled.size(); ++k) {
+    const RowResult& row = *sampled[k];
+    ++num_generated_;
+    const bool at_max_len = scheduler_.append_token(s.id, row.scored.token);
+    reason = r.accept(row, at_max_len);
+    r.emit_token(row, reason);
+    const bool matches = k < draft.size() && draft[k] == row.scored.token;
+    num_accepted += matches ? 1 : 0;
+    if (reason != FinishReason::kNone || !matches) break;
+  }
+  if (num_draft > 0) {
+    ++num_drafts_;
+    num_draft_tokens_ += num_draft;
+    num_accepted_tokens_ += num_accepted;
+  }
+  if (reason != FinishReason::kNone) {
+    finish(r, reason);
+  } else if (drafter_) {
+    propose_draft(r);
+  }
+}
+
+// Gives a continuing request its draft for the next step: at most k tokens, and at most one fewer
+// than the outputs it may still produce (a verify chunk of d drafts emits up to d + 1 tokens).
+void EngineImpl::propose_draft(const LiveRequest& r) {
+  const RequestState* state = scheduler_.find(r.id());
+  if (state == nullptr) return;
+  const auto left = static_cast<int64_t>(r.spec().max_tokens) - static_cast<int64_t>(r.outputs().size()) - 1;
+  const auto max_draft = static_cast<int32_t>(std::min<int64_t>(speculative_.num_speculative_tokens, left));
+  if (max_draft <= 0) return;
+  std::vector<int32_t> draft = drafter_->propose(state->tokens, max_draft);
+  if (!draft.empty()) scheduler_.set_draft(r.id(), std::move(draft));
 }
 
 void EngineImpl::fail_all(const Status& error) {
@@ -314,6 +373,9 @@ void EngineImpl::publish_stats() {
   stats_.num_prefix_queries = retired_stats_.num_prefix_query_tokens + s.num_prefix_query_tokens;
   stats_.num_prefix_hits = retired_stats_.num_prefix_hit_tokens + s.num_prefix_hit_tokens;
   stats_.num_generated_tokens = num_generated_;
+  stats_.num_drafts = num_drafts_;
+  stats_.num_draft_tokens = num_draft_tokens_;
+  stats_.num_accepted_tokens = num_accepted_tokens_;
 }
 
 // The first architecture field in which two models differ, named; ok when none does.
@@ -405,7 +467,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel> model, const EngineConfig& input,
-                                               std::shared_ptr<const Tokenizer> tokenizer) {
+                                               std::shared_ptr<const Tokenizer> tokenizer,
+                                               std::shared_ptr<const Drafter> drafter) {
   if (!model) return invalid_argument("Engine::create needs a model");
   EngineConfig config = input;
   if (config.device != model->device())
@@ -415,10 +478,20 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
     return invalid_argument("block_size must be in [1, 1024], got " + std::to_string(config.block_size));
   if (config.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
   if (config.max_num_batched_tokens <= 0) return invalid_argument("max_num_batched_tokens must be positive");
+  VOSTI_ASSIGN_OR_RETURN(SpeculativeConfig speculative, parse_speculative_config(config.speculative_config));
+  if (speculative.enabled() && config.device != "cpu")
+    return invalid_argument("speculative decoding (speculative_config) is not supported on the " + config.device +
+                            " device yet: its runner samples one row per sequence; leave speculative_config "
+                            "empty or use --device cpu");
+  if (drafter != nullptr && !speculative.enabled())
+    return invalid_argument("a drafter was given but speculative_config does not enable speculation");
   VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, model->make_runner(config));
   const RunnerInfo& info = runner->info();
   config.num_blocks = info.num_blocks;
   config.max_model_len = info.max_model_len;
+  if (speculative.enabled() && drafter == nullptr) {
+    VOSTI_ASSIGN_OR_RETURN(drafter, make_drafter(speculative, config, model->config()));
+  }
   SchedulerConfig sc;
   sc.pool.block_size = config.block_size;
   sc.pool.num_blocks = config.num_blocks;
@@ -429,8 +502,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
   sc.max_model_len = config.max_model_len;
   VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
-  return std::unique_ptr<Engine>(
-      new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc, std::move(scheduler)));
+  return std::unique_ptr<Engine>(new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc,
+                                                std::move(scheduler), std::move(speculative), std::move(drafter)));
 }
 
 }  // namespace vosti

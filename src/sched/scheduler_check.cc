@@ -40,6 +40,7 @@ Status Scheduler::check_invariants() const {
     }
     if (!r->block_table.empty() || r->num_computed_tokens != 0)
       return broken(r->id, "waiting but holds blocks or computed tokens");
+    if (!r->draft.empty() || !r->unverified.empty()) return broken(r->id, "waiting with draft tokens");
   }
   return pool_.check_invariants(tables);
 }
@@ -52,7 +53,10 @@ Status Scheduler::check_request(const RequestState& r) const {
     return broken(r.id, "num_computed_tokens out of range");
   if (r.num_computed_tokens > config_.max_model_len) return broken(r.id, "computed past max_model_len");
   const BlockTable& t = r.block_table;
-  const int32_t max_blocks = pool_.blocks_for(std::min(r.num_tokens(), config_.max_model_len));
+  // Draft positions: scheduled (between schedule() and on_step_done()) or computed and not yet
+  // verified by append_token.
+  const int32_t max_positions = r.num_tokens() + static_cast<int32_t>(std::max(r.draft.size(), r.unverified.size()));
+  const int32_t max_blocks = pool_.blocks_for(std::min(max_positions, config_.max_model_len));
   if (t.num_blocks() < pool_.blocks_for(r.num_computed_tokens) || t.num_blocks() > max_blocks) {
     return broken(r.id, "block table of " + std::to_string(t.num_blocks()) + " blocks does not fit " +
                             std::to_string(r.num_computed_tokens) + " computed tokens");

@@ -37,6 +37,12 @@ std::shared_ptr<const DeviceModel> planted_batch_split_cpu_device_model(std::sha
 // the shared blocks, KV that no cold run of it ever computes; nothing else moves a bit.
 std::shared_ptr<const DeviceModel> planted_hit_chunking_cpu_device_model(std::shared_ptr<const Model> model);
 
+// A cpu device whose steps that verify draft tokens (speculative decoding) compute every matmul
+// with make_planted_cpu_backend's row-count split: the verify chunk's rows get another kernel plan
+// than the one-row decode that computes them without speculation (rule 1: the plan follows what
+// the step is). Only the speculation variations move a bit.
+std::shared_ptr<const DeviceModel> planted_verify_plan_cpu_device_model(std::shared_ptr<const Model> model);
+
 // A cuda device (`model` loaded with load_device_model(..., "cuda")) whose runners plan the
 // attention with twice the deployment's split whenever a step holds several sequences (rule 1:
 // the split follows the batch). Null where the build has no CUDA runner or `model` is not cuda.
