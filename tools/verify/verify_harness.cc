@@ -247,6 +247,8 @@ Variation speculative_variation(const EngineConfig& ref, const std::string& spec
   x.config.max_num_batched_tokens = 61;
   x.name = "speculative=" + speculative_config;
   auto parsed = parse_speculative_config(speculative_config);
+  if (parsed.ok() && parsed->method == "draft_model")
+    x.name = "draft_model,k=" + std::to_string(parsed->num_speculative_tokens);
   if (parsed.ok() && parsed->method == "ngram")
     x.name = "ngram,k=" + std::to_string(parsed->num_speculative_tokens) +
              ",n=" + std::to_string(parsed->prompt_lookup_min) + ".." + std::to_string(parsed->prompt_lookup_max);
