@@ -154,8 +154,9 @@ Result<std::shared_ptr<const Drafter>> make_draft_model_drafter(const Speculativ
   const ModelConfig& dc = (*model)->config();
   const int64_t bytes_per_token =
       2 * dc.num_layers * dc.num_kv_heads * dc.head_dim * static_cast<int64_t>(sizeof(float));
-  // Two contexts' worth of blocks: the request being drafted and the prefix cache of the last one.
-  c.kv_cache_bytes = 2 * (static_cast<int64_t>(c.max_model_len) + c.block_size) * bytes_per_token;
+  // One context and two blocks: a proposal runs alone, and the blocks the last one freed stay cached
+  // (lazy eviction), so the next proposal's prompt, one verify step longer, hits them.
+  c.kv_cache_bytes = (static_cast<int64_t>(c.max_model_len) + 2 * c.block_size) * bytes_per_token;
   auto engine = Engine::create(*model, c);
   if (!engine.ok()) return engine.status().with_context("speculative_config: the draft model's engine");
   return std::shared_ptr<const Drafter>(std::make_shared<const DraftModelDrafter>(std::move(engine).value()));
