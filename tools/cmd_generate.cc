@@ -150,6 +150,9 @@ int run_generation(const GenerateOptions& o, Engine& engine, const Tokenizer* to
   }
   while (!done) engine.step();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const EngineStats stats = engine.stats();
+  if (stats.num_draft_tokens > 0)
+    result["speculation"] = {{"draft_tokens", stats.num_draft_tokens}, {"accepted_tokens", stats.num_accepted_tokens}};
   if (o.json) {
     result["text"] = text;
     std::printf("%s\n", result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -159,6 +162,9 @@ int run_generation(const GenerateOptions& o, Engine& engine, const Tokenizer* to
     std::fprintf(stderr, "[%zu tokens in %.2f s, %.1f tok/s, seed %llu, finish: %s]\n", n, secs,
                  static_cast<double>(n) / secs, static_cast<unsigned long long>(result["seed"].get<uint64_t>()),
                  result["finish_reason"].get<std::string>().c_str());
+    if (stats.num_draft_tokens > 0)
+      std::fprintf(stderr, "[speculation: %lld of %lld draft tokens accepted]\n",
+                   static_cast<long long>(stats.num_accepted_tokens), static_cast<long long>(stats.num_draft_tokens));
   }
   return 0;
 }

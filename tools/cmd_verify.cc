@@ -31,7 +31,8 @@ int start_paper(PaperCommand& paper, const std::vector<std::string>& models, con
 }
 
 // The variation matrix on each model: prints each variation as it ends, then the table.
-int run_matrix(const std::vector<std::string>& models, const EngineConfig& deployment, bool full, uint64_t seed) {
+int run_matrix(const std::vector<std::string>& models, const EngineConfig& deployment, bool full, uint64_t seed,
+               const std::string& speculative_config) {
   std::vector<HarnessReport> reports;
   bool ok = true;
   for (const auto& path : models) {
@@ -48,7 +49,8 @@ int run_matrix(const std::vector<std::string>& models, const EngineConfig& deplo
     ref.num_threads = 2;
     ref.check_invariants = true;
     const auto requests = make_harness_requests((*model)->config(), full, seed);
-    const auto variations = make_variations(ref, full);
+    auto variations = make_variations(ref, full);
+    if (!speculative_config.empty()) variations.push_back(speculative_variation(ref, speculative_config));
     std::printf("model %s on %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(),
                 deployment.device.c_str(), requests.size(), variations.size());
     auto report = run_determinism_harness(*model, requests, ref, variations, [](const VariationResult& r) {
@@ -114,6 +116,11 @@ int cmd_verify(int argc, char** argv) {
   app.add_option("--relations", paper.relations,
                  "paper: run only these relations (batch, chunk, pd, cache; default all), e.g. to split a long run")
       ->delimiter(',');
+  std::string speculative_config;
+  app.add_option("--speculative-config", speculative_config,
+                 "matrix: add speculative decoding with this config (vLLM's JSON, e.g. "
+                 "'{\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":4}') as a variation; "
+                 "on cpu the matrix already holds n-gram k = 1, 3, 8");
   add_engine_options(app, deployment, EngineOptionSet::kDeployment);
   app.footer(
       "--attention-split 64 exercises the split states within the harness's 128-token contexts (512 with "
@@ -129,7 +136,7 @@ int cmd_verify(int argc, char** argv) {
     return 2;
   }
   if (models.empty()) models.push_back(default_model_path());
-  return run_matrix(models, deployment, full, seed);
+  return run_matrix(models, deployment, full, seed, speculative_config);
 }
 
 }  // namespace vosti::tools

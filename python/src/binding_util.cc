@@ -98,6 +98,9 @@ nb::dict stats_dict(const EngineStats& s) {
   d["num_prefix_hits"] = s.num_prefix_hits;
   d["num_steps"] = s.num_steps;
   d["num_generated_tokens"] = s.num_generated_tokens;
+  d["num_drafts"] = s.num_drafts;
+  d["num_draft_tokens"] = s.num_draft_tokens;
+  d["num_accepted_tokens"] = s.num_accepted_tokens;
   d["seconds_in_steps"] = s.seconds_in_steps;
   return d;
 }

@@ -38,6 +38,7 @@ _ENGINE_OPTIONS = {
     "backend": "backend",
     "attention_split": "attention_split",
     "check_invariants": "check_invariants",
+    "speculative_config": "speculative_config",
 }
 # Options that set a bool field to the negation of their value.
 _NEGATED_OPTIONS = {"enforce_eager": "cuda_graphs"}
@@ -63,6 +64,10 @@ def _engine_config(device: str, options: Dict[str, Any]) -> Any:
     config = _core.EngineConfig()
     config.device = device
     for key, value in options.items():
+        if key == "speculative_config" and not isinstance(value, str):
+            # vLLM's dict ({"method": "ngram", "num_speculative_tokens": 4, ...}); None: off. The
+            # engine parses the JSON and names whatever is wrong in it.
+            value = "" if value is None else json.dumps(value)
         if key in _NEGATED_OPTIONS:
             setattr(config, _NEGATED_OPTIONS[key], not value)
         elif key in _ENGINE_OPTIONS:
@@ -145,8 +150,11 @@ class LLM:
         **engine_options: max_num_seqs, max_num_batched_tokens, max_model_len, block_size,
             enable_prefix_caching, gpu_memory_utilization, kv_cache_dtype, enforce_eager,
             num_gpu_blocks_override, and Vosti's num_threads, backend ("cpu" | "ref"),
-            kv_cache_bytes, num_blocks, attention_split, check_invariants, window_local_kv (the
-            vosti CLI's engine options, `vosti engine-options`). Unknown options raise TypeError.
+            kv_cache_bytes, num_blocks, attention_split, check_invariants, window_local_kv,
+            speculative_config (vLLM's dict, e.g. {"method": "ngram", "num_speculative_tokens": 4,
+            "prompt_lookup_max": 4}: lossless speculative decoding, the same tokens and logprobs as
+            without it; cpu only) (the vosti CLI's engine options, `vosti engine-options`). Unknown
+            options raise TypeError.
     """
 
     def __init__(self, model: Optional[str] = None, *, device: str = "cpu", tokenizer: Optional[str] = None,

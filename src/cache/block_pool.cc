@@ -206,6 +206,18 @@ uint64_t BlockPool::parent_serial_of(const BlockTable& table, size_t i) const {
   return parent != kNoBlock ? meta(parent).serial : table.serials_[i - 1];
 }
 
+void BlockPool::truncate(BlockTable& table, int32_t num_blocks) {
+  VOSTI_CHECK(num_blocks >= table.num_hashed_blocks(), "truncating a table into its hashed blocks");
+  while (table.num_blocks() > num_blocks) {
+    const BlockId b = table.blocks_.back();
+    BlockMeta& m = meta(b);
+    VOSTI_CHECK(m.ref_count > 0, "releasing " + block_name(b) + " with ref count 0");
+    if (--m.ref_count == 0) push_free_tail(b);
+    table.blocks_.pop_back();
+  }
+  ++version_;
+}
+
 std::vector<BlockId> BlockPool::free_list() const {
   std::vector<BlockId> out;  // [num_free]
   for (BlockId b = free_head_; b != kNoBlock && out.size() <= meta_.size(); b = meta(b).next_free) out.push_back(b);

@@ -115,6 +115,10 @@ class BlockPool {
   // them kNoBlock: a window table's blocks that no query of its owner can read any more.
   // REQUIRES: num_blocks <= table.num_blocks().
   void release_leading(BlockTable& table, int32_t num_blocks);
+  // Drops the references of table's blocks past its first num_blocks (last first) and keeps the
+  // rest: speculative decoding's roll-back of blocks that held only rejected draft positions.
+  // REQUIRES: num_blocks >= table.num_hashed_blocks() (a registered block is never dropped so).
+  void truncate(BlockTable& table, int32_t num_blocks);
 
   // Forgets every prefix-cache entry (free and used blocks alike: no later match finds a block
   // registered before the call). Ref counts, tables and the free order are untouched; a used

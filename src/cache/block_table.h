@@ -6,10 +6,11 @@
 // (BlockPool::release_leading). Logical block i stays entry i, so the slot formula is unchanged.
 //
 // Invariants: append-only while the request holds its blocks (BlockPool::apply appends,
-// BlockPool::release empties it, release_leading turns a leading prefix into kNoBlock); no
-// block appears twice; the first num_hashed_blocks() blocks are full, computed, and their
-// chain keys are keys()[0..num_hashed_blocks()), their registration serials serials()[...]
-// (0: not cached when hashed).
+// BlockPool::release empties it, release_leading turns a leading prefix into kNoBlock), except
+// that BlockPool::truncate drops unhashed tail blocks (speculative decoding's roll-back of
+// rejected draft positions); no block appears twice; the first num_hashed_blocks() blocks are
+// full, computed, and their chain keys are keys()[0..num_hashed_blocks()), their registration
+// serials serials()[...] (0: not cached when hashed).
 // Only BlockPool mutates a table.
 // Thread safety: none; owned by one request state, used from the scheduler's thread.
 #pragma once

@@ -36,6 +36,12 @@ struct EngineConfig {
   // blocks their window still reads, in a pool and tables of their own. Never changes a logit;
   // no effect on a model without sliding-window layers. cuda: refused at start (not yet).
   bool window_local_kv = false;
+  // Speculative decoding, as vLLM's --speculative-config JSON (engine/speculative.h): "" is off;
+  // {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, "prompt_lookup_max": b}
+  // drafts by prompt lookup, {"model": PATH, "num_speculative_tokens": k} with a small model. Never
+  // changes a bit: drafts are kept only where they equal the tokens the request samples anyway.
+  // cpu only for now.
+  std::string speculative_config;
   int32_t num_threads = 0;          // cpu: 0 = hardware concurrency
   uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
   // cuda: check every device-sampled row against the host sampler on the same logits (copies

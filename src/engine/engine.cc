@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "engine/live_request.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 #include "runner/device_model.h"
 #include "runner/load_device_model.h"
@@ -45,6 +46,21 @@ const char* finish_reason_name(FinishReason r) {
 
 namespace {
 
+// The step's rows of request `i` whose KV stays: its known tokens', then each draft token's while
+// the target sampled that very token at its position (emit_sampled's acceptance).
+int32_t rows_kept(const ScheduledRequest& s, const StepResult& out, int32_t i) {
+  if (s.num_draft_tokens == 0) return s.num_new_tokens;
+  const std::span<const int32_t> draft =
+      std::span<const int32_t>(s.token_ids).last(static_cast<size_t>(s.num_draft_tokens));
+  int32_t accepted = 0;
+  for (const RowResult& row : out.rows) {
+    if (row.plan_index != i || row.kind != RowKind::kSample) continue;
+    if (accepted == s.num_draft_tokens || row.scored.token != draft[static_cast<size_t>(accepted)]) break;
+    ++accepted;
+  }
+  return s.num_new_tokens - s.num_draft_tokens + accepted;
+}
+
 int32_t count_moe_layers(const ModelConfig& c) {
   int32_t n = 0;
   for (const LayerSpec& l : c.layers) n += l.moe.enabled() ? 1 : 0;
@@ -54,7 +70,8 @@ int32_t count_moe_layers(const ModelConfig& c) {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(std::shared_ptr<const DeviceModel> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
-             std::unique_ptr<ModelRunner> runner, SchedulerConfig scheduler_config, Scheduler scheduler)
+             std::unique_ptr<ModelRunner> runner, SchedulerConfig scheduler_config, Scheduler scheduler,
+             SpeculativeConfig speculative, std::shared_ptr<const Drafter> drafter)
       : model_(std::move(model)),
         config_(std::move(config)),
         tokenizer_(std::move(tokenizer)),
@@ -65,7 +82,9 @@ class EngineImpl final : public Engine {
         info_(runner_->info()),
         vocab_size_(model_->config().vocab_size),
         eos_token_ids_(model_->config().eos_token_ids),
-        num_moe_layers_(count_moe_layers(model_->config())) {}
+        num_moe_layers_(count_moe_layers(model_->config())),
+        speculative_(std::move(speculative)),
+        drafter_(std::move(drafter)) {}
 
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
     VOSTI_RETURN_IF_ERROR(validate(spec));
@@ -115,9 +134,11 @@ class EngineImpl final : public Engine {
   Status validate(const RequestSpec& spec) const;
   StopConditions stop_conditions(const RequestSpec& spec) const;
   void admit_and_abort();
-  std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan) const;
+  std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan);
   void record_routed(const StepPlan& plan, const StepResult& out);
   void postprocess(const StepPlan& plan, const StepResult& out);
+  void emit_sampled(const ScheduledRequest& s, LiveRequest& r, std::span<const RowResult* const> sampled);
+  void propose_draft(const LiveRequest& r);
   void finish(LiveRequest& r, FinishReason reason);
   void fail_all(const Status& error);
   void publish_stats();
@@ -144,6 +165,11 @@ class EngineImpl final : public Engine {
   const std::vector<int64_t> eos_token_ids_;
   const int32_t num_moe_layers_;  // layers whose MLP is a mixture of experts (routed_experts needs one)
   Status broken_;                 // the runner's failure, sticky: every request then fails with it (step thread writes)
+  const SpeculativeConfig speculative_;
+  const std::shared_ptr<const Drafter> drafter_;  // null: speculation off
+  std::vector<std::vector<int32_t>> histories_;   // [plan size] outputs ++ draft of speculating requests
+  std::vector<const RowResult*> sampled_;         // one request's sampled rows (postprocess scratch)
+  int64_t num_drafts_ = 0, num_draft_tokens_ = 0, num_accepted_tokens_ = 0;
 
   mutable std::mutex mu_;  // guards pending_, aborts_, reset_prefix_cache_, next_id_, stats_, live_'s membership
   std::vector<std::unique_ptr<LiveRequest>> pending_;
@@ -186,7 +212,7 @@ Status EngineImpl::validate(const RequestSpec& spec) const {
   if (spec.max_tokens < 0) return invalid_argument("max_tokens must be >= 0, got " + std::to_string(spec.max_tokens));
   VOSTI_RETURN_IF_ERROR(spec.sampling.validate(vocab));
   if (spec.routed_experts && num_moe_layers_ == 0)
-    return invalid_argument("return_routed_experts needs a mixture-of-experts model; " + model_->config().name +
+    return invalid_argument("return_routed_experts needs a mixture-of-experts model; " + model_config_.name +
                             " has no expert layer");
   if (!spec.stop.empty() && !tokenizer_)
     return invalid_argument("stop strings need a tokenizer, and this engine has none");
@@ -230,8 +256,9 @@ void EngineImpl::admit_and_abort() {
   }
 }
 
-std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) const {
+std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) {
   std::vector<RequestLogitsTask> tasks(plan.requests.size());
+  histories_.resize(plan.requests.size());
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const ScheduledRequest& s = plan.requests[i];
     const LiveRequest& r = *live_.at(s.id);
@@ -245,6 +272,13 @@ std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) co
     t.digest = r.spec().logits_digests;
     t.full_logits = r.spec().return_logits;
     t.routed_experts = r.spec().routed_experts;
+    if (t.sample && s.num_draft_tokens > 0) {
+      std::vector<int32_t>& h = histories_[i];
+      h.assign(r.outputs().begin(), r.outputs().end());
+      h.insert(h.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+      t.num_draft = s.num_draft_tokens;
+      t.history = h;
+    }
   }
   return tasks;
 }
@@ -287,11 +321,17 @@ bool EngineImpl::step() {
 // Each routed request's new positions; a recomputed position that routes differently fails that
 // request alone (LiveRequest::record_routed), before postprocess would emit from it.
 void EngineImpl::record_routed(const StepPlan& plan, const StepResult& out) {
-  const int32_t top_k = num_moe_layers_ > 0 ? static_cast<int32_t>(model_->config().moe().top_k) : 0;
+  const int32_t top_k = num_moe_layers_ > 0 ? static_cast<int32_t>(model_config_.moe().top_k) : 0;
   for (const RoutedRows& rows : out.routed) {
-    const RequestId id = plan.requests[static_cast<size_t>(rows.plan_index)].id;
+    const ScheduledRequest& scheduled = plan.requests[static_cast<size_t>(rows.plan_index)];
+    const RequestId id = scheduled.id;
     LiveRequest& r = *live_.at(id);
-    const Status s = r.record_routed(rows.first_position, rows.ids, num_moe_layers_, top_k);
+    // A rejected draft's position is computed again with the target's token: only kept rows count.
+    const auto kept =
+        static_cast<size_t>(rows_kept(scheduled, out, rows.plan_index)) * static_cast<size_t>(num_moe_layers_ * top_k);
+    const Status s =
+        r.record_routed(rows.first_position, std::span<const int32_t>(rows.ids).first(std::min(kept, rows.ids.size())),
+                        num_moe_layers_, top_k);
     if (s.ok()) continue;
     scheduler_.finish(id);
     r.fail(s.message());
@@ -305,7 +345,7 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const ScheduledRequest& s = plan.requests[i];
     const auto live = live_.find(s.id);
-    const RowResult* sampled = nullptr;
+    sampled_.clear();
     for (; next_row < out.rows.size() && out.rows[next_row].plan_index == static_cast<int32_t>(i); ++next_row) {
       if (live == live_.end()) continue;  // failed this step (record_routed): its rows go nowhere
       LiveRequest& r = *live->second;
@@ -313,7 +353,7 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
       if (row.kind == RowKind::kScore) {
         r.record_prompt_score(row.position, row.scored, row.digest);
       } else {
-        sampled = &row;
+        sampled_.push_back(&row);
       }
     }
     if (live == live_.end() || !s.completes_known_tokens) continue;
@@ -325,13 +365,53 @@ void EngineImpl::postprocess(const StepPlan& plan, const StepResult& out) {
       finish(r, FinishReason::kLength);
       continue;
     }
-    VOSTI_CHECK(sampled != nullptr, "the runner returned no sampled row for a request that completed its tokens");
-    ++num_generated_;
-    const bool at_max_len = scheduler_.append_token(s.id, sampled->scored.token);
-    const FinishReason reason = r.accept(*sampled, at_max_len);
-    r.emit_token(*sampled, reason);
-    if (reason != FinishReason::kNone) finish(r, reason);
+    VOSTI_CHECK(sampled_.size() == static_cast<size_t>(s.num_draft_tokens) + 1,
+                "the runner returned no sampled row for each verify row of a request that completed its tokens");
+    emit_sampled(s, r, sampled_);
   }
+}
+
+// Emits a request's sampled rows in order: the first, then each next one while the draft token
+// before it equals the token just emitted (a verify chunk's rows past a rejected draft token read
+// KV of a token the request does not have). Each token goes through the same stop checks and
+// outputs as without speculation; the scheduler keeps the KV of exactly the accepted positions.
+void EngineImpl::emit_sampled(const ScheduledRequest& s, LiveRequest& r, std::span<const RowResult* const> sampled) {
+  const int32_t num_draft = s.num_draft_tokens;
+  const std::span<const int32_t> draft = std::span<const int32_t>(s.token_ids).last(static_cast<size_t>(num_draft));
+  int32_t num_accepted = 0;
+  FinishReason reason = FinishReason::kNone;
+  for (size_t k = 0; k < sampled.size(); ++k) {
+    const RowResult& row = *sampled[k];
+    ++num_generated_;
+    const bool at_max_len = scheduler_.append_token(s.id, row.scored.token);
+    reason = r.accept(row, at_max_len);
+    r.emit_token(row, reason);
+    const bool matches = k < draft.size() && draft[k] == row.scored.token;
+    num_accepted += matches ? 1 : 0;
+    if (reason != FinishReason::kNone || !matches) break;
+  }
+  if (num_draft > 0) {
+    ++num_drafts_;
+    num_draft_tokens_ += num_draft;
+    num_accepted_tokens_ += num_accepted;
+  }
+  if (reason != FinishReason::kNone) {
+    finish(r, reason);
+  } else if (drafter_) {
+    propose_draft(r);
+  }
+}
+
+// Gives a continuing request its draft for the next step: at most k tokens, and at most one fewer
+// than the outputs it may still produce (a verify chunk of d drafts emits up to d + 1 tokens).
+void EngineImpl::propose_draft(const LiveRequest& r) {
+  const RequestState* state = scheduler_.find(r.id());
+  if (state == nullptr) return;
+  const auto left = static_cast<int64_t>(r.spec().max_tokens) - static_cast<int64_t>(r.outputs().size()) - 1;
+  const auto max_draft = static_cast<int32_t>(std::min<int64_t>(speculative_.num_speculative_tokens, left));
+  if (max_draft <= 0) return;
+  std::vector<int32_t> draft = drafter_->propose(state->tokens, max_draft);
+  if (!draft.empty()) scheduler_.set_draft(r.id(), std::move(draft));
 }
 
 void EngineImpl::fail_all(const Status& error) {
@@ -366,6 +446,9 @@ void EngineImpl::publish_stats() {
   stats_.num_prefix_queries = retired_stats_.num_prefix_query_tokens + s.num_prefix_query_tokens;
   stats_.num_prefix_hits = retired_stats_.num_prefix_hit_tokens + s.num_prefix_hit_tokens;
   stats_.num_generated_tokens = num_generated_;
+  stats_.num_drafts = num_drafts_;
+  stats_.num_draft_tokens = num_draft_tokens_;
+  stats_.num_accepted_tokens = num_accepted_tokens_;
 }
 
 // The first architecture field in which two models differ, named; ok when none does.
@@ -513,7 +596,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel> model, const EngineConfig& input,
-                                               std::shared_ptr<const Tokenizer> tokenizer) {
+                                               std::shared_ptr<const Tokenizer> tokenizer,
+                                               std::shared_ptr<const Drafter> drafter) {
   if (!model) return invalid_argument("Engine::create needs a model");
   EngineConfig config = input;
   if (config.device != model->device())
@@ -523,10 +607,20 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
     return invalid_argument("block_size must be in [1, 1024], got " + std::to_string(config.block_size));
   if (config.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
   if (config.max_num_batched_tokens <= 0) return invalid_argument("max_num_batched_tokens must be positive");
+  VOSTI_ASSIGN_OR_RETURN(SpeculativeConfig speculative, parse_speculative_config(config.speculative_config));
+  if (speculative.enabled() && config.device != "cpu")
+    return invalid_argument("speculative decoding (speculative_config) is not supported on the " + config.device +
+                            " device yet: its runner samples one row per sequence; leave speculative_config "
+                            "empty or use --device cpu");
+  if (drafter != nullptr && !speculative.enabled())
+    return invalid_argument("a drafter was given but speculative_config does not enable speculation");
   VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, model->make_runner(config));
   const RunnerInfo& info = runner->info();
   config.num_blocks = info.num_blocks;
   config.max_model_len = info.max_model_len;
+  if (speculative.enabled() && drafter == nullptr) {
+    VOSTI_ASSIGN_OR_RETURN(drafter, make_drafter(speculative, config, model->config()));
+  }
   SchedulerConfig sc;
   sc.pool.block_size = config.block_size;
   sc.pool.num_blocks = config.num_blocks;
@@ -539,9 +633,13 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
   sc.window.window = info.kv_window;
   sc.window.num_blocks = info.num_window_blocks;
   sc.window.full_layers = info.full_kv_layers;
+  if (speculative.enabled() && sc.window.window > 0)
+    return invalid_argument(
+        "speculative decoding (speculative_config) cannot be combined with window_local_kv yet: a rejected "
+        "draft would have to roll back the window tables too; turn one of them off");
   VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
-  return std::unique_ptr<Engine>(
-      new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc, std::move(scheduler)));
+  return std::unique_ptr<Engine>(new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc,
+                                                std::move(scheduler), std::move(speculative), std::move(drafter)));
 }
 
 }  // namespace vosti

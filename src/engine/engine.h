@@ -18,6 +18,7 @@
 namespace vosti {
 
 class DeviceModel;
+class Drafter;
 class Model;
 class Tokenizer;
 struct RunnerInfo;
@@ -32,6 +33,11 @@ struct EngineStats {
   int64_t num_prefix_hits = 0;     // of which served from it
   int64_t num_steps = 0;
   int64_t num_generated_tokens = 0;
+  // Speculative decoding (EngineConfig::speculative_config): verify chunks run, draft tokens
+  // verified in them, and of those the ones the target's own sampler picked too (accepted).
+  int64_t num_drafts = 0;
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
   double seconds_in_steps = 0;     // wall time inside step()
   double seconds_in_forward = 0;   // of which in the model forward (the rest is bookkeeping + sampling)
   double seconds_in_sampling = 0;  // of which in sampling and logprobs
@@ -41,10 +47,15 @@ class Engine {
  public:
   // An engine on `model`'s device (config.device must name it) with its own runner: KV memory,
   // batch buffers and (CUDA) graphs. The model may be shared by several engines.
-  // Errors: kInvalidArgument for a config that cannot serve the model (named), and the
-  // runner's errors (DeviceModel::make_runner).
+  // `drafter` (may be null) replaces the drafting method of config.speculative_config, which must
+  // then enable speculation (its num_speculative_tokens still applies): tests and benchmarks give
+  // one that replays a known output, or one that is always wrong.
+  // Errors: kInvalidArgument for a config that cannot serve the model (named; a bad
+  // speculative_config, or speculation on a device whose runner lacks it), and the runner's
+  // errors (DeviceModel::make_runner).
   static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const DeviceModel> model, const EngineConfig& config,
-                                                std::shared_ptr<const Tokenizer> tokenizer = nullptr);
+                                                std::shared_ptr<const Tokenizer> tokenizer = nullptr,
+                                                std::shared_ptr<const Drafter> drafter = nullptr);
   // The same on the CPU device (config.device "cpu"), for a Model already loaded.
   static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const Model> model, const EngineConfig& config,
                                                 std::shared_ptr<const Tokenizer> tokenizer = nullptr);

@@ -106,7 +106,13 @@ void LiveRequest::release_text(size_t upto, RequestOutput& out) {
 }
 
 void LiveRequest::attach_routed(RequestOutput& out) {
-  if (spec_.routed_experts) out.routed_experts = std::move(routed_);
+  if (!spec_.routed_experts) return;
+  // Positions prompt + outputs - 1 and on never ran as this request's tokens (a verify step may
+  // have kept accepted drafts past a stop).
+  const int64_t per = static_cast<int64_t>(routed_.num_layers) * routed_.top_k;
+  const int64_t computed = static_cast<int64_t>(spec_.prompt.size() + outputs_.size()) - 1;
+  if (per > 0 && routed_.num_positions() > computed) routed_.ids.resize(static_cast<size_t>(computed * per));
+  out.routed_experts = std::move(routed_);
 }
 
 void LiveRequest::emit_token(const RowResult& step, FinishReason reason) {

@@ -36,10 +36,23 @@ struct RequestLogitsTask {
   std::span<const int32_t> prompt;   // the request's prompt
   std::span<const int32_t> outputs;  // its outputs so far; the sampled position is outputs.size()
   bool sample = false;               // sample a token from the step's last row (it completes the known tokens)
-  bool score_prompt = false;         // score prompt[p + 1] at each row p of the step with p + 1 < prompt.size()
-  bool digest = false;               // the LogitsDigest of every row produced (sampled and scored)
-  bool full_logits = false;          // the sampled row's whole logits (the determinism harness)
-  bool routed_experts = false;       // the experts each of the step's token rows routed to (MoE models)
+  // Speculative decoding: the step's last num_draft rows before its last one hold draft tokens
+  // (ScheduledRequest::num_draft_tokens), and with `sample` each of the last num_draft + 1 rows is
+  // sampled. Sampled row i of them picks output position outputs.size() + i, with the history
+  // outputs ++ draft[0..i): exactly what plain decode picks there if the drafts before it are
+  // accepted. `history` = outputs ++ the draft tokens ([outputs.size() + num_draft]; empty when
+  // num_draft == 0).
+  int32_t num_draft = 0;
+  std::span<const int32_t> history;
+  bool score_prompt = false;    // score prompt[p + 1] at each row p of the step with p + 1 < prompt.size()
+  bool digest = false;          // the LogitsDigest of every row produced (sampled and scored)
+  bool full_logits = false;     // the sampled row's whole logits (the determinism harness)
+  bool routed_experts = false;  // the experts each of the step's token rows routed to (MoE models)
+
+  // The outputs before sampled row i (0: the first sampled row).
+  std::span<const int32_t> outputs_before(int32_t i) const {
+    return i == 0 ? outputs : history.first(outputs.size() + static_cast<size_t>(i));
+  }
 };
 
 enum class RowKind : uint8_t { kScore, kSample };
@@ -49,6 +62,7 @@ struct RowResult {
   int32_t plan_index = 0;  // into StepPlan::requests
   int32_t position = 0;    // the position whose next-token logits these are
   RowKind kind = RowKind::kSample;
+  int32_t sample_index = 0;   // kSample: i of RequestLogitsTask::outputs_before (0 without speculation)
   ScoredToken scored;         // kSample: the chosen token; kScore: prompt[position + 1]
   LogitsDigest digest{};      // with task.digest (either kind)
   std::vector<float> logits;  // kSample with task.full_logits: [vocab]
@@ -62,7 +76,8 @@ struct RoutedRows {
   std::vector<int32_t> ids;    // [num_new_tokens, MoE layers, top_k]
 };
 
-// What execute() returns: rows in plan order, positions increasing within a request.
+// What execute() returns: rows in plan order, positions increasing within a request (a
+// speculating request's sampled rows in sample_index order).
 struct StepResult {
   std::vector<RowResult> rows;
   std::vector<RoutedRows> routed;  // the requests with routed_experts, in plan order

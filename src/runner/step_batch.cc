@@ -65,8 +65,13 @@ void add_request(const ScheduledRequest& r, const RequestLogitsTask& t, int32_t 
   }
   if (t.sample) {
     VOSTI_CHECK(r.completes_known_tokens, "a sampled row must complete the request's known tokens");
-    const int32_t j = r.num_new_tokens - 1;
-    out.wanted.push_back({s, first_row + j, r.num_computed_tokens + j, RowKind::kSample, -1});
+    VOSTI_CHECK(t.num_draft == r.num_draft_tokens && r.num_draft_tokens < r.num_new_tokens &&
+                    t.history.size() == (t.num_draft > 0 ? t.outputs.size() + static_cast<size_t>(t.num_draft) : 0),
+                "a speculating request's task must match its draft tokens");
+    for (int32_t i = 0; i <= r.num_draft_tokens; ++i) {
+      const int32_t j = r.num_new_tokens - 1 - r.num_draft_tokens + i;
+      out.wanted.push_back({s, first_row + j, r.num_computed_tokens + j, RowKind::kSample, -1, i});
+    }
   }
 }
 
@@ -83,7 +88,7 @@ void add_logits_rows(std::span<const RequestLogitsTask> tasks, const StepBatchOp
     uint8_t host = 0;
     if (w.kind == RowKind::kSample) {
       const size_t before = out.adjusts.size();
-      append_sampler_adjusts(t, out.adjusts);
+      append_sampler_adjusts(t, w, out.adjusts);
       if (options.adjust_capacity > 0 && static_cast<int64_t>(out.adjusts.size()) > options.adjust_capacity) {
         out.adjusts.resize(before);  // no room: the host samples this row
         host = 1;
@@ -168,12 +173,13 @@ SamplerRowTask sampler_task(const RequestLogitsTask& t, const WantedRow& row) {
   s.frequency_penalty = p.frequency_penalty;
   s.presence_penalty = p.presence_penalty;
   s.seed = t.seed;
-  s.output_position = t.outputs.size();
+  s.output_position = t.outputs.size() + static_cast<uint64_t>(row.sample_index);
   return s;
 }
 
-void append_sampler_adjusts(const RequestLogitsTask& t, std::vector<SamplerAdjust>& out) {
+void append_sampler_adjusts(const RequestLogitsTask& t, const WantedRow& row, std::vector<SamplerAdjust>& out) {
   const SamplingParams& p = *t.sampling;
+  const std::span<const int32_t> outputs = t.outputs_before(row.sample_index);
   const bool repetition = p.repetition_penalty != 1.0f;
   const bool counted = p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
   if (p.logit_bias.empty() && !repetition && !counted) return;
@@ -185,7 +191,7 @@ void append_sampler_adjusts(const RequestLogitsTask& t, std::vector<SamplerAdjus
     a.bias = bias;
   }
   if (repetition) {
-    for (const auto tokens : {t.prompt, t.outputs})
+    for (const auto tokens : {t.prompt, outputs})
       for (const int32_t token : tokens) {
         SamplerAdjust& a = by_token[token];
         a.token = token;
@@ -193,7 +199,7 @@ void append_sampler_adjusts(const RequestLogitsTask& t, std::vector<SamplerAdjus
       }
   }
   if (counted) {
-    for (const int32_t token : t.outputs) {
+    for (const int32_t token : outputs) {
       SamplerAdjust& a = by_token[token];
       a.token = token;
       a.flags |= kAdjustCounted;

@@ -8,7 +8,8 @@
 //
 // Row orders:
 //   token rows  the requests in plan order, each its new tokens in position order;
-//   wanted      per request (plan order) its scored prompt positions, then its sampled row:
+//   wanted      per request (plan order) its scored prompt positions, then its sampled row (a
+//               speculating request: its num_draft + 1 sampled rows, in position order):
 //               the order of StepResult::rows (the engine relies on it);
 //   logits      the score rows first (wanted order), then the sampled rows (wanted order): the
 //               order runners compute logits in, so that a step's sampled rows are its last
@@ -38,6 +39,7 @@ struct WantedRow {
   int32_t position = 0;
   RowKind kind = RowKind::kSample;
   int32_t target_token = -1;  // kScore: prompt[position + 1]
+  int32_t sample_index = 0;   // kSample: i of RequestLogitsTask::outputs_before
 };
 
 // What the runner asks of build_step_batch beyond the rows.
@@ -95,6 +97,6 @@ ForwardBatch forward_batch(const StepBatch& batch, std::span<const int32_t> logi
 // The device sampler's task of a logits row, and the adjustments of a sampled row (sampler.h steps
 // 1-3, one entry per touched token, appended to `adjusts`); used by build_step_batch.
 SamplerRowTask sampler_task(const RequestLogitsTask& task, const WantedRow& row);
-void append_sampler_adjusts(const RequestLogitsTask& task, std::vector<SamplerAdjust>& adjusts);
+void append_sampler_adjusts(const RequestLogitsTask& task, const WantedRow& row, std::vector<SamplerAdjust>& adjusts);
 
 }  // namespace vosti

@@ -5,8 +5,13 @@
 // request is back in the waiting queue with no blocks and num_computed_tokens == 0; it
 // recomputes its tokens (possibly from the prefix cache). There are no prefill and
 // decode phases: num_computed_tokens catches up with num_tokens().
+// Speculative decoding: `draft` holds tokens proposed after the known ones (Scheduler::set_draft);
+// a step that computes all known tokens may also compute (some of) them, as positions
+// num_tokens() onwards. Their KV is then written but unverified (`unverified`): append_token
+// keeps a position exactly when the appended token equals the draft token it was computed for,
+// and rolls the rest back (block table trimmed, blocks freed).
 // Invariants: 0 <= num_computed_tokens <= num_tokens(); waiting/preempted requests hold
-// no blocks; a running request's table covers at least num_computed_tokens positions.
+// no blocks and no draft; a running request's table covers at least num_computed_tokens positions.
 // Thread safety: none; owned by the Scheduler.
 #pragma once
 
@@ -32,8 +37,10 @@ struct RequestState {
   int32_t num_computed_tokens = 0;  // leading tokens whose KV is in the cache
   int32_t num_cached_tokens = -1;   // prefix-cache hit tokens at first admission (-1: not yet admitted)
   int32_t num_preemptions = 0;
-  BlockTable block_table;   // the full layers' blocks (every layer's without window-local KV)
-  BlockTable window_table;  // window-local KV: the window layers' blocks, released ones kNoBlock
+  BlockTable block_table;           // the full layers' blocks (every layer's without window-local KV)
+  BlockTable window_table;          // window-local KV: the window layers' blocks, released ones kNoBlock
+  std::vector<int32_t> draft;       // proposed tokens after tokens, not yet computed
+  std::vector<int32_t> unverified;  // draft tokens at positions [num_tokens(), ...) whose KV the last step wrote
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

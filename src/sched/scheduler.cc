@@ -100,18 +100,42 @@ int32_t Scheduler::tokens_to_schedule(const RequestState& r, int32_t num_compute
   return std::max(0, std::min(limit, budget));
 }
 
+// Draft tokens a step may add after num_new known tokens from num_computed: only when the known
+// tokens all run, within the budget, and only so many that every draft row's sample (the token
+// after it) is a position below max_model_len.
+int32_t Scheduler::drafts_to_schedule(const RequestState& r, int32_t num_computed, int32_t num_new,
+                                      int32_t budget) const {
+  if (r.draft.empty() || num_computed + num_new != r.num_tokens()) return 0;
+  const int32_t room = config_.max_model_len - 1 - r.num_tokens();
+  return std::max(0, std::min({static_cast<int32_t>(r.draft.size()), budget - num_new, room}));
+}
+
+// Forgets the draft positions the last step computed and not verified: the table keeps the blocks
+// of the computed positions (the block past them is private and is written again), the rest are
+// freed.
+void Scheduler::roll_back_draft(RequestState& r) {
+  r.unverified.clear();
+  pool_.truncate(r.block_table, pool_.blocks_for(r.num_computed_tokens));
+}
+
 // Returns whether any request was preempted.
 bool Scheduler::schedule_running(StepPlan& plan, int32_t& budget) {
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     RequestState& r = *running_[i];
+    if (!r.unverified.empty()) roll_back_draft(r);  // the engine appended no token after a verify step
     const int32_t num_new = tokens_to_schedule(r, r.num_computed_tokens, budget);
     if (num_new == 0) continue;
+    int32_t num_draft = drafts_to_schedule(r, r.num_computed_tokens, num_new, budget);
     bool fits = false;
     while (!fits) {
-      if (allocate(r, kNoMatch, kNoMatch, r.num_computed_tokens + num_new)) {
+      if (allocate(r, kNoMatch, kNoMatch, r.num_computed_tokens + num_new + num_draft)) {
         fits = true;
         break;
+      }
+      if (num_draft > 0) {  // drafts never preempt anyone: drop them first
+        num_draft = 0;
+        continue;
       }
       // running_ is sorted, so the victim sorts at or after r: it has not been scheduled yet.
       RequestState& victim = *running_.back();
@@ -120,8 +144,8 @@ bool Scheduler::schedule_running(StepPlan& plan, int32_t& budget) {
       if (&victim == &r) break;
     }
     if (!fits) break;  // r itself was preempted; it was the last running request
-    add_to_plan(plan, r, num_new, /*admitted=*/false, 0);
-    budget -= num_new;
+    add_to_plan(plan, r, num_new, num_draft, /*admitted=*/false, 0);
+    budget -= num_new + num_draft;
   }
   return preempted;
 }
@@ -165,7 +189,7 @@ bool Scheduler::try_admit(RequestState& r, StepPlan& plan, int32_t& budget) {
     plan.num_prefix_query_tokens += r.num_tokens();
     plan.num_prefix_hit_tokens += match.num_tokens;
   }
-  add_to_plan(plan, r, num_new, /*admitted=*/true, match.num_tokens);
+  add_to_plan(plan, r, num_new, /*num_draft=*/0, /*admitted=*/true, match.num_tokens);
   budget -= num_new;
   return true;
 }
@@ -174,6 +198,8 @@ void Scheduler::preempt(RequestState& victim, StepPlan& plan) {
   VOSTI_CHECK(!running_.empty() && running_.back() == &victim, "the preemption victim must sort last");
   running_.pop_back();
   release(victim);
+  victim.draft.clear();
+  victim.unverified.clear();
   victim.num_computed_tokens = 0;
   victim.status = RequestStatus::kPreempted;
   ++victim.num_preemptions;
@@ -188,26 +214,30 @@ void Scheduler::insert_running(RequestState* r) {
   running_.insert(pos, r);
 }
 
-void Scheduler::add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_new, bool admitted, int32_t num_cached) {
+void Scheduler::add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_new, int32_t num_draft, bool admitted,
+                            int32_t num_cached) {
   ScheduledRequest& s = plan.requests.emplace_back();
   s.id = r.id;
   s.num_computed_tokens = r.num_computed_tokens;
-  s.num_new_tokens = num_new;
+  s.num_new_tokens = num_new + num_draft;
+  s.num_draft_tokens = num_draft;
   const auto first = r.tokens.begin() + r.num_computed_tokens;
   s.token_ids.assign(first, first + num_new);
+  s.token_ids.insert(s.token_ids.end(), r.draft.begin(), r.draft.begin() + num_draft);
   const int32_t end = r.num_computed_tokens + num_new;
-  VOSTI_CHECK(!config_.window.full_layers || r.block_table.num_blocks() == pool_.blocks_for(end),
+  VOSTI_CHECK(!config_.window.full_layers || r.block_table.num_blocks() == pool_.blocks_for(end + num_draft),
               req(r.id) + "'s block table does not cover the step exactly");
   s.block_table = r.block_table.blocks();
   if (window_pool_) {
-    VOSTI_CHECK(r.window_table.num_blocks() == pool_.blocks_for(end),
+    VOSTI_CHECK(r.window_table.num_blocks() == pool_.blocks_for(end + num_draft),
                 req(r.id) + "'s window table does not cover the step exactly");
     s.window_block_table = r.window_table.blocks();
   }
   s.completes_known_tokens = end == r.num_tokens();
   s.newly_admitted = admitted;
   s.num_cached_tokens = num_cached;
-  plan.num_batched_tokens += num_new;
+  plan.num_batched_tokens += num_new + num_draft;
+  plan.num_draft_tokens += num_draft;
 }
 
 void Scheduler::on_step_done(const StepPlan& plan) {
@@ -217,13 +247,15 @@ void Scheduler::on_step_done(const StepPlan& plan) {
     RequestState& r = *it->second;
     VOSTI_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.num_computed_tokens,
                 "on_step_done() with a plan that is not the latest schedule() for " + req(s.id));
-    r.num_computed_tokens += s.num_new_tokens;
+    r.num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;  // drafts wait for append_token
     pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);
     if (window_pool_) {  // register first: a block is cached before its window lets it go
       window_pool_->register_full_blocks(r.window_table, r.tokens, r.num_computed_tokens);
       window_pool_->release_leading(
           r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));
     }
+    r.unverified.assign(s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+    r.draft.clear();
   }
 }
 
@@ -232,7 +264,25 @@ bool Scheduler::append_token(RequestId id, int32_t token) {
   VOSTI_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == r.num_tokens(),
               "append_token() on " + req(id) + " that is not running with all its tokens computed");
   r.tokens.push_back(token);
+  r.draft.clear();
+  if (!r.unverified.empty()) {
+    if (r.unverified.front() == token) {  // the KV written for the draft token is this token's
+      r.unverified.erase(r.unverified.begin());
+      ++r.num_computed_tokens;
+      pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);
+    } else {
+      roll_back_draft(r);
+    }
+  }
   return r.num_tokens() >= config_.max_model_len;
+}
+
+void Scheduler::set_draft(RequestId id, std::vector<int32_t> draft) {
+  // Drafts roll back the full table only (Engine::create refuses speculation with window tables).
+  VOSTI_CHECK(!window_pool_ || draft.empty(), "draft tokens with window-local KV");
+  const auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->status != RequestStatus::kRunning) return;
+  it->second->draft = std::move(draft);
 }
 
 bool Scheduler::finish(RequestId id) {

@@ -18,6 +18,15 @@
 // The engine executes the StepPlan, then calls on_step_done(plan), then append_token()
 // for each sampled token, and finish() for requests that stopped or were aborted.
 //
+// Speculative decoding: set_draft() gives a running request draft tokens after its known ones.
+// A step that schedules all its known tokens appends as many draft tokens as fit the budget, the
+// context (every draft row's sample is a position < max_model_len) and the free blocks (drafts are
+// dropped before anything is preempted for them). on_step_done() counts only the known tokens as
+// computed; append_token() then counts a draft position computed iff the appended token equals
+// it, and at the first difference rolls the rest back: the table keeps blocks_for(computed)
+// blocks, the others are freed. Only computed positions are ever registered in the prefix cache,
+// so no cached block holds an unverified token.
+//
 // Invariants (check_invariants): every request is in exactly one of the running list
 // (sorted by (priority, arrival), at most max_num_seqs) or the waiting queue; positions
 // scheduled never reach max_model_len; the pool's invariants hold against the tables of
@@ -84,9 +93,15 @@ class Scheduler {
   void on_step_done(const StepPlan& plan);
 
   // Appends a sampled token. Returns true when the request has reached max_model_len
-  // tokens: the engine must then finish it (reason length).
+  // tokens: the engine must then finish it (reason length). If the last step computed draft
+  // tokens, the token's position is computed when it equals the draft token there; otherwise the
+  // remaining draft positions are rolled back (see above). Clears the request's draft.
   // REQUIRES: the request is running and all its known tokens are computed.
   bool append_token(RequestId id, int32_t token);
+
+  // Proposes draft tokens to follow the request's known tokens in its next step (speculative
+  // decoding); replaces an earlier draft. Ignored for an unknown or not running request.
+  void set_draft(RequestId id, std::vector<int32_t> draft);
 
   // Removes a finished or aborted request (waiting or running) and releases its blocks.
   // Returns false for an unknown id.
@@ -117,6 +132,8 @@ class Scheduler {
   static OrderKey order_key(const RequestState& r) { return {r.priority, r.arrival}; }
   RequestState& state(RequestId id);
   int32_t tokens_to_schedule(const RequestState& r, int32_t num_computed, int32_t budget) const;
+  int32_t drafts_to_schedule(const RequestState& r, int32_t num_computed, int32_t num_new, int32_t budget) const;
+  void roll_back_draft(RequestState& r);
   bool schedule_running(StepPlan& plan, int32_t& budget);
   // Grows r's tables (both pools) to num_tokens positions, sharing the matches first; changes
   // nothing and returns false when either pool is short.
@@ -126,7 +143,8 @@ class Scheduler {
   bool try_admit(RequestState& r, StepPlan& plan, int32_t& budget);
   void preempt(RequestState& victim, StepPlan& plan);
   void insert_running(RequestState* r);
-  void add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_new, bool admitted, int32_t num_cached);
+  void add_to_plan(StepPlan& plan, const RequestState& r, int32_t num_new, int32_t num_draft, bool admitted,
+                   int32_t num_cached);
   Status check_request(const RequestState& r) const;
   Status check_table(const RequestState& r, const BlockTable& t, const BlockPool& pool, const std::string& name) const;
 

@@ -42,6 +42,7 @@ Status Scheduler::check_invariants() const {
     }
     if (!r->block_table.empty() || !r->window_table.empty() || r->num_computed_tokens != 0)
       return broken(r->id, "waiting but holds blocks or computed tokens");
+    if (!r->draft.empty() || !r->unverified.empty()) return broken(r->id, "waiting with draft tokens");
   }
   if (window_pool_) VOSTI_RETURN_IF_ERROR(window_pool_->check_invariants(window_tables));
   return pool_.check_invariants(tables);
@@ -67,7 +68,10 @@ Status Scheduler::check_request(const RequestState& r) const {
 Status Scheduler::check_table(const RequestState& r, const BlockTable& t, const BlockPool& pool,
                               const std::string& name) const {
   const int32_t bs = pool.block_size();
-  const int32_t max_blocks = pool.blocks_for(std::min(r.num_tokens(), config_.max_model_len));
+  // Draft positions: scheduled (between schedule() and on_step_done()) or computed and not yet
+  // verified by append_token.
+  const int32_t max_positions = r.num_tokens() + static_cast<int32_t>(std::max(r.draft.size(), r.unverified.size()));
+  const int32_t max_blocks = pool.blocks_for(std::min(max_positions, config_.max_model_len));
   if (t.num_blocks() < pool.blocks_for(r.num_computed_tokens) || t.num_blocks() > max_blocks) {
     return broken(r.id, name + " of " + std::to_string(t.num_blocks()) + " blocks does not fit " +
                             std::to_string(r.num_computed_tokens) + " computed tokens");

@@ -116,6 +116,17 @@ std::string ServerMetrics::render(const EngineLoopStats& engine, int64_t num_con
                 static_cast<double>(s.num_prefix_hits));
   append_metric(out, "vosti_prefix_cache_hit_rate", "gauge", "Prefix cache hits / queries since start.",
                 s.num_prefix_queries > 0 ? static_cast<double>(s.num_prefix_hits) / s.num_prefix_queries : 0.0);
+  append_metric(out, "vosti_spec_decode_num_drafts_total", "counter",
+                "Speculative decoding: verify chunks run (a request's draft tokens verified in a step).",
+                static_cast<double>(s.num_drafts));
+  append_metric(out, "vosti_spec_decode_num_draft_tokens_total", "counter",
+                "Speculative decoding: draft tokens verified.", static_cast<double>(s.num_draft_tokens));
+  append_metric(out, "vosti_spec_decode_num_accepted_tokens_total", "counter",
+                "Speculative decoding: draft tokens accepted (equal to the token sampled there).",
+                static_cast<double>(s.num_accepted_tokens));
+  append_metric(out, "vosti_spec_decode_acceptance_rate", "gauge",
+                "Speculative decoding: accepted / draft tokens since start (0 with none).",
+                s.num_draft_tokens > 0 ? static_cast<double>(s.num_accepted_tokens) / s.num_draft_tokens : 0.0);
   append_metric(out, "vosti_engine_steps_total", "counter", "Engine steps run.", static_cast<double>(s.num_steps));
   append_metric(out, "vosti_engine_generation_tokens_total", "counter", "Tokens sampled by the engine.",
                 static_cast<double>(s.num_generated_tokens));

@@ -31,7 +31,7 @@ EngineConfig reference_config() {
 
 // The harness on the model at `path`, its cpu runners' kernels the product's or, planted, a
 // matmul whose reduction reads the row count (tests/support/planted.h).
-enum class Planted { kNone, kMatmul, kExpertMatmul, kStaleWindow, kPageKeyedWindow };
+enum class Planted { kNone, kMatmul, kExpertMatmul, kStaleWindow, kPageKeyedWindow, kVerifyPlan };
 
 HarnessReport run(const std::string& path, Planted planted = Planted::kNone) {
   auto model = Model::load(path);
@@ -42,6 +42,7 @@ HarnessReport run(const std::string& path, Planted planted = Planted::kNone) {
       : planted == Planted::kExpertMatmul    ? planted_moe_cpu_device_model(*model)
       : planted == Planted::kStaleWindow     ? planted_stale_window_cpu_device_model(*model)
       : planted == Planted::kPageKeyedWindow ? planted_page_keyed_window_cpu_device_model(*model)
+      : planted == Planted::kVerifyPlan      ? planted_verify_plan_cpu_device_model(*model)
                                              : cpu_device_model(*model);
   auto report = run_determinism_harness(device, make_harness_requests((*model)->config(), false, 7), ref,
                                         make_variations(ref, false));
@@ -67,6 +68,14 @@ TEST_P(TinyModels, EveryVariationIsBitwiseIdentical) {
   }
   EXPECT_TRUE(preempted) << "no variation preempted a request";
   EXPECT_TRUE(hit) << "no variation hit the prefix cache";
+  // Every speculation variation verified drafts (n-gram on the outputs' repeats).
+  int64_t num_speculating = 0;
+  for (const auto& r : report.results) {
+    if (r.name.rfind("ngram", 0) != 0) continue;
+    ++num_speculating;
+    EXPECT_GT(r.num_draft_tokens, 0) << r.name << ": nothing was drafted";
+  }
+  EXPECT_EQ(num_speculating, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyModels,
@@ -92,6 +101,23 @@ TEST(Determinism, APlantedBatchVariantKernelIsCaught) {
   int64_t caught = 0;
   for (const auto& r : report.results) caught += r.identical ? 0 : 1;
   std::printf("planted bug caught by %lld of %zu variations\n", static_cast<long long>(caught), report.results.size());
+}
+
+// Only the steps that verify draft tokens compute with another matmul plan (split k): every
+// variation without speculation stays identical, and the speculation variations catch it.
+TEST(Determinism, AVerifyChunkWithItsOwnKernelPlanIsCaught) {
+  const HarnessReport report = run(kModels + "/llama-tiny", Planted::kVerifyPlan);
+  int64_t caught = 0;
+  for (const auto& r : report.results) {
+    const bool speculating = r.name.rfind("ngram", 0) == 0;
+    if (!speculating) {
+      EXPECT_TRUE(r.identical) << r.name << ": " << r.first_difference;
+    }
+    caught += r.identical ? 0 : 1;
+  }
+  EXPECT_GT(caught, 0) << "the harness missed a verify chunk computed with another kernel plan than decode";
+  std::printf("planted verify plan caught by %lld of %zu variations\n", static_cast<long long>(caught),
+              report.results.size());
 }
 
 // Only the experts' GEMMs are broken (blocked by how many tokens an expert got): the routing, the

@@ -163,6 +163,33 @@ TEST(RoutedExperts, CrowdAndPreemptionRouteAsAlone) {
   for (const Finished& o : others) EXPECT_EQ(o.reason, FinishReason::kLength) << o.error;
 }
 
+// Speculative decoding (n-gram drafts on a prompt that repeats itself): a rejected draft's position
+// is computed again with the target's token, and only what stays is reported -- the same routing,
+// tokens and length as without speculation.
+TEST(RoutedExperts, SpeculationReportsWhatPlainDecodingDoes) {
+  auto model = load("qwen3-moe-tiny");
+  ASSERT_NE(model, nullptr);
+  RequestSpec probe = routed_request({5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6}, 24, 9);
+  probe.sampling.temperature = 0.0f;
+  const auto run_with = [&](const std::string& speculative) {
+    EngineConfig c;
+    c.speculative_config = speculative;
+    auto engine = make_engine(model, c);
+    Finished f;
+    EXPECT_TRUE(engine->add_request(probe, collect(f)).ok());
+    run(*engine);
+    return std::make_pair(f, engine->stats());
+  };
+  const auto [plain, plain_stats] = run_with("");
+  const auto [spec, spec_stats] =
+      run_with(R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3})");
+  ASSERT_EQ(spec.reason, FinishReason::kLength) << spec.error;
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_EQ(spec.routed.ids, plain.routed.ids);
+  EXPECT_EQ(spec.routed.num_positions(), static_cast<int64_t>(probe.prompt.size() + plain.tokens.size() - 1));
+  EXPECT_GT(spec_stats.num_draft_tokens, 0) << "no drafts: the test lost its point";
+}
+
 // A dense model has no experts to report: the request is refused, naming why.
 TEST(RoutedExperts, ADenseModelRefusesTheRequest) {
   auto model = load("qwen3-tiny");

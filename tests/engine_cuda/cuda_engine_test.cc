@@ -142,6 +142,22 @@ TEST(CudaEngine, TheHarnessCatchesASplitThatFollowsTheBatch) {
   EXPECT_GT(differing, 0) << "the harness did not see a split that follows the batch";
 }
 
+// The CUDA runner samples one row per sequence: speculation is refused at create, by name.
+TEST(CudaEngine, SpeculativeDecodingIsRefusedNamingTheFeature) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/llama-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EngineConfig c;
+  c.device = "cuda";
+  c.gpu_memory_utilization = 0.2;
+  c.max_model_len = 256;
+  c.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 4})";
+  auto engine = Engine::create(*model, c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("speculative decoding"), std::string::npos) << engine.status().message();
+}
+
 TEST(CudaEngine, ThePoolIsSizedFromTheMemoryFraction) {
   VOSTI_SKIP_WITHOUT_CUDA();
   auto model = load_device_model(kModels + "/llama-tiny", "cuda");

@@ -108,7 +108,7 @@ DeviceRun run_device(const std::vector<Case>& cases, int64_t vocab) {
       continue;
     }
     const size_t before = adjusts.size();
-    append_sampler_adjusts(t, adjusts);
+    append_sampler_adjusts(t, cases[i].wanted, adjusts);
     st.adjust_begin = static_cast<int32_t>(before);
     st.adjust_count = static_cast<int32_t>(adjusts.size() - before);
     tasks.push_back(st);

@@ -2,7 +2,10 @@
 // on_step_done, append_token, finish, with check_invariants() after every operation and
 // a shadow model of what each physical block holds: every block a request reads must
 // hold exactly the KV of that request's own prefix (DESIGN.md rule 5), whatever the
-// hash function, the pool size, the budget or the preemptions.
+// hash function, the pool size, the budget or the preemptions. With speculation, requests get
+// random drafts after their tokens, each accepted at random (or not): a position the scheduler
+// counts computed after a rejected draft, or a block cached while holding a draft token, shows up
+// as a read of another prefix's KV.
 // With window-local KV (a random window, with or without full layers) a second shadow holds the
 // window pool: the window positions a step's queries read must hold the request's own prefix in
 // its window table, whatever was released and reused before.
@@ -25,13 +28,16 @@ namespace {
 
 struct Mirror {
   std::vector<int32_t> tokens;
+  std::vector<int32_t> draft;  // set with Scheduler::set_draft after the last token
   int32_t max_tokens = 0;
   int32_t num_prompt = 0;
 };
 
 class Harness {
  public:
-  explicit Harness(uint64_t seed, bool window_local = false) : rng_(seed) {
+  // window_local: a random window pool; speculate: random drafts (not both: the engine refuses it).
+  explicit Harness(uint64_t seed, bool window_local = false, bool speculate = false)
+      : rng_(seed), speculate_(speculate) {
     test_support::RandomSchedulerConfig random = test_support::random_scheduler_config(rng_);
     SchedulerConfig& c = random.config;
     description_ = random.description;
@@ -79,7 +85,15 @@ class Harness {
     }
     sched_->on_step_done(plan);
     if (std::string e = check("on_step_done"); !e.empty()) return e;
-    return postprocess(plan);
+    if (std::string e = postprocess(plan); !e.empty()) return e;
+    // Liveness: every live request has a token left to compute (its last one at least), or it
+    // would never be scheduled, nor sample, again.
+    for (const auto& [id, m] : mirror_) {
+      const RequestState* r = sched_->find(id);
+      if (r->num_computed_tokens >= r->num_tokens())
+        return "request " + std::to_string(id) + " has nothing left to compute";
+    }
+    return "";
   }
 
   bool has_work() const { return sched_->has_work(); }
@@ -137,16 +151,21 @@ class Harness {
       if (std::find(seen.begin(), seen.end(), s.id) != seen.end()) return "plan holds a request twice";
       seen.push_back(s.id);
       const Mirror& m = mirror_.at(s.id);
-      const int32_t end = s.num_computed_tokens + s.num_new_tokens;
-      if (s.num_new_tokens <= 0 || end > config().max_model_len || end > static_cast<int32_t>(m.tokens.size())) {
+      const int32_t d = s.num_draft_tokens;
+      const int32_t end = s.num_computed_tokens + s.num_new_tokens - d;  // the known tokens' end
+      if (s.num_new_tokens - d <= 0 || end > config().max_model_len || end > static_cast<int32_t>(m.tokens.size())) {
         return "bad token range for request " + std::to_string(s.id);
       }
-      if (!std::equal(s.token_ids.begin(), s.token_ids.end(), m.tokens.begin() + s.num_computed_tokens,
+      if (d < 0 || d > static_cast<int32_t>(m.draft.size()) ||
+          (d > 0 && (end != static_cast<int32_t>(m.tokens.size()) || end + d > config().max_model_len - 1)))
+        return "bad draft range for request " + std::to_string(s.id);
+      if (!std::equal(s.token_ids.begin(), s.token_ids.end() - d, m.tokens.begin() + s.num_computed_tokens,
                       m.tokens.begin() + end) ||
+          !std::equal(s.token_ids.end() - d, s.token_ids.end(), m.draft.begin()) ||
           static_cast<int32_t>(s.token_ids.size()) != s.num_new_tokens) {
-        return "plan tokens differ from the request's tokens";
+        return "plan tokens differ from the request's tokens and draft";
       }
-      if (config().window.full_layers && (static_cast<int32_t>(s.block_table.size()) != (end + bs - 1) / bs ||
+      if (config().window.full_layers && (static_cast<int32_t>(s.block_table.size()) != (end + d + bs - 1) / bs ||
                                           s.block_table != r->block_table.blocks())) {
         return "plan block table does not cover the step";
       }
@@ -177,14 +196,21 @@ class Harness {
       for (int32_t i = 0; i * bs < s.num_computed_tokens; ++i) {
         const int32_t upto = std::min((i + 1) * bs, s.num_computed_tokens);
         const std::vector<int32_t>& held = shadow_[static_cast<size_t>(s.block_table[static_cast<size_t>(i)])];
-        if (held.size() != static_cast<size_t>(upto) || !std::equal(held.begin(), held.end(), tokens.begin())) {
+        // The block's first `upto` positions are read; with speculation it may hold rejected draft
+        // positions past them (the request's private block), which nothing reads.
+        const bool size_ok =
+            speculate_ ? held.size() >= static_cast<size_t>(upto) : held.size() == static_cast<size_t>(upto);
+        if (!size_ok || !std::equal(held.begin(), held.begin() + upto, tokens.begin())) {
           return "request " + std::to_string(s.id) + " reads block " + std::to_string(i) +
                  " holding another prefix's KV";
         }
       }
     }
     for (const ScheduledRequest& s : plan.requests) {
-      const std::vector<int32_t>& tokens = mirror_.at(s.id).tokens;
+      // The sequence whose KV the step writes: the known tokens, then the draft.
+      std::vector<int32_t> tokens = mirror_.at(s.id).tokens;
+      tokens.resize(static_cast<size_t>(s.num_computed_tokens));
+      tokens.insert(tokens.end(), s.token_ids.begin(), s.token_ids.end());
       const int32_t end = s.num_computed_tokens + s.num_new_tokens;
       for (int32_t i = s.num_computed_tokens / bs; i * bs < end; ++i) {
         const BlockId b = s.block_table[static_cast<size_t>(i)];
@@ -228,14 +254,21 @@ class Harness {
     return "";
   }
 
+  // Appends the step's sampled tokens: the first, then (speculation) each next one while the draft
+  // token before it was accepted; a draft token is accepted with probability 0.7.
   std::string postprocess(const StepPlan& plan) {
     for (const ScheduledRequest& s : plan.requests) {
       if (!s.completes_known_tokens || !mirror_.contains(s.id)) continue;
       Mirror& m = mirror_.at(s.id);
-      const int32_t num_out = static_cast<int32_t>(m.tokens.size()) - m.num_prompt;
-      bool done = num_out >= m.max_tokens || uniform(0, 15) == 0;
-      if (!done) {
-        const int32_t token = static_cast<int32_t>(uniform(0, 3));
+      const std::vector<int32_t> draft(s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+      m.draft.clear();
+      bool done = false;
+      for (size_t k = 0; k <= draft.size(); ++k) {
+        const int32_t num_out = static_cast<int32_t>(m.tokens.size()) - m.num_prompt;
+        done = num_out >= m.max_tokens || uniform(0, 15) == 0;
+        if (done) break;
+        const bool accept = k < draft.size() && uniform(0, 9) < 7;
+        const int32_t token = accept ? draft[k] : static_cast<int32_t>(uniform(0, 3));
         m.tokens.push_back(token);
         const bool at_limit = sched_->append_token(s.id, token);
         if (at_limit != (static_cast<int32_t>(m.tokens.size()) >= config().max_model_len))
@@ -243,17 +276,30 @@ class Harness {
         if (sched_->find(s.id)->tokens != m.tokens) return "scheduler tokens differ from the mirror";
         done = at_limit;
         if (std::string e = check("append_token"); !e.empty()) return e;
+        if (k < draft.size() && token == draft[k]) ++num_accepted_;
+        if (done || k == draft.size() || token != draft[k]) break;
       }
+      num_drafted_ += static_cast<int64_t>(draft.size());
       if (done) {
         if (!sched_->finish(s.id)) return "finish() did not know a running request";
         mirror_.erase(s.id);
         if (std::string e = check("finish"); !e.empty()) return e;
+      } else if (speculate_ && uniform(0, 2) != 0) {
+        m.draft.resize(static_cast<size_t>(uniform(1, 6)));
+        for (int32_t& t : m.draft) t = static_cast<int32_t>(uniform(0, 3));
+        sched_->set_draft(s.id, m.draft);
       }
     }
     return "";
   }
 
+ public:
+  int64_t num_drafted_ = 0;
+  int64_t num_accepted_ = 0;
+
+ private:
   std::mt19937_64 rng_;
+  bool speculate_ = false;
   std::unique_ptr<Scheduler> sched_;
   std::string description_;
   std::unordered_map<RequestId, Mirror> mirror_;
@@ -264,8 +310,8 @@ class Harness {
 };
 
 // Runs one seed; "" or a reproducer.
-std::string run_seed(uint64_t seed, int num_steps, bool window_local = false) {
-  Harness h(seed, window_local);
+std::string run_seed(uint64_t seed, int num_steps, bool window_local = false, bool speculate = false) {
+  Harness h(seed, window_local, speculate);
   const std::string where = "seed " + std::to_string(seed) + " (" + h.description() + ")";
   for (int i = 0; i < num_steps; ++i) {
     if (std::string e = h.step(true); !e.empty()) return where + " step " + std::to_string(i) + ": " + e;
@@ -313,7 +359,7 @@ TEST(SchedulerRandomTest, WindowLocalKvShadowHoldsUnderRandomOperations) {
     for (uint64_t s = 1; s <= 100; ++s) seeds.push_back(s);
   }
   for (uint64_t seed : seeds) {
-    const std::string e = run_seed(seed, 1500, true);
+    const std::string e = run_seed(seed, 1500, /*window_local=*/true);
     ASSERT_EQ(e, "") << "reproduce with VOSTI_TEST_SEED=" << seed;
   }
   int64_t preemptions = 0, hits = 0, released = 0;
@@ -329,6 +375,31 @@ TEST(SchedulerRandomTest, WindowLocalKvShadowHoldsUnderRandomOperations) {
   EXPECT_GT(preemptions, 100);
   EXPECT_GT(hits, 100);
   EXPECT_GT(released, 1000);
+}
+
+TEST(SchedulerRandomTest, SpeculativeDraftsKeepTheInvariantsAndTheShadowKv) {
+  std::vector<uint64_t> seeds;
+  if (const char* only = std::getenv("VOSTI_TEST_SEED")) {
+    seeds.push_back(std::strtoull(only, nullptr, 10));
+  } else {
+    for (uint64_t s = 1; s <= 150; ++s) seeds.push_back(s);
+  }
+  for (uint64_t seed : seeds) {
+    const std::string e = run_seed(seed, 2000, /*window_local=*/false, /*speculate=*/true);
+    ASSERT_EQ(e, "") << "reproduce with VOSTI_TEST_SEED=" << seed;
+  }
+  // The sequences must actually verify drafts, accept some and reject some, and still preempt.
+  int64_t drafted = 0, accepted = 0, preemptions = 0;
+  for (uint64_t seed : {1ull, 2ull, 3ull, 4ull}) {
+    Harness h(seed, /*window_local=*/false, /*speculate=*/true);
+    for (int i = 0; i < 2000; ++i) ASSERT_EQ(h.step(true), "");
+    drafted += h.num_drafted_;
+    accepted += h.num_accepted_;
+    preemptions += h.scheduler().stats().num_preemptions;
+  }
+  EXPECT_GT(accepted, 100);
+  EXPECT_GT(drafted - accepted, 100);
+  EXPECT_GT(preemptions, 10);
 }
 
 }  // namespace

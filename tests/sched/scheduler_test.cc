@@ -326,5 +326,88 @@ TEST(SchedulerTest, ShuffledBlockOrderChangesOnlyPhysicalIds) {
   EXPECT_NE(a.requests[0].block_table, b.requests[0].block_table);
 }
 
+// Speculative decoding: drafts run after the known tokens, only accepted positions count as
+// computed or reach the prefix cache, and a rejection frees the blocks past the computed ones.
+TEST(SchedulerTest, DraftTokensAreVerifiedByAppendTokenAndRejectedOnesRolledBack) {
+  Scheduler s = make(make_config(4, 16, 4, 100, 64));
+  ASSERT_TRUE(s.add_request(1, toks(6)).ok());
+  step(s);
+  s.append_token(1, 50);
+  s.set_draft(1, {51, 52, 53, 54, 55, 56, 57, 58});
+  StepPlan p = step(s);
+  ASSERT_EQ(p.requests.size(), 1u);
+  const ScheduledRequest& r = p.requests[0];
+  EXPECT_EQ(r.num_computed_tokens, 6);
+  EXPECT_EQ(r.num_new_tokens, 9);
+  EXPECT_EQ(r.num_draft_tokens, 8);
+  EXPECT_EQ(p.num_draft_tokens, 8);
+  EXPECT_EQ(r.token_ids, (std::vector<int32_t>{50, 51, 52, 53, 54, 55, 56, 57, 58}));
+  EXPECT_TRUE(r.completes_known_tokens);
+  EXPECT_EQ(r.block_table.size(), 4u);           // positions 0..14
+  EXPECT_EQ(s.find(1)->num_computed_tokens, 7);  // the drafts wait for verification
+  EXPECT_EQ(s.pool().num_cached_blocks(), 1);    // block 0 only: block 1 holds position 7, a draft
+  EXPECT_FALSE(s.append_token(1, 51));           // accepted: position 7 is computed, block 1 is full
+  EXPECT_EQ(s.find(1)->num_computed_tokens, 8);
+  EXPECT_EQ(s.pool().num_cached_blocks(), 2);
+  EXPECT_FALSE(s.append_token(1, 99));  // rejected (the draft there was 52): roll back
+  expect_ok(s);
+  EXPECT_EQ(s.find(1)->num_computed_tokens, 8);
+  EXPECT_EQ(s.find(1)->block_table.num_blocks(), 2);  // blocks_for(8): the 2 draft-only blocks are freed
+  EXPECT_EQ(s.pool().num_free_blocks(), 14);
+  EXPECT_TRUE(s.find(1)->unverified.empty());
+  for (BlockId b = 0; b < 16; ++b)
+    for (const int32_t t : s.pool().cached_tokens(b)) EXPECT_TRUE(t < 52 || t > 58) << "a cached block holds a draft";
+  p = step(s);  // the token after the rejection, alone
+  EXPECT_EQ(p.requests[0].token_ids, std::vector<int32_t>{99});
+  EXPECT_EQ(p.requests[0].num_draft_tokens, 0);
+  EXPECT_TRUE(s.finish(1));
+  EXPECT_EQ(s.pool().num_free_blocks(), 16);
+  expect_ok(s);
+}
+
+TEST(SchedulerTest, DraftsFitTheBudgetTheContextAndTheFreeBlocksAndNeverPreempt) {
+  {  // budget 4: one known token and 3 drafts
+    Scheduler s = make(make_config(4, 16, 4, 4, 64));
+    ASSERT_TRUE(s.add_request(1, toks(4)).ok());
+    step(s);
+    s.append_token(1, 50);
+    s.set_draft(1, {1, 2, 3, 4, 5});
+    EXPECT_EQ(step(s).requests[0].num_draft_tokens, 3);
+  }
+  {  // max_model_len 10 with 8 tokens: one draft (its row samples position 9, the last)
+    Scheduler s = make(make_config(2, 8, 4, 100, 10));
+    ASSERT_TRUE(s.add_request(1, toks(7)).ok());
+    step(s);
+    s.append_token(1, 50);
+    s.set_draft(1, {1, 2, 3});
+    EXPECT_EQ(step(s).requests[0].num_draft_tokens, 1);
+  }
+  {  // two requests fill the pool: the drafts are dropped, nobody is preempted
+    Scheduler s = make(make_config(2, 6, 4, 100, 12, /*caching=*/false));
+    ASSERT_TRUE(s.add_request(1, toks(3)).ok());
+    ASSERT_TRUE(s.add_request(2, toks(3, 200)).ok());
+    step(s);
+    s.append_token(1, 50);
+    s.append_token(2, 51);
+    s.set_draft(1, {1, 2, 3, 4, 5});
+    const StepPlan p = step(s);
+    EXPECT_TRUE(p.preempted.empty());
+    ASSERT_EQ(p.requests.size(), 2u);
+    EXPECT_EQ(p.requests[0].num_draft_tokens, 0);
+  }
+  {  // a request preempted with a draft loses it
+    Scheduler s = make(make_config(2, 4, 4, 100, 8, /*caching=*/false));
+    ASSERT_TRUE(s.add_request(1, toks(4)).ok());
+    ASSERT_TRUE(s.add_request(2, toks(3, 200)).ok());
+    step(s);
+    s.append_token(1, 50);
+    s.append_token(2, 51);
+    s.set_draft(2, {1});
+    const StepPlan p = step(s);
+    ASSERT_EQ(p.preempted, std::vector<RequestId>{2});
+    EXPECT_TRUE(s.find(2)->draft.empty());
+  }
+}
+
 }  // namespace
 }  // namespace vosti

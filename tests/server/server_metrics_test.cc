@@ -34,7 +34,14 @@ TEST(ServerMetricsTest, RendersEngineStatsAndCounters) {
   s.engine.num_blocks_total = 40;
   s.engine.num_prefix_queries = 8;
   s.engine.num_prefix_hits = 2;
+  s.engine.num_drafts = 3;
+  s.engine.num_draft_tokens = 12;
+  s.engine.num_accepted_tokens = 9;
   const std::string out = m.render(s, 4, 2);
+  EXPECT_NE(out.find("vosti_spec_decode_num_drafts_total 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("vosti_spec_decode_num_draft_tokens_total 12\n"), std::string::npos);
+  EXPECT_NE(out.find("vosti_spec_decode_num_accepted_tokens_total 9\n"), std::string::npos);
+  EXPECT_NE(out.find("vosti_spec_decode_acceptance_rate 0.75\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_num_requests_running 3\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_kv_blocks_used 10\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_kv_cache_usage_ratio 0.25\n"), std::string::npos);

@@ -276,6 +276,40 @@ class DisconnectTest(unittest.TestCase):
         self.assertGreaterEqual(m.get('vosti_request_finished_total{finished_reason="abort"}', 0), 1)
 
 
+class SpeculationTest(unittest.TestCase):
+    """A server with n-gram speculation answers bit for bit as the plain one (tokens, logprobs,
+    logits digests, streamed or not), counts its drafts in /metrics, and a client that leaves
+    mid-stream leaves no KV block."""
+
+    def test_speculating_server_answers_as_the_plain_one(self):
+        spec = h.Server(BINARY, MODEL, ["--max-num-seqs", "32", "--kv-cache-mb", "64", "--speculative-config",
+                                        '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1}'])
+        try:
+            prompts = ["One two three four five six seven eight. One two three",
+                       "def add(a, b):\n    return a + b\n\ndef add(a, b):\n"]
+            for prompt in prompts:
+                for sampling in ({"temperature": 0}, {"temperature": 0.8, "top_p": 0.9, "seed": 11}):
+                    body = {"model": NAME, "prompt": prompt, "max_tokens": 32, "logprobs": 2,
+                            "return_token_ids": True, "return_logits_digests": True, **sampling}
+                    want = SERVER.post("/v1/completions", body)
+                    got = spec.post("/v1/completions", body)
+                    self.assertEqual(want[0], 200, want[1])
+                    self.assertEqual(got[0], 200, got[1])
+                    a, b = want[1]["choices"][0], got[1]["choices"][0]
+                    for key in ("text", "token_ids", "logits_digests", "logprobs", "finish_reason"):
+                        self.assertEqual(a[key], b[key], key)
+                    status, chunks, done = spec.stream("/v1/completions", {**body, "stream": True})
+                    self.assertTrue(done)
+                    self.assertEqual([t for c in chunks for t in c["choices"][0].get("token_ids") or []],
+                                     a["token_ids"])
+            m = spec.wait_idle(30)
+            self.assertGreater(m["vosti_spec_decode_num_draft_tokens_total"], 0)
+            self.assertGreater(m["vosti_spec_decode_num_accepted_tokens_total"], 0)
+            self.assertEqual(m["vosti_kv_blocks_used"], 0)
+        finally:
+            self.assertEqual(spec.stop(), 0, spec.log_text())
+
+
 class MetricsTest(unittest.TestCase):
     def test_metrics_exposition(self):
         client().completions.create(model=NAME, prompt="Metrics", max_tokens=3, temperature=0)

@@ -87,6 +87,62 @@ class PlantedCpuDeviceModel final : public DeviceModel {
   std::shared_ptr<const Model> model_;
 };
 
+// The product's CPU backend, or the planted split-k matmul while *verifying is set.
+class VerifyPlanBackend final : public WrappedCpuBackend {
+ public:
+  VerifyPlanBackend(ThreadPool* pool, std::shared_ptr<const bool> verifying)
+      : WrappedCpuBackend(pool), planted_(pool), verifying_(std::move(verifying)) {}
+  std::string_view name() const override { return "cpu-planted-verify-plan"; }
+  using WrappedCpuBackend::matmul;
+  void matmul(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y) override {
+    if (*verifying_) {
+      planted_.matmul(x, m, w, bias, y);
+    } else {
+      inner_->matmul(x, m, w, bias, y);
+    }
+  }
+
+ private:
+  PlantedCpuBackend planted_;
+  std::shared_ptr<const bool> verifying_;
+};
+
+// Tells its backend whether the step verifies draft tokens, then runs it.
+class VerifyPlanRunner final : public ModelRunner {
+ public:
+  VerifyPlanRunner(std::unique_ptr<ModelRunner> inner, std::shared_ptr<bool> verifying)
+      : inner_(std::move(inner)), verifying_(std::move(verifying)) {}
+  Result<StepResult> execute(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) override {
+    *verifying_ = plan.num_draft_tokens > 0;
+    return inner_->execute(plan, tasks);
+  }
+  const RunnerInfo& info() const override { return inner_->info(); }
+
+ private:
+  std::unique_ptr<ModelRunner> inner_;
+  std::shared_ptr<bool> verifying_;
+};
+
+class PlantedVerifyPlanCpuDeviceModel final : public DeviceModel {
+ public:
+  explicit PlantedVerifyPlanCpuDeviceModel(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+  const ModelConfig& config() const override { return model_->config(); }
+  const std::string& path() const override { return model_->path(); }
+  std::string device() const override { return "cpu"; }
+  Result<std::unique_ptr<ModelRunner>> make_runner(const EngineConfig& config) const override {
+    auto verifying = std::make_shared<bool>(false);
+    VOSTI_ASSIGN_OR_RETURN(
+        std::unique_ptr<ModelRunner> inner,
+        CpuRunner::create(model_, config, [verifying](ThreadPool* pool) -> Result<std::unique_ptr<KernelBackend>> {
+          return std::unique_ptr<KernelBackend>(std::make_unique<VerifyPlanBackend>(pool, verifying));
+        }));
+    return std::unique_ptr<ModelRunner>(std::make_unique<VerifyPlanRunner>(std::move(inner), verifying));
+  }
+
+ private:
+  std::shared_ptr<const Model> model_;
+};
+
 #if VOSTI_HAVE_CUDA
 class PlantedCudaDeviceModel final : public DeviceModel {
  public:
@@ -117,6 +173,10 @@ std::shared_ptr<const DeviceModel> planted_cpu_device_model(std::shared_ptr<cons
 
 std::shared_ptr<const DeviceModel> planted_moe_cpu_device_model(std::shared_ptr<const Model> model) {
   return std::make_shared<const PlantedMoeCpuDeviceModel>(std::move(model));
+}
+
+std::shared_ptr<const DeviceModel> planted_verify_plan_cpu_device_model(std::shared_ptr<const Model> model) {
+  return std::make_shared<const PlantedVerifyPlanCpuDeviceModel>(std::move(model));
 }
 
 std::shared_ptr<const DeviceModel> planted_cuda_device_model(std::shared_ptr<const DeviceModel> model) {

@@ -47,6 +47,11 @@ std::shared_ptr<const DeviceModel> planted_stale_window_cpu_device_model(std::sh
 // runners remember the page each full block prefix was first computed in and, on a prefix-cache
 // hit, read the window layers' KV from that page, though the pool may have reused it since.
 std::shared_ptr<const DeviceModel> planted_page_keyed_window_cpu_device_model(std::shared_ptr<const Model> model);
+// A cpu device whose steps that verify draft tokens (speculative decoding) compute every matmul
+// with make_planted_cpu_backend's row-count split: the verify chunk's rows get another kernel plan
+// than the one-row decode that computes them without speculation (rule 1: the plan follows what
+// the step is). Only the speculation variations move a bit.
+std::shared_ptr<const DeviceModel> planted_verify_plan_cpu_device_model(std::shared_ptr<const Model> model);
 
 // A cuda device (`model` loaded with load_device_model(..., "cuda")) whose runners plan the
 // attention with twice the deployment's split whenever a step holds several sequences (rule 1:

@@ -57,6 +57,8 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
                       "--no-cuda-graphs",
                       "--threads",
                       "4",
+                      "--speculative-config",
+                      R"({"method":"ngram","num_speculative_tokens":2})",
                       "--check-invariants"}),
             0);
   EXPECT_EQ(c.device, "cuda");
@@ -75,6 +77,7 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.num_threads, 4);
   EXPECT_TRUE(c.check_invariants);
+  EXPECT_EQ(c.speculative_config, R"({"method":"ngram","num_speculative_tokens":2})");
   // Every option of the table was given above: the JSON lists no flag this test does not know.
   EXPECT_EQ(engine_options_json().size(), 16u);
 }

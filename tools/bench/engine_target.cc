@@ -149,6 +149,8 @@ TargetCounters EngineTarget::counters() {
   c.prefix_cache_queries = s.num_prefix_queries;
   c.prefix_cache_hits = s.num_prefix_hits;
   c.preemptions = s.num_preemptions;
+  c.draft_tokens = s.num_draft_tokens;
+  c.accepted_tokens = s.num_accepted_tokens;
   c.step_s = s.seconds_in_steps;
   c.forward_s = s.seconds_in_forward;
   c.sampling_s = s.seconds_in_sampling;

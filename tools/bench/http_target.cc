@@ -15,6 +15,10 @@ constexpr const char* kPrefixQueries[] = {"vosti_prefix_cache_queries_total", "v
 constexpr const char* kPrefixHits[] = {"vosti_prefix_cache_hits_total", "vllm:prefix_cache_hits_total",
                                        "vllm:gpu_prefix_cache_hits_total"};
 constexpr const char* kPreemptions[] = {"vosti_num_preemptions_total", "vllm:num_preemptions_total"};
+constexpr const char* kDraftTokens[] = {"vosti_spec_decode_num_draft_tokens_total",
+                                        "vllm:spec_decode_num_draft_tokens_total"};
+constexpr const char* kAcceptedTokens[] = {"vosti_spec_decode_num_accepted_tokens_total",
+                                           "vllm:spec_decode_num_accepted_tokens_total"};
 constexpr const char* kHitRateGauges[] = {"sglang:cache_hit_rate"};
 
 template <size_t N>
@@ -191,6 +195,8 @@ TargetCounters HttpTarget::counters() {
   if (auto v = first_of(m, kPrefixHits)) c.prefix_cache_hits = static_cast<int64_t>(*v);
   if (auto v = first_of(m, kPreemptions)) c.preemptions = static_cast<int64_t>(*v);
   if (auto v = first_of(m, kHitRateGauges)) c.prefix_cache_hit_rate = *v;
+  if (auto v = first_of(m, kDraftTokens)) c.draft_tokens = static_cast<int64_t>(*v);
+  if (auto v = first_of(m, kAcceptedTokens)) c.accepted_tokens = static_cast<int64_t>(*v);
   const bool any = c.prefix_cache_queries || c.prefix_cache_hits || c.preemptions || c.prefix_cache_hit_rate;
   c.source = any ? "server /metrics (" + server_kind_ + ")" : "";
   return c;

@@ -117,6 +117,12 @@ CounterDelta counter_delta(const TargetCounters& before, const TargetCounters& a
     d.prefix_cache_hit_rate = after.prefix_cache_hit_rate;  // a server-wide gauge, not per run
   }
   if (before.preemptions && after.preemptions) d.preemptions = *after.preemptions - *before.preemptions;
+  if (before.draft_tokens && after.draft_tokens && before.accepted_tokens && after.accepted_tokens) {
+    d.draft_tokens = *after.draft_tokens - *before.draft_tokens;
+    d.accepted_tokens = *after.accepted_tokens - *before.accepted_tokens;
+    if (*d.draft_tokens > 0)
+      d.acceptance_rate = static_cast<double>(*d.accepted_tokens) / static_cast<double>(*d.draft_tokens);
+  }
   if (before.step_s && after.step_s && before.forward_s && after.forward_s && before.sampling_s && after.sampling_s) {
     const double step = *after.step_s - *before.step_s;
     d.step_s = step;
@@ -147,6 +153,11 @@ void print_run(FILE* out, const RunResult& run, const std::string& title) {
   if (m.cached_token_fraction) cache += "; cached prompt tokens " + percent(*m.cached_token_fraction) + " (responses)";
   std::fprintf(out, "prefix cache    hit rate %s\n", cache.c_str());
   std::fprintf(out, "preemptions     %s\n", c.preemptions ? std::to_string(*c.preemptions).c_str() : "not reported");
+  if (c.draft_tokens && *c.draft_tokens > 0) {
+    std::fprintf(out, "speculation     %lld of %lld draft tokens accepted (%s)\n",
+                 static_cast<long long>(*c.accepted_tokens), static_cast<long long>(*c.draft_tokens),
+                 percent(*c.acceptance_rate).c_str());
+  }
   if (c.bookkeeping_fraction) {
     std::fprintf(out, "engine steps    %.2f s: forward %s, sampling %s, bookkeeping %s\n", *c.step_s,
                  percent_2(*c.forward_fraction).c_str(), percent_2(*c.sampling_fraction).c_str(),
@@ -254,29 +265,33 @@ ordered_json run_json(const RunResult& run, const bool detailed) {
                                                                     : ordered_json(run.options.arrivals.request_rate);
   j["stopped_early"] = run.stopped_early;
   const CounterDelta c = counter_delta(run.before, run.after);
-  j["metrics"] = {{"num_requests", m.num_requests},
-                  {"completed", m.num_completed},
-                  {"failed", m.num_failed},
-                  {"not_sent", m.num_not_sent},
-                  {"duration_s", m.duration_s},
-                  {"total_input_tokens", m.total_input_tokens},
-                  {"total_output_tokens", m.total_output_tokens},
-                  {"request_throughput", m.request_throughput},
-                  {"input_throughput", m.input_throughput},
-                  {"output_throughput", m.output_throughput},
-                  {"total_throughput", m.total_throughput},
-                  {"prefix_cache_hit_rate", optional_json(c.prefix_cache_hit_rate)},
-                  {"cached_token_fraction", optional_json(m.cached_token_fraction)},
-                  {"preemptions", c.preemptions ? ordered_json(*c.preemptions) : ordered_json(nullptr)},
-                  {"counters_source", c.source},
-                  {"engine_step_s", optional_json(c.step_s)},
-                  {"engine_forward_fraction", optional_json(c.forward_fraction)},
-                  {"engine_sampling_fraction", optional_json(c.sampling_fraction)},
-                  {"engine_bookkeeping_fraction", optional_json(c.bookkeeping_fraction)},
-                  {"ttft_ms", distribution_json(m.ttft_ms)},
-                  {"tpot_ms", distribution_json(m.tpot_ms)},
-                  {"itl_ms", distribution_json(m.itl_ms)},
-                  {"e2e_ms", distribution_json(m.e2e_ms)}};
+  j["metrics"] = {
+      {"num_requests", m.num_requests},
+      {"completed", m.num_completed},
+      {"failed", m.num_failed},
+      {"not_sent", m.num_not_sent},
+      {"duration_s", m.duration_s},
+      {"total_input_tokens", m.total_input_tokens},
+      {"total_output_tokens", m.total_output_tokens},
+      {"request_throughput", m.request_throughput},
+      {"input_throughput", m.input_throughput},
+      {"output_throughput", m.output_throughput},
+      {"total_throughput", m.total_throughput},
+      {"prefix_cache_hit_rate", optional_json(c.prefix_cache_hit_rate)},
+      {"cached_token_fraction", optional_json(m.cached_token_fraction)},
+      {"preemptions", c.preemptions ? ordered_json(*c.preemptions) : ordered_json(nullptr)},
+      {"spec_draft_tokens", c.draft_tokens ? ordered_json(*c.draft_tokens) : ordered_json(nullptr)},
+      {"spec_accepted_tokens", c.accepted_tokens ? ordered_json(*c.accepted_tokens) : ordered_json(nullptr)},
+      {"spec_acceptance_rate", optional_json(c.acceptance_rate)},
+      {"counters_source", c.source},
+      {"engine_step_s", optional_json(c.step_s)},
+      {"engine_forward_fraction", optional_json(c.forward_fraction)},
+      {"engine_sampling_fraction", optional_json(c.sampling_fraction)},
+      {"engine_bookkeeping_fraction", optional_json(c.bookkeeping_fraction)},
+      {"ttft_ms", distribution_json(m.ttft_ms)},
+      {"tpot_ms", distribution_json(m.tpot_ms)},
+      {"itl_ms", distribution_json(m.itl_ms)},
+      {"e2e_ms", distribution_json(m.e2e_ms)}};
   ordered_json requests = ordered_json::array();
   for (const RequestRecord& r : run.records) {
     ordered_json q;

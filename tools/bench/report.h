@@ -23,6 +23,10 @@ nlohmann::ordered_json machine_info();
 struct CounterDelta {
   std::optional<double> prefix_cache_hit_rate;
   std::optional<int64_t> preemptions;
+  // Speculative decoding over the run: draft tokens verified, accepted, and accepted / drafted
+  // (the rate only where something was drafted).
+  std::optional<int64_t> draft_tokens, accepted_tokens;
+  std::optional<double> acceptance_rate;
   std::optional<double> step_s;  // engine seconds in steps during the run
   // Shares of step_s (0..1): the model forward, sampling (with logprobs), and the rest
   // (bookkeeping: scheduling, cache, batch building, postprocess, callbacks).

@@ -33,6 +33,8 @@ struct TargetCounters {
   std::optional<int64_t> prefix_cache_hits;     // of which served from it
   std::optional<double> prefix_cache_hit_rate;  // when only a rate is reported (SGLang)
   std::optional<int64_t> preemptions;
+  // Speculative decoding: draft tokens verified, and of them accepted.
+  std::optional<int64_t> draft_tokens, accepted_tokens;
   // The engine's own clock (in-process only): wall seconds inside its steps, of which in the model
   // forward and in sampling (the rest: scheduling, cache bookkeeping, batch building, postprocess).
   std::optional<double> step_s, forward_s, sampling_s;

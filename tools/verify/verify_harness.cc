@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 
+#include "engine/speculative.h"
 #include "runner/device_model.h"
 
 namespace vosti {
@@ -245,6 +246,9 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
         x.config.max_num_batched_tokens = budget;
         x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;
       });
+    for (int32_t k : {1, 3, 8})
+      v.push_back(speculative_variation(ref, R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
+                                                 R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 3})"));
     for (int32_t t : {1, 3})
       add("threads=" + std::to_string(t), [&](Variation& x) {
         x.config.num_threads = t;
@@ -257,6 +261,21 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
     });
   }
   return v;
+}
+
+Variation speculative_variation(const EngineConfig& ref, const std::string& speculative_config) {
+  Variation x;
+  x.config = ref;
+  x.config.speculative_config = speculative_config;
+  x.config.max_num_batched_tokens = 61;
+  x.name = "speculative=" + speculative_config;
+  auto parsed = parse_speculative_config(speculative_config);
+  if (parsed.ok() && parsed->method == "draft_model")
+    x.name = "draft_model,k=" + std::to_string(parsed->num_speculative_tokens);
+  if (parsed.ok() && parsed->method == "ngram")
+    x.name = "ngram,k=" + std::to_string(parsed->num_speculative_tokens) +
+             ",n=" + std::to_string(parsed->prompt_lookup_min) + ".." + std::to_string(parsed->prompt_lookup_max);
+  return x;
 }
 
 bool HarnessReport::all_identical() const {
@@ -295,6 +314,8 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
       res.identical = res.first_difference.empty();
       res.num_preemptions = run->stats.num_preemptions;
       res.num_prefix_hit_tokens = run->stats.num_prefix_hits;
+      res.num_draft_tokens = run->stats.num_draft_tokens;
+      res.num_accepted_tokens = run->stats.num_accepted_tokens;
     }
     if (on_result) on_result(res);
     report.results.push_back(std::move(res));
@@ -305,16 +326,20 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
 std::string format_report_table(const std::vector<HarnessReport>& reports) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-28s %-26s %-10s %9s %8s %8s %7s\n", "variation", "model", "result", "positions",
-                "preempt", "hits", "secs");
+  std::snprintf(line, sizeof line, "%-28s %-26s %-10s %9s %8s %8s %11s %7s\n", "variation", "model", "result",
+                "positions", "preempt", "hits", "accepted", "secs");
   out += line;
   for (const auto& rep : reports) {
     for (const auto& r : rep.results) {
-      std::snprintf(line, sizeof line, "%-28s %-26s %-10s %9lld %8lld %8lld %7.1f%s%s\n", r.name.c_str(),
+      // Speculation: accepted / drafted tokens ("-" where nothing was drafted).
+      const std::string accepted =
+          r.num_draft_tokens > 0 ? std::to_string(r.num_accepted_tokens) + "/" + std::to_string(r.num_draft_tokens)
+                                 : "-";
+      std::snprintf(line, sizeof line, "%-28s %-26s %-10s %9lld %8lld %8lld %11s %7.1f%s%s\n", r.name.c_str(),
                     rep.model_name.substr(0, 26).c_str(), r.identical ? "identical" : "DIFFERS",
                     static_cast<long long>(r.num_positions), static_cast<long long>(r.num_preemptions),
-                    static_cast<long long>(r.num_prefix_hit_tokens), r.seconds, r.identical ? "" : "  ",
-                    r.first_difference.c_str());
+                    static_cast<long long>(r.num_prefix_hit_tokens), accepted.c_str(), r.seconds,
+                    r.identical ? "" : "  ", r.first_difference.c_str());
       out += line;
     }
   }

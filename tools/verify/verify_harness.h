@@ -5,8 +5,9 @@
 // DESIGN.md section 1 (batch composition, token budgets, chunking, prefix cache
 // off/cold/warm, a cache so small that eviction and preemption happen, shuffled
 // physical blocks, arrival orders, staggered arrivals, aborted neighbours, thread
-// counts), and compares every logit of every output position bit for bit (memcmp of
-// the full f32 rows), plus the tokens and logprobs.
+// counts, speculative decoding with n-gram drafts of k = 1, 3, 8 tokens), and compares every
+// logit of every output position bit for bit (memcmp of the full f32 rows), plus the tokens
+// and logprobs.
 // Thread safety: none; one harness run at a time.
 #pragma once
 
@@ -44,6 +45,8 @@ struct VariationResult {
   int64_t num_positions = 0;     // output positions compared
   int64_t num_preemptions = 0;   // in this run, for the record
   int64_t num_prefix_hit_tokens = 0;
+  int64_t num_draft_tokens = 0;     // speculative decoding: draft tokens verified
+  int64_t num_accepted_tokens = 0;  // of which accepted
   double seconds = 0;
 };
 
@@ -53,7 +56,11 @@ std::vector<HarnessRequest> make_harness_requests(const ModelConfig& model, bool
 
 // The variation matrix (CI-sized unless full) for a reference config; on the cuda device it
 // adds CUDA graphs off (the reference replays graphs) and a bf16 vs f32 pool is a different
-// deployment, never a variation.
+// deployment, never a variation. Speculative decoding (n-gram, k = 1, 3, 8) is a variation on
+// the cpu device (the cuda runner refuses it).
+// The speculation variation of a speculative config (vLLM's JSON): what `vosti verify
+// --speculative-config` adds to the matrix.
+Variation speculative_variation(const EngineConfig& reference, const std::string& speculative_config);
 std::vector<Variation> make_variations(const EngineConfig& reference, bool full);
 
 struct HarnessReport {

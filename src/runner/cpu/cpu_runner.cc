@@ -74,8 +74,10 @@ RowResult sample_row_without_logprobs(std::span<const float> logits, const Wante
   out.plan_index = row.plan_index;
   out.position = row.position;
   out.kind = row.kind;
-  out.scored.token = choose_token(logits, *task.sampling, task.seed, static_cast<int64_t>(task.outputs.size()),
-                                  task.prompt, task.outputs, scratch);
+  out.sample_index = row.sample_index;
+  const std::span<const int32_t> outputs = task.outputs_before(row.sample_index);
+  out.scored.token = choose_token(logits, *task.sampling, task.seed, static_cast<int64_t>(outputs.size()), task.prompt,
+                                  outputs, scratch);
   if (task.digest) out.digest = logits_digest(logits);
   if (task.full_logits) out.logits.assign(logits.begin(), logits.end());
   return out;

@@ -16,8 +16,10 @@ RowResult finish_row_on_host(std::span<const float> logits, const WantedRow& row
     if (task.digest) out.digest = logits_digest(logits);
     return out;
   }
-  out.scored = sample_token(logits, *task.sampling, task.seed, static_cast<int64_t>(task.outputs.size()), task.prompt,
-                            task.outputs, scratch);
+  out.sample_index = row.sample_index;
+  const std::span<const int32_t> outputs = task.outputs_before(row.sample_index);
+  out.scored = sample_token(logits, *task.sampling, task.seed, static_cast<int64_t>(outputs.size()), task.prompt,
+                            outputs, scratch);
   if (task.digest) out.digest = logits_digest(logits);
   if (task.full_logits) out.logits.assign(logits.begin(), logits.end());
   return out;

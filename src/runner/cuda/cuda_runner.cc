@@ -224,6 +224,11 @@ Result<StepResult> CudaRunner::execute(const StepPlan& plan, std::span<const Req
 // The step's batch, attention plan and logits rows, written to the step buffer and copied to the
 // device in one transfer.
 Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) {
+  // Host buffers hold one sampled row per sequence (digests, whole rows): a verify chunk's
+  // several sampled rows do not fit them yet. Engine::create refuses speculation on cuda.
+  for (const RequestLogitsTask& t : tasks)
+    if (t.num_draft > 0)
+      return unimplemented("speculative decoding (speculative_config) is not supported on the cuda device yet");
   build_step_batch(plan, tasks, config_.block_size, StepBatchOptions{true, cap_.adjusts}, batch_);
   const int64_t S = batch_.num_seqs;
   VOSTI_CHECK(batch_.num_tokens() >= 1 && batch_.num_tokens() <= cap_.tokens && S <= cap_.seqs,
