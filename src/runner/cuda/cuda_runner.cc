@@ -393,7 +393,11 @@ Status CudaRunner::forward_eager() {
 // back whole, synchronously: a path only echo + return_logits_digests takes.
 Status CudaRunner::digest_score_rows(int64_t begin, int64_t n) {
   const int64_t vocab = model_->config().vocab_size, vocab_rows = model_->dims().vocab_rows;
-  for (int64_t k = begin; k < begin + n; ++k) {
+  // Only score rows digest here, and they come first. A graph's padded chunk (its first step runs
+  // eagerly) has more rows than rows_ (none at all for a one-token prefill chunk): reading rows_
+  // past the score rows read past its end, and wrote score_digests_ there.
+  const int64_t end = std::min(begin + n, batch_.num_score_rows);
+  for (int64_t k = begin; k < end; ++k) {
     if (!rows_[static_cast<size_t>(k)].host_digest) continue;
     host_row_.resize(static_cast<size_t>(vocab));
     VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row_.data(), buffers_.logits() + (k - begin) * vocab_rows,
