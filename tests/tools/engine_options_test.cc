@@ -79,7 +79,7 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
   EXPECT_TRUE(c.check_invariants);
   EXPECT_EQ(c.speculative_config, R"({"method":"ngram","num_speculative_tokens":2})");
   // Every option of the table was given above: the JSON lists no flag this test does not know.
-  EXPECT_EQ(engine_options_json().size(), 16u);
+  EXPECT_EQ(engine_options_json().size(), 17u);
 }
 
 TEST(EngineOptions, NoFlagsLeaveTheCommandsDefaults) {
