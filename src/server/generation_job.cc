@@ -72,30 +72,13 @@ void GenerationJob::on_admitted(const Admission& admission) {
       break;
     case AdmissionRefusal::kInvalid:
       return fail(bad_request(admission.message));
-    case AdmissionRefusal::kAsleep: {
-      ApiError e;
-      e.http_status = 503;
-      e.type = "server_error";
-      e.code = "engine_asleep";
-      e.message = admission.message;
-      return fail(e);
-    }
-    case AdmissionRefusal::kDeploymentMismatch: {
-      ApiError e;
-      e.http_status = 409;
-      e.code = "deployment_mismatch";
-      e.param = "vosti.deployment_id";
-      e.message = admission.message;
-      return fail(e);
-    }
-    case AdmissionRefusal::kShuttingDown: {
-      ApiError e;
-      e.http_status = 503;
-      e.type = "server_error";
-      e.code = "shutting_down";
-      e.message = admission.message;
-      return fail(e);
-    }
+    case AdmissionRefusal::kAsleep:
+      return fail(ApiError{503, admission.message, "server_error", "", "engine_asleep"});
+    case AdmissionRefusal::kDeploymentMismatch:
+      return fail(
+          ApiError{409, admission.message, "invalid_request_error", "vosti.deployment_id", "deployment_mismatch"});
+    case AdmissionRefusal::kShuttingDown:
+      return fail(ApiError{503, admission.message, "server_error", "", "shutting_down"});
   }
   if (completed_) {  // aborted while held, and already answered: run nothing
     for (RequestId id : admission.ids) env_.loop->abort(id);
