@@ -92,6 +92,15 @@ Result<std::vector<int32_t>> build_prompt(const GenerateOptions& o, const Tokeni
   return tok.encode(text, /*add_special_tokens=*/false);
 }
 
+// The model's tokenizer; null for a model without one run on --prompt-ids alone (ids in and out,
+// no text: vLLM's skip_tokenizer_init), which says so on stderr.
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const GenerateOptions& o) {
+  auto loaded = Tokenizer::load_for_model(o.model);
+  if (loaded.ok() || o.prompt_ids.empty() || o.chat || !o.spec.stop.empty()) return loaded;
+  std::fprintf(stderr, "\nvosti generate: no tokenizer (%s): token ids only\n", loaded.status().message().c_str());
+  return std::shared_ptr<const Tokenizer>();
+}
+
 // The model on o.engine.device; on the cpu with a per-layer progress bar.
 Result<std::shared_ptr<const DeviceModel>> load_model(const GenerateOptions& o, const LoadProgress& progress) {
   if (o.engine.device != "cpu") return load_device_model(o.model, o.engine.device);
@@ -226,31 +235,25 @@ int cmd_generate(int argc, char** argv) {
     std::fprintf(stderr, "\nvosti generate: %s\n", model.status().to_string().c_str());
     return 1;
   }
-  // A model without a tokenizer still runs on --prompt-ids: ids in and out, no text (vLLM's
-  // skip_tokenizer_init).
-  std::shared_ptr<const Tokenizer> tok;
-  if (auto loaded = Tokenizer::load_for_model(o.model); loaded.ok()) {
-    tok = std::move(loaded).value();
-  } else if (o.prompt_ids.empty() || o.chat || !o.spec.stop.empty()) {
-    std::fprintf(stderr, "\nvosti generate: %s\n", loaded.status().to_string().c_str());
+  auto tok = load_tokenizer(o);
+  if (!tok.ok()) {
+    std::fprintf(stderr, "\nvosti generate: %s\n", tok.status().to_string().c_str());
     return 1;
-  } else {
-    std::fprintf(stderr, "\nvosti generate: no tokenizer (%s): token ids only\n", loaded.status().message().c_str());
   }
   progress.done();
   Result<std::vector<int32_t>> prompt = o.prompt_ids;
-  if (tok) prompt = build_prompt(o, *tok);
+  if (*tok) prompt = build_prompt(o, **tok);
   if (!prompt.ok()) {
     std::fprintf(stderr, "vosti generate: %s\n", prompt.status().to_string().c_str());
     return 1;
   }
   o.spec.prompt = *prompt;
-  auto engine = Engine::create(*model, o.engine, tok);
+  auto engine = Engine::create(*model, o.engine, *tok);
   if (!engine.ok()) {
     std::fprintf(stderr, "vosti generate: %s\n", engine.status().to_string().c_str());
     return 1;
   }
-  return run_generation(o, **engine, tok.get());
+  return run_generation(o, **engine, tok->get());
 }
 
 }  // namespace vosti::tools
