@@ -99,4 +99,10 @@ ForwardBatch forward_batch(const StepBatch& batch, std::span<const int32_t> logi
 SamplerRowTask sampler_task(const RequestLogitsTask& task, const WantedRow& row);
 void append_sampler_adjusts(const RequestLogitsTask& task, const WantedRow& row, std::vector<SamplerAdjust>& adjusts);
 
+// Appends to `out` the routing of each request that asked (RequestLogitsTask::routed_experts), cut
+// from `routed` ([num_tokens, MoE layers, top_k]: the step's token rows in plan order) along the
+// plan's token rows (requests in plan order, each its new tokens). Nothing for an empty `routed`.
+void add_routed_rows(const StepPlan& plan, std::span<const RequestLogitsTask> tasks, std::span<const int32_t> routed,
+                     int64_t num_tokens, std::vector<RoutedRows>& out);
+
 }  // namespace vosti

@@ -57,13 +57,71 @@ TEST_P(CudaHarness, EveryVariationIsBitwiseIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaHarness,
                          ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
-                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap"),
+                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap",
+                                           "qwen3-moe-tiny", "mixtral-tiny", "qwen3-moe-tiny-dense1-bf16"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return s;
                          });
+
+// The routing the GPU returns (RequestSpec::routed_experts): one record per computed position, every
+// MoE layer's top_k experts ascending and in range, the prompt positions' records equal the CPU
+// engine's but where a near-tied router flips under the bf16 policy (the tiny models' random
+// routers; a record taken from the wrong token row would agree at chance level, ~1/4 here).
+TEST(CudaEngine, RoutedExpertsComeBackForEveryPositionAsTheCpuRoutes) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  for (const std::string name : {"qwen3-moe-tiny", "mixtral-tiny"}) {
+    RequestSpec probe;
+    probe.prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
+    probe.max_tokens = 12;
+    probe.ignore_eos = true;
+    probe.sampling.temperature = 0.0f;
+    probe.routed_experts = true;
+    const auto routed_on = [&](const std::string& device) {
+      auto model = load_device_model(kModels + "/" + name, device);
+      EXPECT_TRUE(model.ok()) << model.status().to_string();
+      EngineConfig c = device == "cuda" ? cuda_reference() : EngineConfig{};
+      c.device = device;
+      c.num_blocks = 64;
+      c.max_model_len = 128;
+      c.max_num_batched_tokens = 7;  // the prompt in chunks
+      auto engine = Engine::create(*model, c);
+      EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+      RoutedExperts routed;
+      std::string error;
+      EXPECT_TRUE((*engine)
+                      ->add_request(probe,
+                                    [&](const RequestOutput& o) {
+                                      if (!o.finished) return;
+                                      routed = o.routed_experts;
+                                      error = o.error;
+                                    })
+                      .ok());
+      while ((*engine)->has_work()) (*engine)->step();
+      EXPECT_EQ(error, "") << device;
+      return routed;
+    };
+    const RoutedExperts gpu = routed_on("cuda"), cpu = routed_on("cpu");
+    ASSERT_EQ(gpu.num_positions(), static_cast<int64_t>(probe.prompt.size() + probe.max_tokens - 1)) << name;
+    ASSERT_EQ(gpu.num_layers, cpu.num_layers) << name;
+    ASSERT_EQ(gpu.top_k, cpu.top_k) << name;
+    const size_t per = static_cast<size_t>(gpu.num_layers * gpu.top_k), k = static_cast<size_t>(gpu.top_k);
+    for (size_t i = 0; i < gpu.ids.size(); ++i) {
+      ASSERT_GE(gpu.ids[i], 0) << name << " entry " << i;
+      if (i % k > 0) {
+        ASSERT_LT(gpu.ids[i - 1], gpu.ids[i]) << name << ": not ascending at entry " << i;
+      }
+    }
+    size_t same = 0;
+    const size_t prompt_entries = probe.prompt.size() * per;
+    for (size_t i = 0; i < prompt_entries; ++i) same += gpu.ids[i] == cpu.ids[i] ? 1 : 0;
+    EXPECT_GE(same * 10, prompt_entries * 9)
+        << name << ": " << same << " of " << prompt_entries << " prompt entries route as on the CPU";
+    std::printf("[ routed ] %s: %zu of %zu prompt entries as on the CPU\n", name.c_str(), same, prompt_entries);
+  }
+}
 
 // One request, then the same request among 24 others (random prompts, sampled, staggered):
 // the same tokens and the same digest at every position.
