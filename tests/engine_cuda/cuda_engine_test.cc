@@ -1,7 +1,9 @@
 // The engine on the GPU (runner/cuda): the determinism harness's whole matrix on the tiny
 // golden families with the device sampler checked against the host sampler on every sampled
 // row the GPU produced; the same request among many others gives the digests it gets alone;
-// the KV pool sized from the memory fraction; requests the pool cannot hold get a clear error.
+// the KV pool sized from the memory fraction; requests the pool cannot hold get a clear error;
+// the mixture-of-experts families (Qwen3-MoE, Mixtral) in the harness, their routed experts
+// returned for every position and compared with the CPU engine's.
 // GPU only (skips with "no CUDA device").
 #include <gtest/gtest.h>
 

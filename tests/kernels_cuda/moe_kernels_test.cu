@@ -61,6 +61,7 @@ Status planted_grouped_gemm(const MoeGemmSchedule& s, const MoeGroupedGemmArgs& 
   g.k = static_cast<int>(s.k);
   g.num_k_blocks = s.num_k_blocks;
   g.out_f32 = a.out_dtype == DType::kF32 ? 1 : 0;
+  g.scratch_row = static_cast<int>(a.scratch_row);
   constexpr int kSmem = 4 * moe_detail::MoeTileConfig::kStageElems * 2;
   VOSTI_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(planted_count_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -214,8 +215,9 @@ std::vector<float> run_moe_mlp(const MoeLayer& L, const std::vector<uint16_t>& h
   DeviceBuffer<int32_t> dex(experts);
   DeviceBuffer<float> dw(weights);
   PermuteBuffers perm(P, L.E, gu.block_m);
-  DeviceBuffer<uint16_t> x(static_cast<size_t>(P * L.H)), act(static_cast<size_t>(P * L.W));
-  DeviceBuffer<float> y_gu(static_cast<size_t>(P * 2 * L.W)), y(static_cast<size_t>(P * L.H)),
+  const int64_t rows = moe_rows_with_scratch(P, gu.block_m);
+  DeviceBuffer<uint16_t> x(static_cast<size_t>(rows * L.H)), act(static_cast<size_t>(rows * L.W));
+  DeviceBuffer<float> y_gu(static_cast<size_t>(rows * 2 * L.W)), y(static_cast<size_t>(rows * L.H)),
       out(static_cast<size_t>(T * L.H));
   EXPECT_TRUE(perm.run(dex, P, L.k, L.E, gu.block_m).ok());
   EXPECT_TRUE(moe_gather(dh.get(), perm.src.get(), P, L.H, x.get(), nullptr).ok());
@@ -226,6 +228,7 @@ std::vector<float> run_moe_mlp(const MoeLayer& L, const std::vector<uint16_t>& h
   g.tiles = perm.tiles.get();
   g.num_tiles = perm.num_tiles.get();
   g.max_tiles = perm.max_tiles;
+  g.scratch_row = P;
   EXPECT_TRUE(gemm(gu, g, nullptr).ok());
   EXPECT_TRUE(gated_mul(MlpActivation::kSilu, y_gu.get(), P, L.W, act.get(), DType::kBF16, nullptr).ok());
   g.x = act.get();
@@ -334,8 +337,11 @@ TEST(MoeGroupedGemm, MatchesAnF64HostProduct) {
       for (int j = 0; j < K; ++j) acc += double(bf16_to_f32(x[static_cast<size_t>(p * K + j)])) * bf16_to_f32(wr[j]);
       ref[static_cast<size_t>(p * n + c)] = acc;
     }
-  DeviceBuffer<uint16_t> dx(x), dw(w), ybf(static_cast<size_t>(P * n));
-  DeviceBuffer<float> yf(static_cast<size_t>(P * n));
+  const int64_t rows = moe_rows_with_scratch(P, s.block_m);
+  std::vector<uint16_t> x_rows = x;
+  x_rows.resize(static_cast<size_t>(rows * K), f32_to_bf16(NAN));  // scratch rows: NaN, never stored
+  DeviceBuffer<uint16_t> dx(x_rows), dw(w), ybf(static_cast<size_t>(rows * n));
+  DeviceBuffer<float> yf(static_cast<size_t>(rows * n));
   MoeGroupedGemmArgs a;
   a.x = dx.get();
   a.w = dw.get();
@@ -343,13 +349,14 @@ TEST(MoeGroupedGemm, MatchesAnF64HostProduct) {
   a.tiles = perm.tiles.get();
   a.num_tiles = perm.num_tiles.get();
   a.max_tiles = perm.max_tiles;
+  a.scratch_row = P;
   ASSERT_TRUE(moe_grouped_gemm(s, a, nullptr).ok());
   a.y = ybf.get();
   a.out_dtype = DType::kBF16;
   ASSERT_TRUE(moe_grouped_gemm(s, a, nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<float> gf = yf.download();
-  const std::vector<uint16_t> gb = ybf.download();
+  const std::vector<float> gf = yf.download(0, static_cast<size_t>(P * n));
+  const std::vector<uint16_t> gb = ybf.download(0, static_cast<size_t>(P * n));
   std::vector<double> of(gf.begin(), gf.end()), ob(gb.size());
   for (size_t i = 0; i < gb.size(); ++i) ob[i] = bf16_to_f32(gb[i]);
   EXPECT_LT(cuda_test::relative_error(ref, of), 1e-5);

@@ -1,8 +1,9 @@
 // The GPU forward (model/cuda: CudaModel, driven by the tests' CudaForwardFixture) against HF
 // transformers' golden logits, the CPU backend and the CPU emulation of the CUDA numeric
 // policy (bf16 KV pool included); bitwise chunking, block-size and KV-dtype behaviour; loading
-// straight from the file gives the same bits as uploading the loaded model; errors. GPU tests skip with "no CUDA
-// device" without a GPU; the emulation's own accuracy (which sets the bounds below) runs everywhere.
+// straight from the file gives the same bits as uploading the loaded model; errors; the
+// mixture-of-experts families against the emulated policy (kTinyMoeModels says why not golden). GPU tests skip with "no
+// CUDA device" without a GPU; the emulation's own accuracy (which sets the bounds below) runs everywhere.
 //
 // Metric: per position, rel = ||logits - ref|| / ||ref|| over the vocabulary; the worst
 // position is printed and bounded. Argmax must agree wherever the reference's top-2 gap

@@ -114,7 +114,8 @@ struct CudaModelDims {
 };
 
 // The MoE layers' buffers of one forward (empty for a dense model): `entries` = row_capacity *
-// top_k permuted rows. Fully written by each MoE layer before it reads them.
+// top_k permuted rows, `perm_rows` = moe_rows_with_scratch(entries, block_m) (the grouped GEMM's
+// scratch rows after them). Written by each MoE layer before it reads them.
 struct CudaMoeActivations {
   float* logits = nullptr;       // [row_capacity, router_rows] f32 router logits
   int32_t* experts = nullptr;    // [row_capacity, top_k] chosen experts, ascending per token
@@ -123,10 +124,10 @@ struct CudaMoeActivations {
   int32_t* src_token = nullptr;  // [entries] each permuted row's token
   MoeTile* tiles = nullptr;      // [max_tiles] the grouped GEMM's tile list
   int32_t* num_tiles = nullptr;  // [1]
-  uint16_t* x = nullptr;         // [entries, hidden] bf16 permuted rows
-  float* gate_up = nullptr;      // [entries, 2 * moe_width] f32
-  uint16_t* act = nullptr;       // [entries, moe_width] bf16
-  float* y = nullptr;            // [entries, hidden] f32 expert outputs
+  uint16_t* x = nullptr;         // [perm_rows, hidden] bf16 permuted rows
+  float* gate_up = nullptr;      // [perm_rows, 2 * moe_width] f32
+  uint16_t* act = nullptr;       // [perm_rows, moe_width] bf16
+  float* y = nullptr;            // [perm_rows, hidden] f32 expert outputs
   // [row_capacity, num MoE layers, top_k]: each row's experts per MoE layer (layer order), written
   // by the forward where non-null (the runner copies the wanted rows back: StepResult::routed).
   int32_t* routed = nullptr;

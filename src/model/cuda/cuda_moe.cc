@@ -118,6 +118,7 @@ Status CudaModel::run_moe(int64_t li, int64_t T, const CudaActivations& a, cudaS
   g.tiles = b.tiles;
   g.num_tiles = b.num_tiles;
   g.max_tiles = moe_max_tiles(P, m.num_experts, M.gate_up_schedule.block_m);
+  g.scratch_row = P;
   VOSTI_RETURN_IF_ERROR(moe_grouped_gemm(M.gate_up_schedule, g, stream));
   VOSTI_RETURN_IF_ERROR(gated_mul(spec.activation, b.gate_up, P, dims_.moe_width, b.act, DType::kBF16, stream));
   g.x = b.act;

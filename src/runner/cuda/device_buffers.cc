@@ -61,6 +61,7 @@ Status CudaActivationBuffers::allocate_moe(const CudaModel& model, int64_t rows)
   const int64_t H = model.config().hidden_size, k = m.top_k, entries = rows * k;
   VOSTI_ASSIGN_OR_RETURN(const MoeGemmSchedule s, select_moe_gemm_schedule(2 * d.moe_width, H));
   const int64_t max_tiles = moe_max_tiles(entries, m.num_experts, s.block_m);
+  const int64_t perm_rows = moe_rows_with_scratch(entries, s.block_m);  // the grouped GEMM's scratch rows too
   VOSTI_RETURN_IF_ERROR(alloc(moe_logits_, rows * d.router_rows, sizeof(float), "router logits"));
   VOSTI_RETURN_IF_ERROR(alloc(moe_experts_, entries, sizeof(int32_t), "routed experts"));
   VOSTI_RETURN_IF_ERROR(alloc(moe_weights_, entries, sizeof(float), "routing weights"));
@@ -68,10 +69,10 @@ Status CudaActivationBuffers::allocate_moe(const CudaModel& model, int64_t rows)
   VOSTI_RETURN_IF_ERROR(alloc(moe_src_, entries, sizeof(int32_t), "MoE permutation"));
   VOSTI_RETURN_IF_ERROR(alloc(moe_tiles_, max_tiles, sizeof(MoeTile), "MoE tile list"));
   VOSTI_RETURN_IF_ERROR(alloc(moe_num_tiles_, 1, sizeof(int32_t), "MoE tile count"));
-  VOSTI_RETURN_IF_ERROR(alloc(moe_x_, entries * H, sizeof(uint16_t), "MoE permuted rows"));
-  VOSTI_RETURN_IF_ERROR(alloc(moe_gate_up_, entries * 2 * d.moe_width, sizeof(float), "MoE gate_up activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(moe_act_, entries * d.moe_width, sizeof(uint16_t), "MoE activations"));
-  VOSTI_RETURN_IF_ERROR(alloc(moe_y_, entries * H, sizeof(float), "MoE expert outputs"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_x_, perm_rows * H, sizeof(uint16_t), "MoE permuted rows"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_gate_up_, perm_rows * 2 * d.moe_width, sizeof(float), "MoE gate_up activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_act_, perm_rows * d.moe_width, sizeof(uint16_t), "MoE activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_y_, perm_rows * H, sizeof(float), "MoE expert outputs"));
   VOSTI_RETURN_IF_ERROR(
       alloc(moe_routed_, rows * model.num_moe_layers() * k, sizeof(int32_t), "routed experts record"));
   CudaMoeActivations& v = view_.moe;

@@ -53,6 +53,8 @@ Status moe_grouped_gemm(const MoeGemmSchedule& s, const MoeGroupedGemmArgs& a, c
       s.n % 8 != 0)
     return invalid_argument("moe_grouped_gemm: schedule not made by select_moe_gemm_schedule()");
   if (a.max_tiles < 1 || a.max_tiles > 0x7fffffff) return invalid_argument("moe_grouped_gemm: max_tiles out of range");
+  if (a.scratch_row < 0 || a.scratch_row > 0x7fffffff - s.block_m)
+    return invalid_argument("moe_grouped_gemm: scratch_row out of range");
   moe_detail::MoeGemmParams g{};
   g.x = reinterpret_cast<const __nv_bfloat16*>(a.x);
   g.w = reinterpret_cast<const __nv_bfloat16*>(a.w);
@@ -63,6 +65,7 @@ Status moe_grouped_gemm(const MoeGemmSchedule& s, const MoeGroupedGemmArgs& a, c
   g.k = static_cast<int>(s.k);
   g.num_k_blocks = s.num_k_blocks;
   g.out_f32 = a.out_dtype == DType::kF32 ? 1 : 0;
+  g.scratch_row = static_cast<int>(a.scratch_row);
   using C = moe_detail::MoeTileConfig;
   constexpr int kSmem = moe_detail::kStages * C::kStageElems * 2;
   auto kernel = moe_detail::moe_grouped_gemm_kernel;

@@ -23,10 +23,14 @@ struct MoeGemmParams {
   const int32_t* num_tiles;
   int n, k, num_k_blocks;
   int out_f32;
+  int scratch_row;  // y's rows [scratch_row, scratch_row + BM): where a tile's rows past its end go
 };
 
-// The gemm_detail::GemmParams of one tile: x and y start at the tile's first row, m is its row
-// count, w is its expert's matrix (rows past m are zero-filled and never stored).
+// The gemm_detail::GemmParams of one tile: x and y start at the tile's first row, w is its expert's
+// matrix, m is the whole tile height: the loader reads BM rows of x whatever the tile's row count
+// (rows past it are the next expert's or scratch; x holds BM rows past the last tile's start), and
+// the store sends the rows past the count to y's scratch rows. A row's result reads only its own
+// row of x, so the rows past the count reach no stored row; the count reaches only addresses.
 __device__ __forceinline__ gemm_detail::GemmParams tile_params(const MoeGemmParams& g, const MoeTile& t) {
   gemm_detail::GemmParams p{};
   p.x = g.x + static_cast<size_t>(t.row0) * g.k;
@@ -35,7 +39,7 @@ __device__ __forceinline__ gemm_detail::GemmParams tile_params(const MoeGemmPara
   const size_t y_off = static_cast<size_t>(t.row0) * g.n;
   p.y = g.out_f32 ? static_cast<void*>(static_cast<float*>(g.y) + y_off)
                   : static_cast<void*>(static_cast<__nv_bfloat16*>(g.y) + y_off);
-  p.m = t.row_end - t.row0;
+  p.m = kMoeBlockM;
   p.n = g.n;
   p.k = g.k;
   p.num_k_blocks = g.num_k_blocks;
@@ -54,6 +58,7 @@ __device__ __forceinline__ void moe_expert_tile(const MoeGemmParams& g, const Mo
                                                 unsigned char* smem_raw) {
   __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   const gemm_detail::GemmParams p = tile_params(g, t);
+  const int rows = t.row_end - t.row0;  // the tile's own rows (the others go to the scratch rows)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int warp_m = warp / (kGemmBlockN / C::kWarpN);
@@ -101,8 +106,8 @@ __device__ __forceinline__ void moe_expert_tile(const MoeGemmParams& g, const Mo
       for (int h = 0; h < 2; ++h) {
         const int row = warp_m * C::kWarpM + mi * 16 + gr + h * 8;
         const int col = n0 + warp_n * C::kWarpN + ni * 8 + q;
-        if (row < p.m && col < p.n)
-          gemm_detail::store_pair(p, row, col, total[mi][ni][2 * h], total[mi][ni][2 * h + 1]);
+        const int at = row < rows ? row : g.scratch_row - t.row0 + row;  // y's row, from the tile's first
+        if (col < p.n) gemm_detail::store_pair(p, at, col, total[mi][ni][2 * h], total[mi][ni][2 * h + 1]);
       }
 }
 

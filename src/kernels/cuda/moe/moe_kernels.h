@@ -25,7 +25,9 @@
 //      row's bits do not depend on its position in the permuted buffer, on its place in its m-tile
 //      or on how many rows share its expert. The grid is the upper bound of m-tiles
 //      (moe_max_tiles of the step's T, a host value) times the n-tiles; a CTA past the real tile
-//      count (a device scalar) exits.
+//      count (a device scalar) exits. A tile always computes block_m rows (the rows past its count
+//      are the next expert's or scratch, and are stored to scratch rows): the count reaches only
+//      addresses, never a mask of the arithmetic.
 //   5. The layer's activation on the permuted rows (row_kernels.h gated_mul), then the down
 //      projection by moe_grouped_gemm.
 //   6. moe_combine: out[t, c] = +0.0, then for the token's slots r = 0..k-1 (ascending expert)
@@ -114,7 +116,8 @@ Status moe_gather(const uint16_t* h, const int32_t* src_token, int64_t num_entri
                   cudaStream_t stream);
 
 // Step 4: y [rows, n] (out_dtype: f32 or bf16) = x [rows, k] (bf16) times each tile's expert's w
-// [num_experts, n, k] (bf16, stacked), for the tiles of the list.
+// [num_experts, n, k] (bf16, stacked), for the tiles of the list. REQUIRES: x and y hold
+// moe_rows_with_scratch(entries, block_m) rows, scratch_row >= entries.
 struct MoeGroupedGemmArgs {
   const uint16_t* x = nullptr;
   const uint16_t* w = nullptr;
@@ -123,7 +126,14 @@ struct MoeGroupedGemmArgs {
   const MoeTile* tiles = nullptr;
   const int32_t* num_tiles = nullptr;
   int64_t max_tiles = 0;  // the grid (moe_max_tiles of the step's entries)
+  // The first of block_m scratch rows of y, past every tile's rows (the step's entries or more): a
+  // tile computes block_m rows and stores those past its count there. x holds block_m rows past
+  // the last tile's first row (moe_rows_with_scratch).
+  int64_t scratch_row = 0;
 };
+// Rows of a permuted buffer (x, the activations, y) for `entries` routed rows: the entries and
+// block_m rows of scratch.
+inline int64_t moe_rows_with_scratch(int64_t entries, int block_m) { return entries + block_m; }
 Status moe_grouped_gemm(const MoeGemmSchedule& schedule, const MoeGroupedGemmArgs& args, cudaStream_t stream);
 
 // Step 6: out [T, hidden] f32 from y_perm [T * top_k, hidden] f32, pos and weights [T, top_k].
