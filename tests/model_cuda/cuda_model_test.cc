@@ -374,7 +374,9 @@ TEST_P(CudaInvariance, ChunkingAndBlockSizeGiveIdenticalBits) {
   ASSERT_EQ(f32_whole.size(), whole.size());
   ASSERT_EQ(std::memcmp(f32_whole.data(), f32_chunked.data(), whole.size() * sizeof(float)), 0)
       << GetParam() << ": the f32 pool's chunked run differs";
-  compare(GetParam() + " f32 pool vs bf16 pool", f32_whole, widen(whole), vocab, kPolicyBound);
+  // (An MoE model's routers flip near-tied experts between the two deployments: not bounded.)
+  if (!model->config().has_moe())
+    compare(GetParam() + " f32 pool vs bf16 pool", f32_whole, widen(whole), vocab, kPolicyBound);
   for (const auto& [name, logits] : variants) {
     ASSERT_EQ(logits.size(), whole.size()) << name;
     for (size_t p = 0; p < tokens.size(); ++p) {
