@@ -48,6 +48,9 @@ struct RequestLogitsTask {
   bool digest = false;          // the LogitsDigest of every row produced (sampled and scored)
   bool full_logits = false;     // the sampled row's whole logits (the determinism harness)
   bool routed_experts = false;  // the experts each of the step's token rows routed to (MoE models)
+  // What a row reports (the deployment's, sample/logprobs.h): with a processed mode a sampled row
+  // that reports logprobs is finished on the host, where the sampler's processed row is.
+  LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;
 
   // The outputs before sampled row i (0: the first sampled row).
   std::span<const int32_t> outputs_before(int32_t i) const {

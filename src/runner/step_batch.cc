@@ -86,7 +86,10 @@ void add_logits_rows(std::span<const RequestLogitsTask> tasks, const StepBatchOp
     const RequestLogitsTask& t = tasks[static_cast<size_t>(w.plan_index)];
     SamplerRowTask task = sampler_task(t, w);
     uint8_t host = 0;
-    if (w.kind == RowKind::kSample) {
+    // The device sampler reports the raw row only: a processed mode's logprobs need the host's.
+    if (w.kind == RowKind::kSample && t.sampling->logprobs && reports_processed(t.logprobs_mode)) {
+      host = 1;
+    } else if (w.kind == RowKind::kSample) {
       const size_t before = out.adjusts.size();
       append_sampler_adjusts(t, w, out.adjusts);
       if (options.adjust_capacity > 0 && static_cast<int64_t>(out.adjusts.size()) > options.adjust_capacity) {

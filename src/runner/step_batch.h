@@ -70,8 +70,9 @@ struct StepBatch {
   int64_t num_score_rows = 0;                // the first num_score_rows of logits order are score rows
   bool decode_only = false;                  // every request has one new token and no row is scored
   // With StepBatchOptions::sampler_tasks, aligned with logit_order:
-  std::vector<SamplerRowTask> tasks;   // [R] (adjust_begin / adjust_count index adjusts)
-  std::vector<uint8_t> host_sampled;   // [R] 1: the host samples this row (its adjustments did not fit)
+  std::vector<SamplerRowTask> tasks;  // [R] (adjust_begin / adjust_count index adjusts)
+  // [R] 1: the host samples this row (its adjustments did not fit, or it reports a processed row)
+  std::vector<uint8_t> host_sampled;
   std::vector<SamplerAdjust> adjusts;  // [A] every device-sampled row's adjustments, in logits order
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }

@@ -445,7 +445,7 @@ Result<RowResult> CudaRunner::collect_row(const StepPlan& plan, const WantedRow&
   const LogitsRow& o = rows_[k];
   const SamplerRowResult& d = buffers_.results_host()[o.at];
   if (w.kind == RowKind::kScore) {
-    RowResult r = row_from_device(d, w);
+    RowResult r = row_from_device(d, w, t.logprobs_mode);
     if (o.host_digest) r.digest = score_digests_[k];
     return r;
   }
@@ -460,7 +460,7 @@ Result<RowResult> CudaRunner::collect_row(const StepPlan& plan, const WantedRow&
     }
     return finish_row_on_host(host_row, w, t, sampler_scratch_);
   }
-  RowResult r = row_from_device(d, w);
+  RowResult r = row_from_device(d, w, t.logprobs_mode);
   if (t.digest) {
     if (o.digest >= 0) {
       const uint64_t* g = buffers_.digests_host() + 2 * o.digest;
