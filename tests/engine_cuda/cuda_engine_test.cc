@@ -7,10 +7,12 @@
 // GPU only (skips with "no CUDA device").
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "engine/engine.h"
 #include "runner/load_device_model.h"
+#include "sample/sampler.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 #include "tests/support/planted.h"
 #include "tests/test_paths.h"
@@ -180,6 +182,77 @@ TEST(CudaEngine, TheSameRequestInACrowdGetsTheDigestsItGetsAlone) {
     const auto crowd = run(others);
     EXPECT_EQ(crowd.first, alone.first) << others << " neighbours";
     EXPECT_EQ(crowd.second, alone.second) << others << " neighbours";
+  }
+}
+
+// logprobs_mode on the GPU: raw_logits from the device's values, the processed modes from the host
+// sampler on the copied row; in every mode the same tokens and rows, and each position's values
+// equal the host sampler's definition applied to the row the engine returned (with a neighbour,
+// so decode steps run in CUDA graphs).
+TEST(CudaEngine, EveryLogprobsModeReportsTheHostDefinitionOnTheRowsItReturned) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  RequestSpec probe;
+  probe.prompt = {5, 17, 99, 3, 250, 7, 7, 1};
+  probe.max_tokens = 16;
+  probe.ignore_eos = true;
+  probe.return_logits = true;
+  probe.sampling.temperature = 0.8f;
+  probe.sampling.top_k = 40;
+  probe.sampling.top_p = 0.9f;
+  probe.sampling.repetition_penalty = 1.2f;
+  probe.sampling.seed = 9;
+  probe.sampling.num_top_logprobs = 5;
+  struct Got {
+    std::vector<int32_t> tokens;
+    std::vector<ScoredToken> scored;
+    std::vector<std::vector<float>> rows;
+  };
+  const auto run = [&](const char* mode) {
+    EngineConfig c = cuda_reference();
+    c.logprobs_mode = mode;
+    auto engine = Engine::create(*model, c);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    RequestSpec other = probe;
+    other.prompt = {9, 9, 4};
+    other.return_logits = false;
+    EXPECT_TRUE((*engine)->add_request(other, nullptr).ok());
+    Got g;
+    EXPECT_TRUE((*engine)
+                    ->add_request(probe,
+                                  [&](const RequestOutput& o) {
+                                    g.tokens.insert(g.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+                                    g.scored.insert(g.scored.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+                                    g.rows.insert(g.rows.end(), o.new_logits.begin(), o.new_logits.end());
+                                  })
+                    .ok());
+    while ((*engine)->has_work()) (*engine)->step();
+    return g;
+  };
+  const Got raw = run("raw_logprobs");
+  ASSERT_EQ(raw.tokens.size(), 16u);
+  for (const char* name : {"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}) {
+    SCOPED_TRACE(name);
+    LogprobsMode mode{};
+    ASSERT_TRUE(parse_logprobs_mode(name, mode));
+    const Got g = run(name);
+    ASSERT_EQ(g.tokens, raw.tokens);
+    ASSERT_EQ(g.rows.size(), raw.rows.size());
+    SamplerScratch scratch;
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      ASSERT_EQ(std::memcmp(g.rows[i].data(), raw.rows[i].data(), g.rows[i].size() * sizeof(float)), 0) << i;
+      const std::span<const int32_t> before(raw.tokens.data(), i);
+      const ScoredToken want =
+          sample_token(g.rows[i], probe.sampling, 9, static_cast<int64_t>(i), probe.prompt, before, scratch, mode);
+      EXPECT_EQ(g.scored[i].token, want.token) << i;
+      EXPECT_EQ(std::memcmp(&g.scored[i].logprob, &want.logprob, sizeof(float)), 0) << i;
+      ASSERT_EQ(g.scored[i].top.size(), want.top.size()) << i;
+      for (size_t k = 0; k < want.top.size(); ++k) {
+        EXPECT_EQ(g.scored[i].top[k].token, want.top[k].token) << i;
+        EXPECT_EQ(std::memcmp(&g.scored[i].top[k].logprob, &want.top[k].logprob, sizeof(float)), 0) << i;
+      }
+    }
   }
 }
 
