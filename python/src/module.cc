@@ -95,7 +95,8 @@ void bind_config(nb::module_& m) {
       .def_rw("priority", &RequestSpec::priority)
       .def_rw("prompt_logprobs", &RequestSpec::prompt_logprobs)
       .def_rw("logits_digests", &RequestSpec::logits_digests)
-      .def_rw("routed_experts", &RequestSpec::routed_experts);
+      .def_rw("routed_experts", &RequestSpec::routed_experts)
+      .def_rw("sampling_masks", &RequestSpec::sampling_masks);
 }
 
 void bind_results(nb::module_& m) {
@@ -121,6 +122,15 @@ void bind_results(nb::module_& m) {
                      std::vector<std::string> out;
                      out.reserve(r.digests.size());
                      for (const LogitsDigest& d : r.digests) out.push_back(digest_hex(d));
+                     return out;
+                   })
+      // Per output position: None (every token) or the kept token ids, ascending.
+      .def_prop_ro("sampling_masks",
+                   [](const RequestResult& r) {
+                     std::vector<std::optional<std::vector<int32_t>>> out;
+                     out.reserve(r.sampling_masks.size());
+                     for (const SamplingSupport& s : r.sampling_masks)
+                       out.push_back(s.every_token ? std::nullopt : std::optional(s.kept));
                      return out;
                    })
       // (ids [positions * layers * top_k], layers, top_k): the Python side shapes the array.

@@ -104,6 +104,7 @@ def make_spec(ids: List[int], sp: SamplingParams, seed: Optional[int], max_model
     spec.prompt_logprobs = sp.prompt_logprobs is not None
     spec.logits_digests = bool(sp.logits_digests)
     spec.routed_experts = bool(sp.return_routed_experts)
+    spec.sampling_masks = bool(sp.return_sampling_mask)
     return spec
 
 
@@ -172,7 +173,8 @@ class OutputBuilder:
             logprobs=self.sample_logprobs(r, sp.logprobs), finish_reason=r.finish_reason,
             stop_reason=self.stop_reason(r, sp), seed=r.seed, token_logprobs=lps,
             logits_digests=list(r.logits_digests) if sp.logits_digests else None,
-            routed_experts=routed_array(r.routed_experts) if sp.return_routed_experts else None)
+            routed_experts=routed_array(r.routed_experts) if sp.return_routed_experts else None,
+            sampling_masks=list(r.sampling_masks) if sp.return_sampling_mask else None)
 
     def request(self, prompt: Prompt, sp: SamplingParams, results: List[Any], weights: tuple) -> RequestOutput:
         first = results[0]

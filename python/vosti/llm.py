@@ -473,6 +473,7 @@ class _Accumulated:
         self.logprobs: List[float] = []
         self.top_logprobs: List[list] = []
         self.logits_digests: List[str] = []
+        self.sampling_masks: List[Optional[List[int]]] = []
         self.prompt_logprobs: List[float] = []
         self.prompt_top_logprobs: List[list] = []
         self.text = ""
@@ -488,6 +489,7 @@ class _Accumulated:
         self.logprobs += d.logprobs
         self.top_logprobs += d.top_logprobs
         self.logits_digests += d.logits_digests
+        self.sampling_masks += d.sampling_masks
         if d.prompt_logprobs:
             self.prompt_logprobs, self.prompt_top_logprobs = d.prompt_logprobs, d.prompt_top_logprobs
         self.text += d.text

@@ -34,6 +34,8 @@ class CompletionOutput:
     name; asked by ``SamplingParams.return_routed_experts`` on a mixture-of-experts model): an
     int32 NumPy array [positions, MoE layers, top_k] of the experts each computed position (the
     prompt's, then the outputs' but the last) chose in each MoE layer, ascending per entry.
+    ``sampling_masks`` (asked by ``SamplingParams.return_sampling_mask``): per output position,
+    None (every token could be drawn) or the token ids the filters kept, ascending.
     """
 
     index: int
@@ -47,6 +49,7 @@ class CompletionOutput:
     token_logprobs: List[float] = field(default_factory=list)
     logits_digests: Optional[List[str]] = None
     routed_experts: Optional[Any] = None
+    sampling_masks: Optional[List[Optional[List[int]]]] = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

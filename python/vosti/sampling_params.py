@@ -40,6 +40,10 @@ class SamplingParams:
         return_routed_experts: (vLLM's name; mixture-of-experts models) return the experts every
             computed position chose in every MoE layer, ``CompletionOutput.routed_experts``. Such
             a request skips the prefix cache.
+        return_sampling_mask: (Vosti) return, per output position, the support the token was drawn
+            from: ``CompletionOutput.sampling_masks``, None where no filter dropped a token (and for
+            greedy requests), else the ids top-k, top-p and min-p kept, ascending. Trainers
+            renormalise importance ratios over it.
     """
 
     n: int = 1
@@ -65,6 +69,7 @@ class SamplingParams:
     logit_bias: Optional[Dict[int, float]] = None
     logits_digests: bool = False
     return_routed_experts: bool = False
+    return_sampling_mask: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:

@@ -267,6 +267,7 @@ std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) {
     t.full_logits = r.spec().return_logits;
     t.routed_experts = r.spec().routed_experts;
     t.logprobs_mode = logprobs_mode_;
+    t.sampling_mask = r.spec().sampling_masks;
     if (t.sample && s.num_draft_tokens > 0) {
       std::vector<int32_t>& h = histories_[i];
       h.assign(r.outputs().begin(), r.outputs().end());

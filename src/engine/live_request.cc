@@ -121,6 +121,7 @@ void LiveRequest::emit_token(const RowResult& step, FinishReason reason) {
   out.new_logprobs.push_back(step.scored);
   if (spec_.logits_digests) out.new_digests.push_back(step.digest);
   if (spec_.return_logits) out.new_logits.push_back(step.logits);
+  if (spec_.sampling_masks) out.new_sampling_masks.push_back(step.support);
   if (reason != FinishReason::kNone) {
     if (decoder_ && reason != FinishReason::kStop) text_ += decoder_->flush();
     release_text(text_.size(), out);

@@ -12,6 +12,7 @@
 #include "core/ids.h"
 #include "sample/logits_digest.h"
 #include "sample/logprobs.h"
+#include "sample/sampler.h"
 #include "sample/sampling_params.h"
 
 namespace vosti {
@@ -31,6 +32,7 @@ struct RequestSpec {
   bool prompt_logprobs = false;  // logprobs of the prompt tokens (echo + logprobs)
   bool logits_digests = false;   // 128-bit digest of every produced position's logits (scored prompt rows too)
   bool return_logits = false;    // the full logits row of every produced position (harness use)
+  bool sampling_masks = false;   // each output position's sampling support (sample/sampler.h)
   // The experts every computed position (prompt and output) routed to in every MoE layer
   // (vLLM's return_routed_experts; MoE models only). Such a request skips the prefix cache, as
   // prompt_logprobs does: a cached position's routing was never computed for it.
@@ -57,12 +59,13 @@ using PositionLogprobs = ScoredToken;
 // A delta delivered to the request's callback after a step, and the final state.
 struct RequestOutput {
   RequestId id = 0;
-  uint64_t seed = 0;                              // the seed actually used
-  std::vector<int32_t> new_tokens;                // produced this step
-  std::vector<PositionLogprobs> new_logprobs;     // [new_tokens]
-  std::vector<LogitsDigest> new_digests;          // [new_tokens] if asked
-  std::vector<std::vector<float>> new_logits;     // [new_tokens][vocab] if return_logits
-  std::vector<PositionLogprobs> prompt_logprobs;  // once, when the prompt is done (if asked); [0] has no logprob
+  uint64_t seed = 0;                                // the seed actually used
+  std::vector<int32_t> new_tokens;                  // produced this step
+  std::vector<PositionLogprobs> new_logprobs;       // [new_tokens]
+  std::vector<LogitsDigest> new_digests;            // [new_tokens] if asked
+  std::vector<std::vector<float>> new_logits;       // [new_tokens][vocab] if return_logits
+  std::vector<SamplingSupport> new_sampling_masks;  // [new_tokens] if sampling_masks
+  std::vector<PositionLogprobs> prompt_logprobs;    // once, when the prompt is done (if asked); [0] has no logprob
   // With prompt_logprobs and logits_digests, alongside them: [i] digests the row that scored
   // prompt[i] (position i - 1's logits); [0] has no row and is zero.
   std::vector<LogitsDigest> prompt_digests;

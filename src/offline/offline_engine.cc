@@ -13,6 +13,7 @@ void merge(RequestResult& r, const RequestOutput& out) {
   r.token_ids.insert(r.token_ids.end(), out.new_tokens.begin(), out.new_tokens.end());
   r.logprobs.insert(r.logprobs.end(), out.new_logprobs.begin(), out.new_logprobs.end());
   r.digests.insert(r.digests.end(), out.new_digests.begin(), out.new_digests.end());
+  r.sampling_masks.insert(r.sampling_masks.end(), out.new_sampling_masks.begin(), out.new_sampling_masks.end());
   if (!out.prompt_logprobs.empty()) r.prompt_logprobs = out.prompt_logprobs;
   r.text += out.new_text;
   r.num_cached_prompt_tokens = out.num_cached_prompt_tokens;

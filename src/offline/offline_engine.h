@@ -46,11 +46,12 @@ struct WeightsInfo {
 struct RequestResult {
   RequestId id = 0;
   uint64_t seed = 0;
-  std::vector<int32_t> token_ids;            // [num_output_tokens]
-  std::vector<ScoredToken> logprobs;         // [num_output_tokens]: chosen token, raw logprob, top-n
-  std::vector<LogitsDigest> digests;         // [num_output_tokens] when asked
-  std::vector<ScoredToken> prompt_logprobs;  // [num_prompt_tokens] when asked; [0] has no logprob
-  std::string text;                          // detokenised output
+  std::vector<int32_t> token_ids;               // [num_output_tokens]
+  std::vector<ScoredToken> logprobs;            // [num_output_tokens]: chosen token, raw logprob, top-n
+  std::vector<LogitsDigest> digests;            // [num_output_tokens] when asked
+  std::vector<SamplingSupport> sampling_masks;  // [num_output_tokens] with RequestSpec::sampling_masks
+  std::vector<ScoredToken> prompt_logprobs;     // [num_prompt_tokens] when asked; [0] has no logprob
+  std::string text;                             // detokenised output
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // finish_reason == kError

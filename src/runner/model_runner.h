@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "sample/logits_digest.h"
 #include "sample/logprobs.h"
+#include "sample/sampler.h"
 #include "sample/sampling_params.h"
 #include "sched/step_plan.h"
 
@@ -51,6 +52,7 @@ struct RequestLogitsTask {
   // What a row reports (the deployment's, sample/logprobs.h): with a processed mode a sampled row
   // that reports logprobs is finished on the host, where the sampler's processed row is.
   LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;
+  bool sampling_mask = false;  // each sampled row's support (RowResult::support), from the host sampler
 
   // The outputs before sampled row i (0: the first sampled row).
   std::span<const int32_t> outputs_before(int32_t i) const {
@@ -69,6 +71,7 @@ struct RowResult {
   ScoredToken scored;         // kSample: the chosen token; kScore: prompt[position + 1]
   LogitsDigest digest{};      // with task.digest (either kind)
   std::vector<float> logits;  // kSample with task.full_logits: [vocab]
+  SamplingSupport support;    // kSample with task.sampling_mask: the support it was drawn from
 };
 
 // The experts one request's token rows of the step routed to (RequestLogitsTask::routed_experts):

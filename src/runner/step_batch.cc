@@ -86,8 +86,10 @@ void add_logits_rows(std::span<const RequestLogitsTask> tasks, const StepBatchOp
     const RequestLogitsTask& t = tasks[static_cast<size_t>(w.plan_index)];
     SamplerRowTask task = sampler_task(t, w);
     uint8_t host = 0;
-    // The device sampler reports the raw row only: a processed mode's logprobs need the host's.
-    if (w.kind == RowKind::kSample && t.sampling->logprobs && reports_processed(t.logprobs_mode)) {
+    // The device sampler reports the raw row and the token only: a processed mode's logprobs and a
+    // row's support come from the host sampler.
+    if (w.kind == RowKind::kSample &&
+        (t.sampling_mask || (t.sampling->logprobs && reports_processed(t.logprobs_mode)))) {
       host = 1;
     } else if (w.kind == RowKind::kSample) {
       const size_t before = out.adjusts.size();

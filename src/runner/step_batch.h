@@ -71,7 +71,8 @@ struct StepBatch {
   bool decode_only = false;                  // every request has one new token and no row is scored
   // With StepBatchOptions::sampler_tasks, aligned with logit_order:
   std::vector<SamplerRowTask> tasks;  // [R] (adjust_begin / adjust_count index adjusts)
-  // [R] 1: the host samples this row (its adjustments did not fit, or it reports a processed row)
+  // [R] 1: the host samples this row (its adjustments did not fit, or it reports a processed row or
+  // its support)
   std::vector<uint8_t> host_sampled;
   std::vector<SamplerAdjust> adjusts;  // [A] every device-sampled row's adjustments, in logits order
 

@@ -279,6 +279,23 @@ void processed_row(const SamplingParams& params, size_t vocab, const Candidates&
   for (const int32_t t : scratch.kept) p[static_cast<size_t>(t)] = s[t];
 }
 
+// The support of the draw (SamplingSupport): the dense set is every token unless min_p zeroed some
+// (then the tokens of positive weight, as processed_row keeps them).
+void support_of(const SamplingParams& params, size_t vocab, const Candidates& c, const SamplerScratch& scratch,
+                SamplingSupport& out) {
+  out.every_token = true;
+  out.kept.clear();
+  if (is_greedy(params) || (c.dense && !(params.min_p > 0.0f))) return;
+  out.every_token = false;
+  if (!c.dense) {
+    out.kept = scratch.kept;
+    return;
+  }
+  const float* w = scratch.weights.data();
+  for (size_t i = 0; i < vocab; ++i)
+    if (w[i] > 0.0f) out.kept.push_back(static_cast<int32_t>(i));
+}
+
 }  // namespace
 
 int32_t choose_token(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
@@ -290,9 +307,11 @@ int32_t choose_token(std::span<const float> logits, const SamplingParams& params
 
 ScoredToken sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
                          int64_t output_position, std::span<const int32_t> prompt_tokens,
-                         std::span<const int32_t> output_tokens, SamplerScratch& scratch, LogprobsMode mode) {
+                         std::span<const int32_t> output_tokens, SamplerScratch& scratch, LogprobsMode mode,
+                         SamplingSupport* support) {
   Candidates c;
   const int32_t token = choose(logits, params, seed, output_position, prompt_tokens, output_tokens, scratch, c);
+  if (support != nullptr) support_of(params, logits.size(), c, scratch, *support);
   if (!reports_processed(mode)) return report_token(logits, token, params.num_top_logprobs, reports_logits(mode));
   processed_row(params, logits.size(), c, scratch);
   return report_token(scratch.processed, token, params.num_top_logprobs, reports_logits(mode));

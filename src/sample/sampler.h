@@ -58,19 +58,29 @@ struct SamplerScratch {
   std::vector<float> processed;  // [vocab] the processed row a processed LogprobsMode reports
 };
 
+// The support a sampled position drew from (vLLM's "sampling mask"): every token (no filter of steps
+// 5-7 dropped one; a greedy request too, which filters nothing) or the kept token ids, ascending.
+// Trainers renormalise importance ratios over it.
+struct SamplingSupport {
+  bool every_token = true;
+  std::vector<int32_t> kept;  // ascending; empty when every_token
+  bool operator==(const SamplingSupport&) const = default;
+};
+
 struct TokenProb {
   int32_t token = 0;
   double prob = 0.0;
 };
 
 // Samples the token at `output_position` and reports it as `mode` says (logprobs.h; the default:
-// its logprob under the raw logits), with params.num_top_logprobs best alternatives.
+// its logprob under the raw logits), with params.num_top_logprobs best alternatives; with
+// `support`, also the support the token was drawn from.
 // REQUIRES: params.validate(logits.size()) is ok; every token id is in [0, logits.size()).
 // The engine passes output_position == output_tokens.size().
 ScoredToken sample_token(std::span<const float> logits /*[vocab]*/, const SamplingParams& params, uint64_t seed,
                          int64_t output_position, std::span<const int32_t> prompt_tokens,
                          std::span<const int32_t> output_tokens, SamplerScratch& scratch,
-                         LogprobsMode mode = LogprobsMode::kRawLogprobs);
+                         LogprobsMode mode = LogprobsMode::kRawLogprobs, SamplingSupport* support = nullptr);
 
 // The token sample_token would choose, without logprobs. Same REQUIRES.
 int32_t choose_token(std::span<const float> logits /*[vocab]*/, const SamplingParams& params, uint64_t seed,

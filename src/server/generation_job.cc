@@ -41,6 +41,7 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
   spec.prompt_logprobs = request_.echo && (request_.logprobs || request_.return_logits_digests);
   spec.logits_digests = request_.return_logits_digests;
   spec.routed_experts = request_.return_routed_experts;
+  spec.sampling_masks = request_.return_sampling_mask;
   return spec;
 }
 
@@ -162,6 +163,7 @@ void GenerationJob::stream_delta(Sequence& seq, const RequestOutput& out) {
     d.digests = out.new_digests;
     if (request_.echo) d.prompt_digests = out.prompt_digests;
   }
+  if (request_.return_sampling_mask) d.sampling_masks = out.new_sampling_masks;
   if (first && request_.return_token_ids) d.prompt_token_ids = &prompts_[seq.prompt_index].ids;
   if (out.finished) {
     d.finish_reason = out.finish_reason;
@@ -188,6 +190,8 @@ void GenerationJob::accumulate(Sequence& seq, const RequestOutput& out) {
     acc.digests.insert(acc.digests.end(), out.new_digests.begin(), out.new_digests.end());
     if (request_.echo && !out.prompt_digests.empty()) acc.prompt_digests = out.prompt_digests;
   }
+  if (request_.return_sampling_mask)
+    acc.sampling_masks.insert(acc.sampling_masks.end(), out.new_sampling_masks.begin(), out.new_sampling_masks.end());
   if (out.finished) acc.routed_experts = out.routed_experts;
 }
 

@@ -39,7 +39,8 @@ constexpr const char* kCompletionFields[] = {"model",
                                              "ignore_eos",
                                              "return_token_ids",
                                              "return_logits_digests",
-                                             "return_routed_experts"};
+                                             "return_routed_experts",
+                                             "return_sampling_mask"};
 constexpr const char* kChatFields[] = {"model",
                                        "vosti",
                                        "messages",
@@ -66,6 +67,7 @@ constexpr const char* kChatFields[] = {"model",
                                        "return_token_ids",
                                        "return_logits_digests",
                                        "return_routed_experts",
+                                       "return_sampling_mask",
                                        "add_generation_prompt",
                                        "response_format",
                                        "tools",
@@ -419,6 +421,7 @@ ParsedGeneration parse_generation_request(std::string_view body, Endpoint endpoi
   r.read_bool("return_token_ids", req.return_token_ids);
   r.read_bool("return_logits_digests", req.return_logits_digests);
   r.read_bool("return_routed_experts", req.return_routed_experts);
+  r.read_bool("return_sampling_mask", req.return_sampling_mask);
   parse_vosti_options(r, req);
   std::string user;
   r.read_string("user", user);

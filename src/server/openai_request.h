@@ -59,6 +59,7 @@ struct GenerationRequest {
   bool return_token_ids = false;       // vLLM-style prompt_token_ids / token_ids
   bool return_logits_digests = false;  // extension: per-position logits digests
   bool return_routed_experts = false;  // vLLM's: the experts each computed position routed to (MoE)
+  bool return_sampling_mask = false;   // Vosti's: each output position's sampling support
   std::string pin_deployment_id;       // extension "vosti.deployment_id": empty, or the deployment required
 };
 

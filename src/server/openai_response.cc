@@ -132,6 +132,19 @@ void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOu
     w.end_array();
   }
   if (ctx.routed_experts && c.finish_reason) write_routed(w, c);
+  if (ctx.sampling_masks) {
+    w.key("sampling_masks").begin_array();
+    for (const SamplingSupport& s : c.sampling_masks) {
+      if (s.every_token) {
+        w.null();  // no filter dropped a token
+      } else {
+        w.begin_array();
+        for (int32_t id : s.kept) w.value(id);
+        w.end_array();
+      }
+    }
+    w.end_array();
+  }
 }
 
 void write_header(JsonWriter& w, const ResponseContext& ctx, const char* object) {

@@ -9,6 +9,8 @@
 //     position: the 128-bit XXH3 digest of that position's full f32 logits; with echo, the
 //     prompt's positions first, aligned as echo's logprobs are (null for the first prompt token,
 //     then the digest of the row that scored each prompt token);
+//   - "return_sampling_mask" (Vosti's): "sampling_masks" in every choice and delta, one entry per
+//     output token: null where no filter dropped a token (greedy too), else the kept ids ascending.
 //   - "return_routed_experts" (vLLM's; MoE models): "routed_experts" in a choice's finished
 //     body or last chunk, [position][MoE layer][k] expert ids of every computed position;
 //   - every body (and stream chunk) names the deployment it ran on: "vosti": {"deployment_id",
@@ -39,6 +41,7 @@ struct ResponseContext {
   bool return_token_ids = false;
   bool logits_digests = false;
   bool routed_experts = false;
+  bool sampling_masks = false;
   // The deployment the response runs on (set at admission): every body names it in "vosti".
   std::shared_ptr<const DeploymentInfo> deployment;
   // Token id -> its raw text (bytes; may be part of a UTF-8 character).
@@ -53,6 +56,7 @@ struct ChoiceOutput {
   std::vector<int32_t> token_ids;                          // output tokens
   std::vector<PositionLogprobs> logprobs;                  // [token_ids] when logprobs were asked
   std::vector<LogitsDigest> digests;                       // [token_ids] when digests were asked
+  std::vector<SamplingSupport> sampling_masks;             // [token_ids] when masks were asked
   std::vector<PositionLogprobs> prompt_logprobs;           // echo + logprobs: [prompt], [0] unscored
   std::vector<LogitsDigest> prompt_digests;                // echo + digests: [prompt], [0] has no row
   const std::vector<int32_t>* prompt_token_ids = nullptr;  // when return_token_ids (first chunk / full)

@@ -237,6 +237,7 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
   ctx.return_token_ids = request.return_token_ids;
   ctx.logits_digests = request.return_logits_digests;
   ctx.routed_experts = request.return_routed_experts;
+  ctx.sampling_masks = request.return_sampling_mask;
   ctx.piece = [this](int32_t id) { return piece(id); };
 
   const uint64_t job_id = next_job_id_++;

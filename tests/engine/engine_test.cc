@@ -442,5 +442,61 @@ TEST(Engine, LogprobsModesReportTheirRowAndChangeNoToken) {
   EXPECT_NE(e.status().message().find("logprobs_mode must be raw_logprobs"), std::string::npos);
 }
 
+// Sampling masks (RequestSpec::sampling_masks): each output position's support is the host
+// sampler's on the row the engine returned, holds the chosen token, and is the same in a crowd.
+TEST(Engine, SamplingMasksAreTheSupportOfEveryDraw) {
+  RequestSpec spec;
+  spec.prompt = prompt_of(9, 4);
+  spec.max_tokens = 12;
+  spec.ignore_eos = true;
+  spec.return_logits = true;
+  spec.sampling_masks = true;
+  spec.sampling.temperature = 0.9f;
+  spec.sampling.top_k = 30;
+  spec.sampling.top_p = 0.8f;
+  spec.sampling.seed = 5;
+  spec.sampling.logprobs = false;  // masks need no logprobs
+  auto run = [&](int others) {
+    auto e = make_engine();
+    for (int i = 0; i < others; ++i) {
+      RequestSpec o;
+      o.prompt = prompt_of(5 + i, 9 + i);
+      o.max_tokens = 6 + i;
+      o.sampling.temperature = 1.0f;
+      EXPECT_TRUE(e->add_request(o, nullptr).ok());
+    }
+    Collected c;
+    EXPECT_TRUE(e->add_request(spec, collect(c)).ok());
+    run_to_completion(*e);
+    return c;
+  };
+  const Collected alone = run(0);
+  std::vector<SamplingSupport> masks;
+  std::vector<std::vector<float>> rows;
+  for (const RequestOutput& o : alone.outputs) {
+    masks.insert(masks.end(), o.new_sampling_masks.begin(), o.new_sampling_masks.end());
+    rows.insert(rows.end(), o.new_logits.begin(), o.new_logits.end());
+  }
+  ASSERT_EQ(masks.size(), 12u);
+  ASSERT_EQ(rows.size(), 12u);
+  SamplerScratch scratch;
+  for (size_t i = 0; i < masks.size(); ++i) {
+    SamplingSupport want;
+    const std::span<const int32_t> before(alone.tokens.data(), i);
+    (void)sample_token(rows[i], spec.sampling, 5, static_cast<int64_t>(i), spec.prompt, before, scratch,
+                       LogprobsMode::kRawLogprobs, &want);
+    EXPECT_EQ(masks[i], want) << i;
+    EXPECT_FALSE(masks[i].every_token);
+    EXPECT_LE(masks[i].kept.size(), 30u);
+    EXPECT_TRUE(std::binary_search(masks[i].kept.begin(), masks[i].kept.end(), alone.tokens[i])) << i;
+  }
+  const Collected crowd = run(5);
+  std::vector<SamplingSupport> crowd_masks;
+  for (const RequestOutput& o : crowd.outputs)
+    crowd_masks.insert(crowd_masks.end(), o.new_sampling_masks.begin(), o.new_sampling_masks.end());
+  EXPECT_EQ(crowd.tokens, alone.tokens);
+  EXPECT_EQ(crowd_masks, masks);
+}
+
 }  // namespace
 }  // namespace vosti

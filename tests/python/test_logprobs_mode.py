@@ -76,3 +76,15 @@ def test_raw_logits_report_the_rows_values(llm, modes):
 def test_a_bad_mode_names_the_option(model_path, device):
     with pytest.raises(Exception, match="logprobs_mode"):
         vosti.LLM(model_path, device=device, num_threads=2, logprobs_mode="processed")
+
+
+def test_sampling_masks_hold_each_drawn_token(llm):
+    p = SamplingParams(temperature=0.9, top_k=5, top_p=0.95, seed=3, max_tokens=10, return_sampling_mask=True)
+    for o in run(llm, p):
+        assert len(o.sampling_masks) == len(o.token_ids)
+        for token, mask in zip(o.token_ids, o.sampling_masks):
+            assert mask is not None and 1 <= len(mask) <= 5 and mask == sorted(mask)
+            assert token in mask
+    greedy = run(llm, SamplingParams(temperature=0, max_tokens=4, return_sampling_mask=True))
+    assert all(m is None for o in greedy for m in o.sampling_masks)  # greedy filters nothing
+    assert run(llm, SamplingParams(temperature=0, max_tokens=4))[0].sampling_masks is None

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -404,6 +405,33 @@ TEST(Sampler, MinPDropsAreMinusInfinityInTheProcessedRow) {
   EXPECT_EQ(lg.top[1].logprob, 2.9f);
   EXPECT_EQ(lg.top[2].logprob, -kInf);
   EXPECT_EQ(lg.top[3].logprob, -kInf);
+}
+
+TEST(Sampler, TheSupportIsWhatTheFiltersKept) {
+  const std::vector<float> logits = {0.0f, 3.0f, 2.9f, -5.0f, 2.0f};
+  auto support = [&](SamplingParams p) {
+    SamplerScratch scratch;
+    SamplingSupport s;
+    const ScoredToken t = sample_token(logits, p, 3, 0, {}, {}, scratch, LogprobsMode::kRawLogprobs, &s);
+    if (!s.every_token) {
+      EXPECT_TRUE(std::binary_search(s.kept.begin(), s.kept.end(), t.token));
+    }
+    return s;
+  };
+  SamplingParams p;
+  EXPECT_TRUE(support(p).every_token);  // no filter
+  p.top_k = 2;
+  EXPECT_EQ(support(p).kept, (std::vector<int32_t>{1, 2}));
+  p.top_k = 0;
+  p.min_p = 0.5f;
+  EXPECT_EQ(support(p).kept, (std::vector<int32_t>{1, 2}));
+  p.min_p = 0.0f;
+  p.top_p = 0.6f;  // token 1 alone holds about 0.45 of the mass: 1 and 2 reach 0.6
+  EXPECT_EQ(support(p).kept, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(support(p).every_token);
+  SamplingParams g = greedy();
+  g.top_k = 1;
+  EXPECT_TRUE(support(g).every_token);  // greedy filters nothing
 }
 
 TEST(Sampler, LogprobsModesHaveVllmsNames) {

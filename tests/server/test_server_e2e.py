@@ -124,6 +124,23 @@ class OpenAiClientTest(unittest.TestCase):
         status, text = SERVER.post("/detokenize", {"tokens": extra(ch, "token_ids")})
         self.assertEqual((status, text["prompt"]), (200, ch.text))
 
+    def test_sampling_masks_in_bodies_and_deltas(self):
+        kw = dict(model=NAME, prompt="Once upon a time", max_tokens=8, temperature=0.9, top_p=0.9, seed=4,
+                  extra_body={"top_k": 6, "return_sampling_mask": True, "return_token_ids": True})
+        full = client().completions.create(**kw).choices[0]
+        masks, tokens = extra(full, "sampling_masks"), extra(full, "token_ids")
+        self.assertEqual(len(masks), len(tokens))
+        for token, mask in zip(tokens, masks):
+            self.assertTrue(1 <= len(mask) <= 6 and mask == sorted(mask) and token in mask, (token, mask))
+        streamed = []
+        for ch in client().completions.create(stream=True, **kw):
+            if ch.choices:
+                streamed += extra(ch.choices[0], "sampling_masks") or []
+        self.assertEqual(streamed, masks)
+        greedy = client().completions.create(model=NAME, prompt="Hi", max_tokens=3, temperature=0,
+                                             extra_body={"return_sampling_mask": True})
+        self.assertEqual(extra(greedy.choices[0], "sampling_masks"), [None] * greedy.usage.completion_tokens)
+
     def test_stop_strings(self):
         c = client()
         kw = dict(model=NAME, prompt="The capital of France is", max_tokens=16, temperature=0)

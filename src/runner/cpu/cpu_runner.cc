@@ -101,7 +101,7 @@ Result<StepResult> CpuRunner::execute(const StepPlan& plan, std::span<const Requ
     const WantedRow& row = batch_.wanted[at];
     const std::span<const float> logits(logits_.data() + i * vocab, vocab);
     const RequestLogitsTask& task = tasks[static_cast<size_t>(row.plan_index)];
-    if (row.kind == RowKind::kSample && task.sampling != nullptr && !task.sampling->logprobs) {
+    if (row.kind == RowKind::kSample && task.sampling != nullptr && !task.sampling->logprobs && !task.sampling_mask) {
       out.rows[at] = sample_row_without_logprobs(logits, row, task, sampler_scratch_);
     } else {
       out.rows[at] = finish_row_on_host(logits, row, task, sampler_scratch_);

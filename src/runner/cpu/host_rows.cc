@@ -20,7 +20,7 @@ RowResult finish_row_on_host(std::span<const float> logits, const WantedRow& row
   out.sample_index = row.sample_index;
   const std::span<const int32_t> outputs = task.outputs_before(row.sample_index);
   out.scored = sample_token(logits, *task.sampling, task.seed, static_cast<int64_t>(outputs.size()), task.prompt,
-                            outputs, scratch, task.logprobs_mode);
+                            outputs, scratch, task.logprobs_mode, task.sampling_mask ? &out.support : nullptr);
   if (task.digest) out.digest = logits_digest(logits);
   if (task.full_logits) out.logits.assign(logits.begin(), logits.end());
   return out;
