@@ -104,6 +104,8 @@ def make_spec(ids: List[int], sp: SamplingParams, seed: Optional[int], max_model
     spec.prompt_logprobs = sp.prompt_logprobs is not None
     spec.logits_digests = bool(sp.logits_digests)
     spec.routed_experts = bool(sp.return_routed_experts)
+    if sp.structured_outputs is not None:
+        spec.set_structured(*sp.structured_outputs._core_args())
     return spec
 
 

@@ -41,6 +41,7 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
   spec.prompt_logprobs = request_.echo && (request_.logprobs || request_.return_logits_digests);
   spec.logits_digests = request_.return_logits_digests;
   spec.routed_experts = request_.return_routed_experts;
+  spec.structured = request_.structured;
   return spec;
 }
 

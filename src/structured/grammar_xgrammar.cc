@@ -27,6 +27,17 @@ struct GrammarState::Impl {
 
 namespace {
 
+// xgrammar's error text without its "[hh:mm:ss] file.cc:line: " prefix and trailing newline.
+std::string clean_message(std::string m) {
+  if (!m.empty() && m[0] == '[') {
+    const size_t close = m.find("] ");
+    const size_t colon = close == std::string::npos ? close : m.find(": ", close + 2);
+    if (colon != std::string::npos) m = m.substr(colon + 2);
+  }
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
 int32_t words_for(int64_t vocab_size) { return static_cast<int32_t>((vocab_size + 31) / 32); }
 
 // A one-dimensional int32 DLTensor over `mask` (xgrammar's bitmask layout is ours).
@@ -146,7 +157,7 @@ Result<std::shared_ptr<GrammarCache>> GrammarCache::create(const Tokenizer& toke
     return std::shared_ptr<GrammarCache>(
         new GrammarCache(std::make_unique<Impl>(std::move(info), vocab_size, std::max<size_t>(capacity, 1))));
   } catch (const std::exception& e) {
-    return invalid_argument(std::string("structured outputs: xgrammar refused the vocabulary: ") + e.what());
+    return invalid_argument("structured outputs: xgrammar refused the vocabulary: " + clean_message(e.what()));
   }
 }
 
@@ -164,7 +175,7 @@ Result<std::shared_ptr<const Grammar>> GrammarCache::compile(const StructuredOut
     grammar = std::make_shared<const Grammar>(std::move(g));
   } catch (const std::exception& e) {
     return invalid_argument(std::string("structured outputs: invalid ") + structured_kind_name(spec.kind) + ": " +
-                            e.what());
+                            clean_message(e.what()));
   }
   ++impl_->num_compiled;
   impl_->lru.emplace_front(key, grammar);

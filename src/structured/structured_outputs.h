@@ -20,12 +20,18 @@ struct StructuredOutputs {
   std::string text;                  // kJsonSchema: the schema's JSON text; kRegex: the pattern; kGrammar: EBNF
   std::vector<std::string> choices;  // kChoice: the allowed outputs (non-empty, each non-empty)
 
-  // INVALID_ARGUMENT naming what is missing (an empty schema, pattern, grammar or choice list).
+  // INVALID_ARGUMENT naming what is missing (an empty schema, pattern, grammar or choice list) or,
+  // for a JSON schema, check_json_schema's refusal.
   Status validate() const;
   // The grammar's identity: equal keys compile to the same grammar (the cache's key).
   std::string cache_key() const;
   // kChoice as an EBNF grammar: root ::= "a" | "b", each string escaped.
   std::string choice_grammar() const;
 };
+
+// A JSON schema's text: valid JSON, an object, and no keyword xgrammar would ignore (not, if/then/
+// else, dependentRequired/-Schemas, uniqueItems, contains, min/maxContains, a string format it has
+// no grammar for, a non-integer multipleOf). INVALID_ARGUMENT naming the keyword and its path.
+Status check_json_schema(const std::string& schema_text);
 
 }  // namespace vosti

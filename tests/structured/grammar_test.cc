@@ -86,6 +86,29 @@ TEST(StructuredOutputs, ChoiceGrammarEscapesQuotesBackslashesAndControls) {
   EXPECT_FALSE((StructuredOutputs{StructuredKind::kJsonSchema, "", {}}).validate().ok());
 }
 
+// Keywords xgrammar would silently ignore are refused, naming the keyword and where it is;
+// property names that happen to be keywords, and supported formats, are fine.
+TEST(StructuredOutputs, UnsupportedSchemaKeywordsAreRefusedNamingThem) {
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"type":"array","uniqueItems":true})", "'uniqueItems' (at /)"},
+      {R"({"type":"object","properties":{"a":{"not":{"type":"string"}}}})", "'not' (at /properties/a)"},
+      {R"({"anyOf":[{"type":"string","format":"credit-card"}]})", "format 'credit-card' (at /anyOf/0)"},
+      {R"({"if":{"type":"string"},"then":{"maxLength":3}})", "'if'"},
+      {R"({"type":"number","multipleOf":0.5})", "multipleOf"},
+      {R"([1, 2])", "must be an object"},
+      {R"({"type":)", "not valid JSON"},
+  };
+  for (const auto& [schema, words] : bad) {
+    const Status s = check_json_schema(schema);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << schema;
+    EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(check_json_schema(R"({"type":"object","properties":{"not":{"type":"string","format":"date-time"},
+      "if":{"enum":["not","if"]}},"$defs":{"then":{"type":"integer","multipleOf":3}}})")
+                  .ok());
+  EXPECT_TRUE(check_json_schema("true").ok());
+}
+
 // Walks "yes" + a stop token through the grammar of choice [yes, no] on both vocabulary types:
 // every token of the text is allowed where it comes, the first mask allows only tokens that
 // begin "yes" or "no", and the stop token ends the grammar.
