@@ -1,5 +1,6 @@
 #include "tools/cmd_verify_paper.h"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -14,8 +15,11 @@
 namespace vosti::tools {
 namespace {
 
+// Each progress line carries the seconds since the command began, so a slow arm shows itself.
 void say(const std::string& line) {
-  std::printf("%s\n", line.c_str());
+  static const auto start = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("[%7.1f s] %s\n", s, line.c_str());
   std::fflush(stdout);
 }
 

@@ -41,6 +41,7 @@ struct EngineOption {
 constexpr const char* kDevices[] = {"cpu", "cuda"};
 constexpr const char* kBackends[] = {"cpu", "ref"};
 constexpr const char* kKvDtypes[] = {"auto", "bf16", "f32"};
+constexpr const char* kLogprobsModes[] = {"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"};
 constexpr std::span<const char* const> kAnyValue;
 
 // FIELD(name): the member's name and pointer, spelt once.
@@ -58,6 +59,9 @@ const EngineOption kOptions[] = {
      "KV cache dtype: auto (f32 on cpu, bf16 on cuda), or on cuda bf16 or f32"},
     {"--attention-split", FIELD(attention_split), Form::kValue, Check::kNonNegative, kAnyValue, Kind::kDeployment,
      "cuda: KV positions per attention split, a multiple of 64 (0: 1,024)"},
+    {"--logprobs-mode", FIELD(logprobs_mode), Form::kValue, Check::kNone, kLogprobsModes, Kind::kDeployment,
+     "what logprobs report (vLLM's): the raw row's logprobs or logits, or those of the row the sampler drew "
+     "from (after penalties, temperature, top-k/top-p/min-p; dropped tokens -inf)"},
     {"--max-model-len", FIELD(max_model_len), Form::kValue, Check::kNonNegative, kAnyValue, Kind::kExecution,
      "context length (0: the model's, capped by the KV cache)"},
     {"--max-num-seqs", FIELD(max_num_seqs), Form::kValue, Check::kPositive, kAnyValue, Kind::kExecution,

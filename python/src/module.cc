@@ -65,6 +65,7 @@ void bind_config(nb::module_& m) {
       .def_rw("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
       .def_rw("window_local_kv", &EngineConfig::window_local_kv)
       .def_rw("speculative_config", &EngineConfig::speculative_config)
+      .def_rw("logprobs_mode", &EngineConfig::logprobs_mode)
       .def_rw("num_threads", &EngineConfig::num_threads)
       .def_rw("block_shuffle_seed", &EngineConfig::block_shuffle_seed)
       .def_rw("check_invariants", &EngineConfig::check_invariants);

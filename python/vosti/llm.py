@@ -39,6 +39,7 @@ _ENGINE_OPTIONS = {
     "attention_split": "attention_split",
     "check_invariants": "check_invariants",
     "speculative_config": "speculative_config",
+    "logprobs_mode": "logprobs_mode",
 }
 # Options that set a bool field to the negation of their value.
 _NEGATED_OPTIONS = {"enforce_eager": "cuda_graphs"}
@@ -149,7 +150,8 @@ class LLM:
             script replays; None: fresh seeds (every output reports the one it used).
         **engine_options: max_num_seqs, max_num_batched_tokens, max_model_len, block_size,
             enable_prefix_caching, gpu_memory_utilization, kv_cache_dtype, enforce_eager,
-            num_gpu_blocks_override, and Vosti's num_threads, backend ("cpu" | "ref"),
+            num_gpu_blocks_override, logprobs_mode ("raw_logprobs", "raw_logits",
+            "processed_logprobs", "processed_logits": what logprobs report, vLLM's), and Vosti's num_threads, backend ("cpu" | "ref"),
             kv_cache_bytes, num_blocks, attention_split, check_invariants, window_local_kv,
             speculative_config (vLLM's dict, e.g. {"method": "ngram", "num_speculative_tokens": 4,
             "prompt_lookup_max": 4}: lossless speculative decoding, the same tokens and logprobs as

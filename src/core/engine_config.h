@@ -42,6 +42,9 @@ struct EngineConfig {
   // changes a bit: drafts are kept only where they equal the tokens the request samples anyway.
   // cpu only for now.
   std::string speculative_config;
+  // (D) What logprobs report, as vLLM's --logprobs-mode (sample/logprobs.h): "raw_logprobs",
+  // "raw_logits", "processed_logprobs" or "processed_logits". Never changes a token or a logit.
+  std::string logprobs_mode = "raw_logprobs";
   int32_t num_threads = 0;          // cpu: 0 = hardware concurrency
   uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
   // cuda: check every device-sampled row against the host sampler on the same logits (copies

@@ -47,6 +47,13 @@ int32_t rows_kept(const ScheduledRequest& s, const StepResult& out, int32_t i) {
   return s.num_new_tokens - s.num_draft_tokens + accepted;
 }
 
+// The engine's LogprobsMode; create() refused a name that is none.
+LogprobsMode logprobs_mode_of(const EngineConfig& config) {
+  LogprobsMode mode = LogprobsMode::kRawLogprobs;
+  (void)parse_logprobs_mode(config.logprobs_mode, mode);
+  return mode;
+}
+
 int32_t count_moe_layers(const ModelConfig& c) {
   int32_t n = 0;
   for (const LayerSpec& l : c.layers) n += l.moe.enabled() ? 1 : 0;
@@ -69,6 +76,7 @@ class EngineImpl final : public Engine {
         vocab_size_(model_->config().vocab_size),
         eos_token_ids_(model_->config().eos_token_ids),
         num_moe_layers_(count_moe_layers(model_->config())),
+        logprobs_mode_(logprobs_mode_of(config_)),
         speculative_(std::move(speculative)),
         drafter_(std::move(drafter)) {}
 
@@ -162,8 +170,9 @@ class EngineImpl final : public Engine {
   // architecture, and the engine keeps its stop tokens).
   const int64_t vocab_size_;
   const std::vector<int64_t> eos_token_ids_;
-  const int32_t num_moe_layers_;  // layers whose MLP is a mixture of experts (routed_experts needs one)
-  Status broken_;                 // the runner's failure, sticky: every request then fails with it (step thread writes)
+  const int32_t num_moe_layers_;      // layers whose MLP is a mixture of experts (routed_experts needs one)
+  const LogprobsMode logprobs_mode_;  // config_.logprobs_mode, checked by create()
+  Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
   const SpeculativeConfig speculative_;
   const std::shared_ptr<const Drafter> drafter_;    // null: speculation off
   std::vector<std::vector<int32_t>> histories_;     // [plan size] outputs ++ draft of speculating requests
@@ -302,6 +311,7 @@ std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) {
     t.digest = r.spec().logits_digests;
     t.full_logits = r.spec().return_logits;
     t.routed_experts = r.spec().routed_experts;
+    t.logprobs_mode = logprobs_mode_;
     if (t.sample && s.num_draft_tokens > 0) {
       std::vector<int32_t>& h = histories_[i];
       h.assign(r.outputs().begin(), r.outputs().end());
@@ -620,6 +630,10 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
     return invalid_argument("block_size must be in [1, 1024], got " + std::to_string(config.block_size));
   if (config.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
   if (config.max_num_batched_tokens <= 0) return invalid_argument("max_num_batched_tokens must be positive");
+  if (LogprobsMode mode; !parse_logprobs_mode(config.logprobs_mode, mode))
+    return invalid_argument(
+        "logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or processed_logits, got \"" +
+        config.logprobs_mode + "\"");
   VOSTI_ASSIGN_OR_RETURN(SpeculativeConfig speculative, parse_speculative_config(config.speculative_config));
   if (speculative.enabled() && config.device != "cpu")
     return invalid_argument("speculative decoding (speculative_config) is not supported on the " + config.device +

@@ -24,6 +24,7 @@
 //      of transformers' expert loop and index_add_.
 // Nothing reads the token count, a row's index or another row to choose an order: the routing of a
 // token is a function of its own hidden row, and its output of that row and its experts' weights.
+// The CUDA forward runs the same order in its own kernels: kernels/cuda/moe/moe_kernels.h.
 // Thread safety: the scratch belongs to one forward at a time.
 #pragma once
 

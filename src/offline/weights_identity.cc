@@ -76,7 +76,9 @@ std::string deployment_digest_hex(const LogitsDigest& weights, const ModelConfig
                            numbers + ";device=" + device + ";plan=" + kernel_plan(config) +
                            ";kv_cache_dtype=" + runner.kv_cache_dtype +
                            ";block_size=" + std::to_string(config.block_size) +
-                           ";max_model_len=" + std::to_string(config.max_model_len) + ";vosti=" + vosti_version();
+                           ";max_model_len=" + std::to_string(config.max_model_len) + ";vosti=" + vosti_version() +
+                           // Added only where it is not the default, so default deployments keep their ids.
+                           (config.logprobs_mode == "raw_logprobs" ? "" : ";logprobs_mode=" + config.logprobs_mode);
   const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
   return digest_hex(LogitsDigest{h.low64, h.high64});
 }
@@ -93,6 +95,7 @@ DeploymentInfo describe_deployment(const LogitsDigest& weights, int64_t weights_
   d.kernel_plan = kernel_plan(config);
   d.device = runner.device;
   d.vosti_version = vosti_version();
+  d.logprobs_mode = config.logprobs_mode;
   return d;
 }
 

@@ -68,6 +68,7 @@ struct DeploymentInfo {
   std::string kernel_plan;
   std::string device;  // RunnerInfo::device
   std::string vosti_version;
+  std::string logprobs_mode;  // EngineConfig::logprobs_mode: what reported logprobs are
 };
 
 DeploymentInfo describe_deployment(const LogitsDigest& weights, int64_t weights_version, const std::string& model_path,

@@ -53,6 +53,9 @@ struct RequestLogitsTask {
   // disallowed logits are -inf before the sampler, the digest, the logprobs and full_logits see it.
   std::span<const uint32_t> allowed;
   int32_t mask_words = 0;
+  // What a row reports (the deployment's, sample/logprobs.h): with a processed mode a sampled row
+  // that reports logprobs is finished on the host, where the sampler's processed row is.
+  LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;
 
   // The mask of sampled row i, empty without one.
   std::span<const uint32_t> allowed_at(int32_t i) const {

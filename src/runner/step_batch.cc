@@ -86,7 +86,10 @@ void add_logits_rows(std::span<const RequestLogitsTask> tasks, const StepBatchOp
     const RequestLogitsTask& t = tasks[static_cast<size_t>(w.plan_index)];
     SamplerRowTask task = sampler_task(t, w);
     uint8_t host = 0;
-    if (w.kind == RowKind::kSample) {
+    // The device sampler reports the raw row only: a processed mode's logprobs need the host's.
+    if (w.kind == RowKind::kSample && t.sampling->logprobs && reports_processed(t.logprobs_mode)) {
+      host = 1;
+    } else if (w.kind == RowKind::kSample) {
       const size_t before = out.adjusts.size();
       append_sampler_adjusts(t, w, out.adjusts);
       if (options.adjust_capacity > 0 && static_cast<int64_t>(out.adjusts.size()) > options.adjust_capacity) {
@@ -207,6 +210,25 @@ void append_sampler_adjusts(const RequestLogitsTask& t, const WantedRow& row, st
     }
   }
   for (const auto& [token, a] : by_token) out.push_back(a);
+}
+
+void add_routed_rows(const StepPlan& plan, std::span<const RequestLogitsTask> tasks, std::span<const int32_t> routed,
+                     int64_t num_tokens, std::vector<RoutedRows>& out) {
+  const size_t per = num_tokens > 0 ? routed.size() / static_cast<size_t>(num_tokens) : 0;
+  size_t row = 0;
+  for (size_t i = 0; i < plan.requests.size(); ++i) {
+    const ScheduledRequest& s = plan.requests[i];
+    const auto n = static_cast<size_t>(s.num_new_tokens);
+    if (tasks[i].routed_experts && per > 0) {
+      RoutedRows r;
+      r.plan_index = static_cast<int32_t>(i);
+      r.first_position = s.num_computed_tokens;
+      r.ids.assign(routed.begin() + static_cast<std::ptrdiff_t>(row * per),
+                   routed.begin() + static_cast<std::ptrdiff_t>((row + n) * per));
+      out.push_back(std::move(r));
+    }
+    row += n;
+  }
 }
 
 }  // namespace vosti

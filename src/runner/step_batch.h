@@ -70,8 +70,9 @@ struct StepBatch {
   int64_t num_score_rows = 0;                // the first num_score_rows of logits order are score rows
   bool decode_only = false;                  // every request has one new token and no row is scored
   // With StepBatchOptions::sampler_tasks, aligned with logit_order:
-  std::vector<SamplerRowTask> tasks;   // [R] (adjust_begin / adjust_count index adjusts)
-  std::vector<uint8_t> host_sampled;   // [R] 1: the host samples this row (its adjustments did not fit)
+  std::vector<SamplerRowTask> tasks;  // [R] (adjust_begin / adjust_count index adjusts)
+  // [R] 1: the host samples this row (its adjustments did not fit, or it reports a processed row)
+  std::vector<uint8_t> host_sampled;
   std::vector<SamplerAdjust> adjusts;  // [A] every device-sampled row's adjustments, in logits order
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
@@ -98,5 +99,11 @@ ForwardBatch forward_batch(const StepBatch& batch, std::span<const int32_t> logi
 // 1-3, one entry per touched token, appended to `adjusts`); used by build_step_batch.
 SamplerRowTask sampler_task(const RequestLogitsTask& task, const WantedRow& row);
 void append_sampler_adjusts(const RequestLogitsTask& task, const WantedRow& row, std::vector<SamplerAdjust>& adjusts);
+
+// Appends to `out` the routing of each request that asked (RequestLogitsTask::routed_experts), cut
+// from `routed` ([num_tokens, MoE layers, top_k]: the step's token rows in plan order) along the
+// plan's token rows (requests in plan order, each its new tokens). Nothing for an empty `routed`.
+void add_routed_rows(const StepPlan& plan, std::span<const RequestLogitsTask> tasks, std::span<const int32_t> routed,
+                     int64_t num_tokens, std::vector<RoutedRows>& out);
 
 }  // namespace vosti

@@ -13,7 +13,60 @@ bool ranks_before(float value_a, int32_t id_a, float value_b, int32_t id_b) {
   return value_a > value_b || (value_a == value_b && id_a < id_b);
 }
 
+// The n best tokens of `logits` with their sanitized values, best first (top_logprobs' scan).
+std::vector<TokenLogprob> top_values(std::span<const float> logits, int32_t num_top) {
+  VOSTI_CHECK(num_top >= 0, "negative num_top");
+  const size_t n = std::min(static_cast<size_t>(num_top), logits.size());
+  std::vector<TokenLogprob> top;  // [n] (token, sanitized logit) best first while scanning
+  if (n == 0) return top;
+  top.reserve(n);
+  // One scan in id order. Ids arrive ascending, so a token enters only with a value
+  // strictly above the current n-th best; whole blocks below it are skipped at once
+  // (find_first may also stop at a NaN, which the exact test below rejects).
+  const float* x = logits.data();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (top.size() == n) {
+      const float worst = top.back().logprob;
+      i = find_first(x, i, logits.size(), [worst](float v) { return greater_float(v, worst); });
+      if (i == logits.size()) break;
+      if (!(sanitize_logit(x[i]) > worst)) continue;
+      top.pop_back();
+    }
+    const float value = sanitize_logit(x[i]);
+    const auto id = static_cast<int32_t>(i);
+    auto pos = top.end();
+    while (pos != top.begin() && ranks_before(value, id, (pos - 1)->logprob, (pos - 1)->token)) --pos;
+    top.insert(pos, TokenLogprob{id, value});
+  }
+  return top;
+}
+
 }  // namespace
+
+const char* logprobs_mode_name(LogprobsMode mode) {
+  switch (mode) {
+    case LogprobsMode::kRawLogprobs:
+      return "raw_logprobs";
+    case LogprobsMode::kRawLogits:
+      return "raw_logits";
+    case LogprobsMode::kProcessedLogprobs:
+      return "processed_logprobs";
+    case LogprobsMode::kProcessedLogits:
+      return "processed_logits";
+  }
+  return "?";
+}
+
+bool parse_logprobs_mode(std::string_view name, LogprobsMode& mode) {
+  for (const LogprobsMode m : {LogprobsMode::kRawLogprobs, LogprobsMode::kRawLogits, LogprobsMode::kProcessedLogprobs,
+                               LogprobsMode::kProcessedLogits}) {
+    if (name == logprobs_mode_name(m)) {
+      mode = m;
+      return true;
+    }
+  }
+  return false;
+}
 
 LogSoftmaxStats log_softmax_stats(std::span<const float> logits) {
   VOSTI_CHECK(!logits.empty(), "log_softmax of an empty logits row");
@@ -53,29 +106,7 @@ float token_logprob(std::span<const float> logits, const LogSoftmaxStats& stats,
 }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, const LogSoftmaxStats& stats, int32_t num_top) {
-  VOSTI_CHECK(num_top >= 0, "negative num_top");
-  const size_t n = std::min(static_cast<size_t>(num_top), logits.size());
-  std::vector<TokenLogprob> top;  // [n] (token, sanitized logit) best first while scanning
-  if (n == 0) return top;
-  top.reserve(n);
-  // One scan in id order. Ids arrive ascending, so a token enters only with a value
-  // strictly above the current n-th best; whole blocks below it are skipped at once
-  // (find_first may also stop at a NaN, which the exact test below rejects).
-  const float* x = logits.data();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (top.size() == n) {
-      const float worst = top.back().logprob;
-      i = find_first(x, i, logits.size(), [worst](float v) { return greater_float(v, worst); });
-      if (i == logits.size()) break;
-      if (!(sanitize_logit(x[i]) > worst)) continue;
-      top.pop_back();
-    }
-    const float value = sanitize_logit(x[i]);
-    const auto id = static_cast<int32_t>(i);
-    auto pos = top.end();
-    while (pos != top.begin() && ranks_before(value, id, (pos - 1)->logprob, (pos - 1)->token)) --pos;
-    top.insert(pos, TokenLogprob{id, value});
-  }
+  std::vector<TokenLogprob> top = top_values(logits, num_top);
   for (auto& t : top) t.logprob = token_logprob(logits, stats, t.token);
   return top;
 }
@@ -86,6 +117,16 @@ ScoredToken score_token(std::span<const float> logits, int32_t token, int32_t nu
   out.token = token;
   out.logprob = token_logprob(logits, stats, token);
   out.top = top_logprobs(logits, stats, num_top);
+  return out;
+}
+
+ScoredToken report_token(std::span<const float> row, int32_t token, int32_t num_top, bool as_logits) {
+  if (!as_logits) return score_token(row, token, num_top);
+  VOSTI_CHECK(token >= 0 && static_cast<size_t>(token) < row.size(), "token id out of the logits row");
+  ScoredToken out;
+  out.token = token;
+  out.logprob = sanitize_logit(row[static_cast<size_t>(token)]);
+  out.top = top_values(row, num_top);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -247,27 +248,54 @@ void prepare(std::span<const float> logits, const SamplingParams& params, std::s
   process_logits(logits, params, prompt_tokens, output_tokens, scratch);
 }
 
+// The token of choose_token, leaving scratch.logits = s and, unless greedy, the candidates in
+// `c` (with scratch.weights and scratch.kept as select_candidates left them).
+int32_t choose(std::span<const float> logits, const SamplingParams& params, uint64_t seed, int64_t output_position,
+               std::span<const int32_t> prompt_tokens, std::span<const int32_t> output_tokens, SamplerScratch& scratch,
+               Candidates& c) {
+  prepare(logits, params, prompt_tokens, output_tokens, scratch);
+  const size_t vocab = logits.size();
+  if (is_greedy(params)) return argmax(scratch.logits.data(), vocab);
+  c = select_candidates(params, vocab, scratch);
+  return draw(c, vocab, scratch, sampling_uniform(seed, static_cast<uint64_t>(output_position)));
+}
+
+// scratch.processed = the row step 8 drew from (sampler.h): s, with the tokens steps 5-7 did not
+// keep at -inf. A dense candidate set keeps every token, or with min_p those of positive weight
+// (min_p > 0 zeroed the rest, and an underflowed weight is below min_p too).
+void processed_row(const SamplingParams& params, size_t vocab, const Candidates& c, SamplerScratch& scratch) {
+  std::vector<float>& p = scratch.processed;
+  const float* s = scratch.logits.data();
+  p.assign(s, s + vocab);
+  if (is_greedy(params)) return;
+  constexpr float kDropped = -std::numeric_limits<float>::infinity();
+  const float* w = scratch.weights.data();
+  if (c.dense) {
+    if (params.min_p > 0.0f)
+      for (size_t i = 0; i < vocab; ++i) p[i] = w[i] > 0.0f ? p[i] : kDropped;
+    return;
+  }
+  std::fill(p.begin(), p.end(), kDropped);
+  for (const int32_t t : scratch.kept) p[static_cast<size_t>(t)] = s[t];
+}
+
 }  // namespace
 
 int32_t choose_token(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
                      int64_t output_position, std::span<const int32_t> prompt_tokens,
                      std::span<const int32_t> output_tokens, SamplerScratch& scratch) {
-  prepare(logits, params, prompt_tokens, output_tokens, scratch);
-  const size_t vocab = logits.size();
-  if (is_greedy(params)) return argmax(scratch.logits.data(), vocab);
-  const Candidates c = select_candidates(params, vocab, scratch);
-  return draw(c, vocab, scratch, sampling_uniform(seed, static_cast<uint64_t>(output_position)));
+  Candidates c;
+  return choose(logits, params, seed, output_position, prompt_tokens, output_tokens, scratch, c);
 }
 
 ScoredToken sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
                          int64_t output_position, std::span<const int32_t> prompt_tokens,
-                         std::span<const int32_t> output_tokens, SamplerScratch& scratch) {
-  ScoredToken out;
-  out.token = choose_token(logits, params, seed, output_position, prompt_tokens, output_tokens, scratch);
-  const LogSoftmaxStats stats = log_softmax_stats(logits);
-  out.logprob = token_logprob(logits, stats, out.token);
-  out.top = top_logprobs(logits, stats, params.num_top_logprobs);
-  return out;
+                         std::span<const int32_t> output_tokens, SamplerScratch& scratch, LogprobsMode mode) {
+  Candidates c;
+  const int32_t token = choose(logits, params, seed, output_position, prompt_tokens, output_tokens, scratch, c);
+  if (!reports_processed(mode)) return report_token(logits, token, params.num_top_logprobs, reports_logits(mode));
+  processed_row(params, logits.size(), c, scratch);
+  return report_token(scratch.processed, token, params.num_top_logprobs, reports_logits(mode));
 }
 
 std::vector<TokenProb> sampling_distribution(std::span<const float> logits, const SamplingParams& params,

@@ -33,7 +33,9 @@
 // draw, not which path found it (top_k >= vocab or top_p = 1 give the same bits as no
 // filter), the unfiltered path needs no sort, and a draw walks one lane, not the vocabulary.
 //
-// Reported logprobs are of the RAW logits (logprobs.h), before any of the steps above.
+// Reported logprobs are of the RAW logits (logprobs.h), before any of the steps above, unless
+// the deployment's LogprobsMode asks for the processed row: s after steps 1-4, with every token
+// that steps 5-7 did not keep set to -inf (a greedy request: s after steps 1-3, nothing dropped).
 // Thread safety: pure functions; a SamplerScratch is used by one thread at a time.
 #pragma once
 
@@ -50,12 +52,13 @@ namespace vosti {
 // contents never influence a result: every call overwrites what it reads, and the
 // counters are left at zero.
 struct SamplerScratch {
-  std::vector<float> logits;    // [vocab] processed logits s_i
-  std::vector<float> weights;   // [vocab] w_i = exp(s_i - max s), valid for candidates
-  std::vector<int32_t> order;   // [vocab] token ids, best-first prefix when filtering
-  std::vector<int32_t> kept;    // [num_kept] kept token ids, ascending
-  std::vector<int32_t> counts;  // [vocab] output token counts, all zero between calls
-  std::vector<uint8_t> seen;    // [vocab] repetition marks, all zero between calls
+  std::vector<float> logits;     // [vocab] processed logits s_i
+  std::vector<float> weights;    // [vocab] w_i = exp(s_i - max s), valid for candidates
+  std::vector<int32_t> order;    // [vocab] token ids, best-first prefix when filtering
+  std::vector<int32_t> kept;     // [num_kept] kept token ids, ascending
+  std::vector<int32_t> counts;   // [vocab] output token counts, all zero between calls
+  std::vector<uint8_t> seen;     // [vocab] repetition marks, all zero between calls
+  std::vector<float> processed;  // [vocab] the processed row a processed LogprobsMode reports
 };
 
 struct TokenProb {
@@ -63,13 +66,14 @@ struct TokenProb {
   double prob = 0.0;
 };
 
-// Samples the token at `output_position` and scores it under the raw logits (with
-// params.num_top_logprobs best alternatives).
+// Samples the token at `output_position` and reports it as `mode` says (logprobs.h; the default:
+// its logprob under the raw logits), with params.num_top_logprobs best alternatives.
 // REQUIRES: params.validate(logits.size()) is ok; every token id is in [0, logits.size()).
 // The engine passes output_position == output_tokens.size().
 ScoredToken sample_token(std::span<const float> logits /*[vocab]*/, const SamplingParams& params, uint64_t seed,
                          int64_t output_position, std::span<const int32_t> prompt_tokens,
-                         std::span<const int32_t> output_tokens, SamplerScratch& scratch);
+                         std::span<const int32_t> output_tokens, SamplerScratch& scratch,
+                         LogprobsMode mode = LogprobsMode::kRawLogprobs);
 
 // The token sample_token would choose, without logprobs. Same REQUIRES.
 int32_t choose_token(std::span<const float> logits /*[vocab]*/, const SamplingParams& params, uint64_t seed,

@@ -211,6 +211,7 @@ std::string ControlService::deployment_json() const {
   w.key("model").value(d->model).key("weights_dtype").value(d->weights_dtype);
   w.key("kv_cache_dtype").value(d->kv_cache_dtype).key("kernel_plan").value(d->kernel_plan);
   w.key("device").value(d->device).key("vosti_version").value(d->vosti_version);
+  w.key("logprobs_mode").value(d->logprobs_mode);
   w.key("sleep_level").value(static_cast<int64_t>(loop_.sleep_level())).key("paused").value(loop_.paused());
   w.end_object();
   return w.take();

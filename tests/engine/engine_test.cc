@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "model/model.h"
 #include "runner/single_sequence.h"
 #include "sample/logprobs.h"
+#include "sample/sampler.h"
 #include "tests/test_paths.h"
 
 namespace vosti {
@@ -353,6 +355,91 @@ TEST(Engine, SamplingWithoutLogprobsChoosesTheSameTokens) {
   const std::vector<int32_t> with = run(true), without = run(false);
   ASSERT_EQ(with.size(), 24u);
   EXPECT_EQ(with, without);
+}
+
+// logprobs_mode (sample/logprobs.h) changes what a position reports, never a token or a logit:
+// each mode's sampled values are its definition applied to the raw row the engine returned, with
+// the request's own history; prompt positions report the raw row's logprobs or values.
+TEST(Engine, LogprobsModesReportTheirRowAndChangeNoToken) {
+  struct Run {
+    Collected c;
+    std::vector<ScoredToken> sampled, prompt;
+    std::vector<std::vector<float>> rows;
+  };
+  RequestSpec spec;
+  spec.prompt = prompt_of(14, 2);
+  spec.max_tokens = 16;
+  spec.ignore_eos = true;
+  spec.prompt_logprobs = true;
+  spec.return_logits = true;
+  spec.sampling.temperature = 0.8f;
+  spec.sampling.top_k = 40;
+  spec.sampling.top_p = 0.9f;
+  spec.sampling.repetition_penalty = 1.3f;
+  spec.sampling.presence_penalty = 0.5f;
+  spec.sampling.num_top_logprobs = 5;
+  spec.sampling.seed = 77;
+  auto run = [&](const char* mode) {
+    EngineConfig c;
+    c.logprobs_mode = mode;
+    c.max_num_batched_tokens = 5;  // a chunked prompt: its rows come from three steps
+    auto e = make_engine(c);
+    Run r;
+    EXPECT_TRUE(e->add_request(spec, collect(r.c)).ok());
+    run_to_completion(*e);
+    for (const RequestOutput& o : r.c.outputs) {
+      r.sampled.insert(r.sampled.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+      r.rows.insert(r.rows.end(), o.new_logits.begin(), o.new_logits.end());
+      r.prompt.insert(r.prompt.end(), o.prompt_logprobs.begin(), o.prompt_logprobs.end());
+    }
+    return r;
+  };
+  const Run raw = run("raw_logprobs");
+  ASSERT_EQ(raw.c.tokens.size(), 16u);
+  ASSERT_EQ(raw.rows.size(), 16u);
+  ASSERT_EQ(raw.prompt.size(), spec.prompt.size());
+  for (const char* mode : {"raw_logits", "processed_logprobs", "processed_logits"}) {
+    SCOPED_TRACE(mode);
+    LogprobsMode m{};
+    ASSERT_TRUE(parse_logprobs_mode(mode, m));
+    const Run got = run(mode);
+    ASSERT_EQ(got.c.tokens, raw.c.tokens);
+    ASSERT_EQ(got.rows.size(), raw.rows.size());
+    SamplerScratch scratch;
+    for (size_t i = 0; i < got.rows.size(); ++i) {
+      ASSERT_EQ(std::memcmp(got.rows[i].data(), raw.rows[i].data(), got.rows[i].size() * sizeof(float)), 0);
+      const std::span<const int32_t> before(raw.c.tokens.data(), i);
+      const ScoredToken want =
+          sample_token(raw.rows[i], spec.sampling, 77, static_cast<int64_t>(i), spec.prompt, before, scratch, m);
+      ASSERT_EQ(got.sampled[i].token, want.token) << i;
+      EXPECT_EQ(std::memcmp(&got.sampled[i].logprob, &want.logprob, sizeof(float)), 0) << i;
+      ASSERT_EQ(got.sampled[i].top.size(), 5u);
+      for (size_t k = 0; k < 5; ++k) {
+        EXPECT_EQ(got.sampled[i].top[k].token, want.top[k].token) << i;
+        EXPECT_EQ(std::memcmp(&got.sampled[i].top[k].logprob, &want.top[k].logprob, sizeof(float)), 0) << i;
+      }
+      if (reports_processed(m) && reports_logits(m)) {
+        // Written out for the chosen token: one penalty pass, then the temperature.
+        const int32_t t = want.token;
+        float v = raw.rows[i][static_cast<size_t>(t)];
+        const bool seen = std::find(spec.prompt.begin(), spec.prompt.end(), t) != spec.prompt.end() ||
+                          std::find(before.begin(), before.end(), t) != before.end();
+        if (seen) v = v > 0.0f ? v / 1.3f : v * 1.3f;
+        if (std::find(before.begin(), before.end(), t) != before.end()) v = v - 0.5f;
+        EXPECT_EQ(got.sampled[i].logprob, v / 0.8f) << i;
+      }
+    }
+    ASSERT_EQ(got.prompt.size(), raw.prompt.size());
+    const Run& same_kind = reports_logits(m) ? run("raw_logits") : raw;
+    for (size_t i = 1; i < got.prompt.size(); ++i)
+      EXPECT_EQ(std::memcmp(&got.prompt[i].logprob, &same_kind.prompt[i].logprob, sizeof(float)), 0) << i;
+  }
+  EngineConfig bad;
+  bad.logprobs_mode = "processed";
+  bad.num_blocks = 64;
+  auto e = Engine::create(tiny_model(), bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("logprobs_mode must be raw_logprobs"), std::string::npos);
 }
 
 }  // namespace

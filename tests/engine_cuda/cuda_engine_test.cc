@@ -1,14 +1,18 @@
 // The engine on the GPU (runner/cuda): the determinism harness's whole matrix on the tiny
 // golden families with the device sampler checked against the host sampler on every sampled
 // row the GPU produced; the same request among many others gives the digests it gets alone;
-// the KV pool sized from the memory fraction; requests the pool cannot hold get a clear error.
+// the KV pool sized from the memory fraction; requests the pool cannot hold get a clear error;
+// the mixture-of-experts families (Qwen3-MoE, Mixtral) in the harness, their routed experts
+// returned for every position and compared with the CPU engine's.
 // GPU only (skips with "no CUDA device").
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "engine/engine.h"
 #include "runner/load_device_model.h"
+#include "sample/sampler.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 #include "tests/support/planted.h"
 #include "tests/test_paths.h"
@@ -57,13 +61,71 @@ TEST_P(CudaHarness, EveryVariationIsBitwiseIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaHarness,
                          ::testing::Values("llama-tiny", "llama3-tiny-tied-sharded", "qwen2-tiny-bf16", "qwen3-tiny",
-                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap"),
+                                           "mistral-tiny-window", "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap",
+                                           "qwen3-moe-tiny", "mixtral-tiny", "qwen3-moe-tiny-dense1-bf16"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return s;
                          });
+
+// The routing the GPU returns (RequestSpec::routed_experts): one record per computed position, every
+// MoE layer's top_k experts ascending and in range, the prompt positions' records equal the CPU
+// engine's but where a near-tied router flips under the bf16 policy (the tiny models' random
+// routers; a record taken from the wrong token row would agree at chance level, ~1/4 here).
+TEST(CudaEngine, RoutedExpertsComeBackForEveryPositionAsTheCpuRoutes) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  for (const std::string name : {"qwen3-moe-tiny", "mixtral-tiny"}) {
+    RequestSpec probe;
+    probe.prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
+    probe.max_tokens = 12;
+    probe.ignore_eos = true;
+    probe.sampling.temperature = 0.0f;
+    probe.routed_experts = true;
+    const auto routed_on = [&](const std::string& device) {
+      auto model = load_device_model(kModels + "/" + name, device);
+      EXPECT_TRUE(model.ok()) << model.status().to_string();
+      EngineConfig c = device == "cuda" ? cuda_reference() : EngineConfig{};
+      c.device = device;
+      c.num_blocks = 64;
+      c.max_model_len = 128;
+      c.max_num_batched_tokens = 7;  // the prompt in chunks
+      auto engine = Engine::create(*model, c);
+      EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+      RoutedExperts routed;
+      std::string error;
+      EXPECT_TRUE((*engine)
+                      ->add_request(probe,
+                                    [&](const RequestOutput& o) {
+                                      if (!o.finished) return;
+                                      routed = o.routed_experts;
+                                      error = o.error;
+                                    })
+                      .ok());
+      while ((*engine)->has_work()) (*engine)->step();
+      EXPECT_EQ(error, "") << device;
+      return routed;
+    };
+    const RoutedExperts gpu = routed_on("cuda"), cpu = routed_on("cpu");
+    ASSERT_EQ(gpu.num_positions(), static_cast<int64_t>(probe.prompt.size() + probe.max_tokens - 1)) << name;
+    ASSERT_EQ(gpu.num_layers, cpu.num_layers) << name;
+    ASSERT_EQ(gpu.top_k, cpu.top_k) << name;
+    const size_t per = static_cast<size_t>(gpu.num_layers * gpu.top_k), k = static_cast<size_t>(gpu.top_k);
+    for (size_t i = 0; i < gpu.ids.size(); ++i) {
+      ASSERT_GE(gpu.ids[i], 0) << name << " entry " << i;
+      if (i % k > 0) {
+        ASSERT_LT(gpu.ids[i - 1], gpu.ids[i]) << name << ": not ascending at entry " << i;
+      }
+    }
+    size_t same = 0;
+    const size_t prompt_entries = probe.prompt.size() * per;
+    for (size_t i = 0; i < prompt_entries; ++i) same += gpu.ids[i] == cpu.ids[i] ? 1 : 0;
+    EXPECT_GE(same * 10, prompt_entries * 9)
+        << name << ": " << same << " of " << prompt_entries << " prompt entries route as on the CPU";
+    std::printf("[ routed ] %s: %zu of %zu prompt entries as on the CPU\n", name.c_str(), same, prompt_entries);
+  }
+}
 
 // One request, then the same request among 24 others (random prompts, sampled, staggered):
 // the same tokens and the same digest at every position.
@@ -120,6 +182,77 @@ TEST(CudaEngine, TheSameRequestInACrowdGetsTheDigestsItGetsAlone) {
     const auto crowd = run(others);
     EXPECT_EQ(crowd.first, alone.first) << others << " neighbours";
     EXPECT_EQ(crowd.second, alone.second) << others << " neighbours";
+  }
+}
+
+// logprobs_mode on the GPU: raw_logits from the device's values, the processed modes from the host
+// sampler on the copied row; in every mode the same tokens and rows, and each position's values
+// equal the host sampler's definition applied to the row the engine returned (with a neighbour,
+// so decode steps run in CUDA graphs).
+TEST(CudaEngine, EveryLogprobsModeReportsTheHostDefinitionOnTheRowsItReturned) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  RequestSpec probe;
+  probe.prompt = {5, 17, 99, 3, 250, 7, 7, 1};
+  probe.max_tokens = 16;
+  probe.ignore_eos = true;
+  probe.return_logits = true;
+  probe.sampling.temperature = 0.8f;
+  probe.sampling.top_k = 40;
+  probe.sampling.top_p = 0.9f;
+  probe.sampling.repetition_penalty = 1.2f;
+  probe.sampling.seed = 9;
+  probe.sampling.num_top_logprobs = 5;
+  struct Got {
+    std::vector<int32_t> tokens;
+    std::vector<ScoredToken> scored;
+    std::vector<std::vector<float>> rows;
+  };
+  const auto run = [&](const char* mode) {
+    EngineConfig c = cuda_reference();
+    c.logprobs_mode = mode;
+    auto engine = Engine::create(*model, c);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    RequestSpec other = probe;
+    other.prompt = {9, 9, 4};
+    other.return_logits = false;
+    EXPECT_TRUE((*engine)->add_request(other, nullptr).ok());
+    Got g;
+    EXPECT_TRUE((*engine)
+                    ->add_request(probe,
+                                  [&](const RequestOutput& o) {
+                                    g.tokens.insert(g.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+                                    g.scored.insert(g.scored.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+                                    g.rows.insert(g.rows.end(), o.new_logits.begin(), o.new_logits.end());
+                                  })
+                    .ok());
+    while ((*engine)->has_work()) (*engine)->step();
+    return g;
+  };
+  const Got raw = run("raw_logprobs");
+  ASSERT_EQ(raw.tokens.size(), 16u);
+  for (const char* name : {"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}) {
+    SCOPED_TRACE(name);
+    LogprobsMode mode{};
+    ASSERT_TRUE(parse_logprobs_mode(name, mode));
+    const Got g = run(name);
+    ASSERT_EQ(g.tokens, raw.tokens);
+    ASSERT_EQ(g.rows.size(), raw.rows.size());
+    SamplerScratch scratch;
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      ASSERT_EQ(std::memcmp(g.rows[i].data(), raw.rows[i].data(), g.rows[i].size() * sizeof(float)), 0) << i;
+      const std::span<const int32_t> before(raw.tokens.data(), i);
+      const ScoredToken want =
+          sample_token(g.rows[i], probe.sampling, 9, static_cast<int64_t>(i), probe.prompt, before, scratch, mode);
+      EXPECT_EQ(g.scored[i].token, want.token) << i;
+      EXPECT_EQ(std::memcmp(&g.scored[i].logprob, &want.logprob, sizeof(float)), 0) << i;
+      ASSERT_EQ(g.scored[i].top.size(), want.top.size()) << i;
+      for (size_t k = 0; k < want.top.size(); ++k) {
+        EXPECT_EQ(g.scored[i].top[k].token, want.top[k].token) << i;
+        EXPECT_EQ(std::memcmp(&g.scored[i].top[k].logprob, &want.top[k].logprob, sizeof(float)), 0) << i;
+      }
+    }
   }
 }
 

@@ -46,6 +46,9 @@ inline std::shared_ptr<const Model> bf16_weight_model(const Model& model) {
     l.wo = rounded_bf16(l.wo);
     l.w_gate_up = rounded_bf16(l.w_gate_up);
     l.w_down = rounded_bf16(l.w_down);
+    if (l.router.data != nullptr) l.router = rounded_bf16(l.router);  // MoE layers: the router and experts
+    for (auto* experts : {&l.expert_gate_up, &l.expert_down})
+      for (FloatTensor& t : *experts) t = rounded_bf16(t);
   }
   return std::make_shared<Model>(model.path(), model.config(), std::move(w), 0);
 }

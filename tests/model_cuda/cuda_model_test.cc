@@ -1,8 +1,9 @@
 // The GPU forward (model/cuda: CudaModel, driven by the tests' CudaForwardFixture) against HF
 // transformers' golden logits, the CPU backend and the CPU emulation of the CUDA numeric
 // policy (bf16 KV pool included); bitwise chunking, block-size and KV-dtype behaviour; loading
-// straight from the file gives the same bits as uploading the loaded model; errors. GPU tests skip with "no CUDA
-// device" without a GPU; the emulation's own accuracy (which sets the bounds below) runs everywhere.
+// straight from the file gives the same bits as uploading the loaded model; errors; the
+// mixture-of-experts families against the emulated policy (kTinyMoeModels says why not golden). GPU tests skip with "no
+// CUDA device" without a GPU; the emulation's own accuracy (which sets the bounds below) runs everywhere.
 //
 // Metric: per position, rel = ||logits - ref|| / ||ref|| over the vocabulary; the worst
 // position is printed and bounded. Argmax must agree wherever the reference's top-2 gap
@@ -57,6 +58,16 @@ const std::string kGoldenDir = vosti::testing::source_dir() + "/tests/golden";
 const std::vector<std::string> kTinyModels = {
     "llama-tiny",  "llama3-tiny-tied-sharded",   "qwen2-tiny-bf16", "qwen3-tiny", "mistral-tiny-window",
     "gemma3-tiny", "gemma3-tiny-mm-bf16-softcap"};
+// Mixture-of-experts models: their random routers make near-tied expert choices that the CUDA
+// policy's bf16 rounding flips against transformers' f32 (the emulation is 0.19..0.80 from the
+// golden logits where a token changes experts), so the GPU is held to the policy's emulation
+// (kEmulationBound), which rounds where the GPU rounds, and to bitwise invariance.
+const std::vector<std::string> kTinyMoeModels = {"qwen3-moe-tiny", "mixtral-tiny", "qwen3-moe-tiny-dense1-bf16"};
+std::vector<std::string> all_tiny_models() {
+  std::vector<std::string> all = kTinyModels;
+  all.insert(all.end(), kTinyMoeModels.begin(), kTinyMoeModels.end());
+  return all;
+}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -293,6 +304,45 @@ TEST_P(CudaGolden, MatchesTransformersCpuAndEmulation) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaGolden, ::testing::ValuesIn(kTinyModels), param_name);
 
+class CudaGoldenMoe : public ::testing::TestWithParam<std::string> {};
+
+// The MoE forward (router, grouped experts, combine) against the CUDA policy emulated on the CPU
+// (the MoE layer of model/moe_layer.h over bf16-rounded weights and matmul inputs), bounded; the
+// distance to transformers and to the f32 CPU backend printed only (see kTinyMoeModels).
+TEST_P(CudaGoldenMoe, MatchesTheEmulatedPolicy) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  nlohmann::json golden;
+  auto model = load_tiny(GetParam(), &golden);
+  ASSERT_NE(model, nullptr);
+  ASSERT_TRUE(model->config().has_moe());
+  auto gpu = CudaModel::upload(*model);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  const int64_t vocab = model->config().vocab_size;
+  ThreadPool pool(2);
+  auto cpu = make_cpu_backend(&pool);
+  double worst_emulation = 0, worst_golden = 0, worst_cpu = 0;
+  for (const auto& prompt : golden["prompts"]) {
+    const auto tokens = prompt["tokens"].get<std::vector<int32_t>>();
+    const std::vector<float> out = gpu_logits(*gpu, tokens);
+    ASSERT_EQ(out.size(), tokens.size() * static_cast<size_t>(vocab));
+    const std::string what = GetParam() + " " + std::to_string(tokens.size()) + "-token prompt: GPU vs ";
+    worst_emulation =
+        std::max(worst_emulation,
+                 compare(what + "bf16 emulation", out, widen(emulated_logits(*model, tokens)), vocab, kEmulationBound));
+    const std::vector<double> g = golden_logits(prompt), c = widen(cpu_logits(*model, *cpu, tokens));
+    for (size_t p = 0; p < tokens.size(); ++p) {
+      worst_golden = std::max(worst_golden, rel_error(out.data() + p * vocab, g.data() + p * vocab, vocab));
+      worst_cpu = std::max(worst_cpu, rel_error(out.data() + p * vocab, c.data() + p * vocab, vocab));
+    }
+  }
+  std::printf(
+      "[ cuda golden ] %s worst relative error: vs bf16 emulation %.3g (bounded); vs transformers %.3g, "
+      "vs CPU %.3g (routing flips, not bounded)\n",
+      GetParam().c_str(), worst_emulation, worst_golden, worst_cpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaGoldenMoe, ::testing::ValuesIn(kTinyMoeModels), param_name);
+
 class CudaInvariance : public ::testing::TestWithParam<std::string> {};
 
 // The same prompt at once, one token at a time, in uneven chunks and with other block sizes
@@ -324,7 +374,9 @@ TEST_P(CudaInvariance, ChunkingAndBlockSizeGiveIdenticalBits) {
   ASSERT_EQ(f32_whole.size(), whole.size());
   ASSERT_EQ(std::memcmp(f32_whole.data(), f32_chunked.data(), whole.size() * sizeof(float)), 0)
       << GetParam() << ": the f32 pool's chunked run differs";
-  compare(GetParam() + " f32 pool vs bf16 pool", f32_whole, widen(whole), vocab, kPolicyBound);
+  // (An MoE model's routers flip near-tied experts between the two deployments: not bounded.)
+  if (!model->config().has_moe())
+    compare(GetParam() + " f32 pool vs bf16 pool", f32_whole, widen(whole), vocab, kPolicyBound);
   for (const auto& [name, logits] : variants) {
     ASSERT_EQ(logits.size(), whole.size()) << name;
     for (size_t p = 0; p < tokens.size(); ++p) {
@@ -344,7 +396,7 @@ TEST_P(CudaInvariance, ChunkingAndBlockSizeGiveIdenticalBits) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CudaInvariance, ::testing::ValuesIn(kTinyModels), param_name);
+INSTANTIATE_TEST_SUITE_P(Families, CudaInvariance, ::testing::ValuesIn(all_tiny_models()), param_name);
 
 // CudaModel::load (straight from the file, bf16 kept as stored) and CudaModel::upload (the
 // loaded f32 model) put the same weights on the device: the same logits bit for bit.
@@ -392,16 +444,18 @@ TEST(CudaRealModel, SmolLM2MatchesCpu) {
   std::printf("[ cuda real model ] SmolLM2-135M GPU vs CPU worst relative error %.3g\n", worst);
 }
 
-// Mixture-of-experts models are refused before any weight is read, naming the feature (the check
-// reads the config only: no GPU needed).
-TEST(CudaModelSupport, MixtureOfExpertsIsRefusedNamingTheFeature) {
+// Mixture-of-experts models pass the support check (config only: no GPU needed); expert counts the
+// MoE kernels cannot hold are refused, naming the limit.
+TEST(CudaModelSupport, MixtureOfExpertsIsSupportedWithinTheKernelsLimits) {
   for (const char* name : {"qwen3-moe-tiny", "mixtral-tiny"}) {
     auto file = ModelFile::open(kGoldenDir + "/models/" + name);
     ASSERT_TRUE(file.ok()) << file.status().to_string();
-    const Status st = check_cuda_supported((*file)->config());
+    ModelConfig c = (*file)->config();
+    EXPECT_TRUE(check_cuda_supported(c).ok()) << name << ": " << check_cuda_supported(c).to_string();
+    for (LayerSpec& l : c.layers) l.moe.num_experts = kMaxMoeExperts + 8;
+    const Status st = check_cuda_supported(c);
     ASSERT_FALSE(st.ok()) << name;
-    EXPECT_NE(st.to_string().find("mixture-of-experts layers are not yet on the GPU"), std::string::npos)
-        << st.to_string();
+    EXPECT_NE(st.to_string().find("the MoE kernels take at most"), std::string::npos) << st.to_string();
   }
 }
 

@@ -332,6 +332,90 @@ TEST(Sampler, ReportsRawLogprobsNotProcessedOnes) {
   EXPECT_EQ(got.top[1].token, 1);
 }
 
+// The processed row of logprobs.h written out: s after bias, penalties and temperature, with the
+// tokens the filters dropped at -inf, for a row where top-k alone filters.
+TEST(Sampler, ProcessedModesReportTheRowTheSamplerDrewFrom) {
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f, 0.5f, 2.5f};
+  SamplingParams p;
+  p.temperature = 0.5f;
+  p.top_k = 2;
+  p.logit_bias = {{3, 10.0f}};  // token 3: 10.5 -> 21 after temperature, the best
+  p.num_top_logprobs = 4;
+  const std::vector<float> s = {2.0f, 4.0f, 6.0f, 21.0f, 5.0f};  // (l + bias) / T
+  std::vector<float> processed(5, -kInf);
+  processed[3] = s[3];
+  processed[2] = s[2];  // top-2: tokens 3 and 2
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    SamplerScratch scratch;
+    const ScoredToken lp = sample_token(logits, p, seed, 0, {}, {}, scratch, LogprobsMode::kProcessedLogprobs);
+    const ScoredToken lg = sample_token(logits, p, seed, 0, {}, {}, scratch, LogprobsMode::kProcessedLogits);
+    const ScoredToken raw = sample_token(logits, p, seed, 0, {}, {}, scratch, LogprobsMode::kRawLogprobs);
+    const ScoredToken raw_values = sample_token(logits, p, seed, 0, {}, {}, scratch, LogprobsMode::kRawLogits);
+    EXPECT_EQ(lp.token, raw.token);  // the mode never changes the token
+    EXPECT_EQ(lg.token, raw.token);
+    EXPECT_EQ(raw_values.token, raw.token);
+    const ScoredToken want_lp = score_token(processed, lp.token, 4);
+    EXPECT_EQ(lp.logprob, want_lp.logprob);
+    EXPECT_EQ(lg.logprob, processed[static_cast<size_t>(lg.token)]);
+    EXPECT_EQ(raw_values.logprob, logits[static_cast<size_t>(raw.token)]);
+    EXPECT_EQ(raw.logprob, score_token(logits, raw.token, 0).logprob);
+    ASSERT_EQ(lp.top.size(), 4u);
+    EXPECT_EQ(lp.top[0].token, 3);
+    EXPECT_EQ(lp.top[1].token, 2);
+    EXPECT_EQ(lp.top[2].token, 0);  // dropped tokens rank by id: -inf
+    EXPECT_EQ(lp.top[2].logprob, -kInf);
+    EXPECT_EQ(lg.top[0].logprob, 21.0f);
+    EXPECT_EQ(lg.top[1].logprob, 6.0f);
+    EXPECT_EQ(raw_values.top[0].token, 2);
+    EXPECT_EQ(raw_values.top[0].logprob, 3.0f);
+  }
+}
+
+TEST(Sampler, ProcessedModesOfAGreedyRequestKeepEveryToken) {
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f, kNaN};
+  SamplingParams p = greedy();
+  p.repetition_penalty = 2.0f;  // HF: a seen positive logit halves
+  p.num_top_logprobs = 4;
+  const std::vector<int32_t> prompt = {2};
+  SamplerScratch scratch;
+  const ScoredToken lg = sample_token(logits, p, 0, 0, prompt, {}, scratch, LogprobsMode::kProcessedLogits);
+  EXPECT_EQ(lg.token, 1);  // 3 / 2 = 1.5 < 2
+  ASSERT_EQ(lg.top.size(), 4u);
+  EXPECT_EQ(lg.top[0].logprob, 2.0f);
+  EXPECT_EQ(lg.top[1].logprob, 1.5f);
+  EXPECT_EQ(lg.top[2].logprob, 1.0f);
+  EXPECT_EQ(lg.top[3].logprob, -kInf);  // NaN: -inf
+  // Without penalties, bias, temperature or filters the processed row is the raw one, bit for bit.
+  const ScoredToken raw = sample_token(logits, greedy(), 0, 0, {}, {}, scratch, LogprobsMode::kRawLogprobs);
+  const ScoredToken proc = sample_token(logits, greedy(), 0, 0, {}, {}, scratch, LogprobsMode::kProcessedLogprobs);
+  EXPECT_EQ(raw.logprob, proc.logprob);
+}
+
+TEST(Sampler, MinPDropsAreMinusInfinityInTheProcessedRow) {
+  const std::vector<float> logits = {0.0f, 3.0f, 2.9f, -5.0f};
+  SamplingParams p;
+  p.min_p = 0.5f;  // keeps tokens within ln 2 of the best: 1 and 2
+  p.num_top_logprobs = 4;
+  SamplerScratch scratch;
+  const ScoredToken lg = sample_token(logits, p, 7, 0, {}, {}, scratch, LogprobsMode::kProcessedLogits);
+  EXPECT_TRUE(lg.token == 1 || lg.token == 2);
+  ASSERT_EQ(lg.top.size(), 4u);
+  EXPECT_EQ(lg.top[0].logprob, 3.0f);
+  EXPECT_EQ(lg.top[1].logprob, 2.9f);
+  EXPECT_EQ(lg.top[2].logprob, -kInf);
+  EXPECT_EQ(lg.top[3].logprob, -kInf);
+}
+
+TEST(Sampler, LogprobsModesHaveVllmsNames) {
+  for (const char* name : {"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}) {
+    LogprobsMode m{};
+    ASSERT_TRUE(parse_logprobs_mode(name, m)) << name;
+    EXPECT_STREQ(logprobs_mode_name(m), name);
+  }
+  LogprobsMode m{};
+  EXPECT_FALSE(parse_logprobs_mode("processed", m));
+}
+
 TEST(Sampler, FreshSeedsDiffer) {
   std::set<uint64_t> seeds;
   for (int i = 0; i < 16; ++i) seeds.insert(fresh_seed());

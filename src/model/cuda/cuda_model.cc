@@ -11,17 +11,9 @@
 #include "core/dtype.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/rows/row_kernels.h"
+#include "model/cuda/cuda_model_source.h"
 
 namespace vosti {
-
-// The weights of one model, by role, whatever holds them.
-struct CudaModel::Source {
-  ModelConfig config;
-  std::string path;
-  bool tied = false;                                                       // lm_head is the embedding
-  std::function<Result<std::vector<uint16_t>>(WeightRole, int64_t)> bf16;  // matrices, HF row order
-  std::function<Result<std::vector<float>>(WeightRole, int64_t)> f32;      // norms and biases
-};
 
 namespace {
 
@@ -55,8 +47,14 @@ std::vector<float> slice_rows(const FloatTensor& t, int64_t row0, int64_t rows, 
 
 Status check_cuda_supported(const ModelConfig& c) {
   if (c.has_moe()) {
-    return unimplemented("CUDA backend: mixture-of-experts layers are not yet on the GPU (" + c.name + ", " +
-                         std::string(architecture_name(c.arch)) + "); run it with --device cpu");
+    const MoeSpec m = c.moe();
+    for (const LayerSpec& l : c.layers)
+      if (l.moe.enabled() && !(l.moe == m))
+        return unimplemented("CUDA backend: MoE layers with different expert specs (" + c.name + ")");
+    if (m.num_experts > kMaxMoeExperts || m.top_k < 1 || m.top_k > kMaxMoeTopK || m.top_k > m.num_experts)
+      return unimplemented("CUDA backend: " + std::to_string(m.num_experts) + " experts, top_k " +
+                           std::to_string(m.top_k) + "; the MoE kernels take at most " +
+                           std::to_string(kMaxMoeExperts) + " experts and top_k <= " + std::to_string(kMaxMoeTopK));
   }
   std::vector<int64_t> windows;
   for (const LayerSpec& l : c.layers) {
@@ -89,8 +87,8 @@ Result<std::shared_ptr<const CudaModel>> CudaModel::load(const ModelFile& file) 
   s.path = file.path();
   s.tied = file.config().tie_word_embeddings && !file.has(WeightRole::kLmHead);
   const ModelFile* f = &file;
-  s.bf16 = [f](WeightRole role, int64_t layer) { return f->read_bf16(role, layer); };
-  s.f32 = [f](WeightRole role, int64_t layer) { return f->read_f32(role, layer); };
+  s.bf16 = [f](WeightRole role, int64_t layer, int64_t expert) { return f->read_bf16(role, layer, expert); };
+  s.f32 = [f](WeightRole role, int64_t layer, int64_t expert) { return f->read_f32(role, layer, expert); };
   return build(s);
 }
 
@@ -105,7 +103,7 @@ Result<std::shared_ptr<const CudaModel>> CudaModel::upload(const Model& model) {
   const int64_t I = c.intermediate_size;
   const Model* m = &model;
   // The loaded f32 tensor of a role (the stacked ones sliced back), HF row order.
-  auto f32 = [m, H, q, kv, I](WeightRole role, int64_t layer) -> Result<std::vector<float>> {
+  auto f32 = [m, H, q, kv, I](WeightRole role, int64_t layer, int64_t expert) -> Result<std::vector<float>> {
     const ModelWeights& w = m->weights();
     const auto whole = [](const FloatTensor& t) { return std::vector<float>(t.data, t.data + t.num_elements()); };
     if (role == WeightRole::kEmbed) return whole(w.embed);
@@ -145,13 +143,23 @@ Result<std::shared_ptr<const CudaModel>> CudaModel::upload(const Model& model) {
         return slice_rows(L.w_gate_up, 0, I, H);
       case WeightRole::kUp:
         return slice_rows(L.w_gate_up, I, I, H);
+      case WeightRole::kRouter:
+        return whole(L.router);
+      case WeightRole::kExpertGate:
+      case WeightRole::kExpertUp: {
+        const FloatTensor& t = L.expert_gate_up[static_cast<size_t>(expert)];  // [2 * Ie, H]
+        const int64_t Ie = t.shape[0] / 2;
+        return slice_rows(t, role == WeightRole::kExpertGate ? 0 : Ie, Ie, H);
+      }
+      case WeightRole::kExpertDown:
+        return whole(L.expert_down[static_cast<size_t>(expert)]);
       default:
         return invalid_argument("CudaModel::upload: no such weight role");
     }
   };
   s.f32 = f32;
-  s.bf16 = [f32](WeightRole role, int64_t layer) -> Result<std::vector<uint16_t>> {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> v, f32(role, layer));
+  s.bf16 = [f32](WeightRole role, int64_t layer, int64_t expert) -> Result<std::vector<uint16_t>> {
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> v, f32(role, layer, expert));
     return to_bf16(v.data(), static_cast<int64_t>(v.size()));
   };
   return build(s);
@@ -201,7 +209,7 @@ Status CudaModel::upload_layer(const Source& src, int64_t li) {
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int64_t I = c.intermediate_size;
   auto vec_f32 = [&](WeightRole role, int64_t layer, const std::string& what) -> Result<DeviceMemory> {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> v, src.f32(role, layer));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> v, src.f32(role, layer, -1));
     return upload_f32(v.data(), v.size(), what);
   };
   CudaLayerWeights& D = layers_[static_cast<size_t>(li)];
@@ -224,7 +232,7 @@ Status CudaModel::upload_layer(const Source& src, int64_t li) {
   int64_t row = 0;
   for (const auto& [role, rows] :
        {std::pair{WeightRole::kQ, nh * hd}, std::pair{WeightRole::kK, nkv * hd}, std::pair{WeightRole::kV, nkv * hd}}) {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> part, src.bf16(role, li));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> part, src.bf16(role, li, -1));
     put_rows(part.data(), rows, H, wqkv, row, H);
     row += rows;
   }
@@ -233,7 +241,7 @@ Status CudaModel::upload_layer(const Source& src, int64_t li) {
     bqkv.assign(static_cast<size_t>(dims_.qkv_rows), 0.0f);
     size_t at = 0;
     for (WeightRole role : {WeightRole::kQBias, WeightRole::kKBias, WeightRole::kVBias}) {
-      VOSTI_ASSIGN_OR_RETURN(std::vector<float> part, src.f32(role, li));
+      VOSTI_ASSIGN_OR_RETURN(std::vector<float> part, src.f32(role, li, -1));
       std::memcpy(bqkv.data() + at, part.data(), part.size() * sizeof(float));
       at += part.size();
     }
@@ -244,19 +252,20 @@ Status CudaModel::upload_layer(const Source& src, int64_t li) {
 
   std::vector<uint16_t> wo = zero_bf16(H, dims_.attn_width);  // [H, attn_width]
   {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> o, src.bf16(WeightRole::kO, li));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> o, src.bf16(WeightRole::kO, li, -1));
     for (int64_t r = 0; r < H; ++r) put_rows(o.data() + r * nh * hd, 1, nh * hd, wo, r, dims_.attn_width);
   }
   VOSTI_ASSIGN_OR_RETURN(D.o, upload_gemm(wo, nullptr, H, dims_.attn_width, name + "wo"));
   wo = {};
+  if (spec.moe.enabled()) return upload_moe_layer(src, li);
 
   std::vector<uint16_t> wgu = zero_bf16(2 * dims_.ffn_width, H);  // [2 * ffn_width, H]
   {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> gate, src.bf16(WeightRole::kGate, li));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> gate, src.bf16(WeightRole::kGate, li, -1));
     put_rows(gate.data(), I, H, wgu, 0, H);
   }
   {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> up, src.bf16(WeightRole::kUp, li));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> up, src.bf16(WeightRole::kUp, li, -1));
     put_rows(up.data(), I, H, wgu, dims_.ffn_width, H);
   }
   VOSTI_ASSIGN_OR_RETURN(D.gate_up, upload_gemm(wgu, nullptr, 2 * dims_.ffn_width, H, name + "w_gate_up"));
@@ -264,7 +273,7 @@ Status CudaModel::upload_layer(const Source& src, int64_t li) {
 
   std::vector<uint16_t> wd = zero_bf16(H, dims_.ffn_width);  // [H, ffn_width]
   {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> down, src.bf16(WeightRole::kDown, li));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> down, src.bf16(WeightRole::kDown, li, -1));
     for (int64_t r = 0; r < H; ++r) put_rows(down.data() + r * I, 1, I, wd, r, dims_.ffn_width);
   }
   VOSTI_ASSIGN_OR_RETURN(D.down, upload_gemm(wd, nullptr, H, dims_.ffn_width, name + "w_down"));
@@ -278,27 +287,32 @@ Status CudaModel::upload_weights(const Source& src) {
   dims_.attn_width = round_up(nh * hd, 64);
   dims_.ffn_width = round_up(c.intermediate_size, 64);
   dims_.vocab_rows = round_up(c.vocab_size, 8);
+  if (c.has_moe()) {
+    dims_.moe_width = round_up(c.moe().intermediate_size, 64);
+    dims_.router_rows = round_up(c.moe().num_experts, 8);
+  }
+  for (const LayerSpec& l : c.layers) layer_moe_.push_back(l.moe.enabled() ? static_cast<int>(num_moe_layers_++) : -1);
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t li = 0; li < c.num_layers; ++li) VOSTI_RETURN_IF_ERROR(upload_layer(src, li));
 
   {
     std::vector<uint16_t> head = zero_bf16(dims_.vocab_rows, H);  // [vocab_rows, H]
     VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> rows,
-                           src.bf16(src.tied ? WeightRole::kEmbed : WeightRole::kLmHead, -1));
+                           src.bf16(src.tied ? WeightRole::kEmbed : WeightRole::kLmHead, -1, -1));
     put_rows(rows.data(), c.vocab_size, H, head, 0, H);
     VOSTI_ASSIGN_OR_RETURN(lm_head_, upload_gemm(head, nullptr, dims_.vocab_rows, H, "lm_head"));
   }
   if (src.tied) {
     embed_ = lm_head_.w.as<uint16_t>();  // tied: the embedding is lm_head's first vocab rows
   } else {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> embed, src.bf16(WeightRole::kEmbed, -1));  // [vocab, H]
+    VOSTI_ASSIGN_OR_RETURN(std::vector<uint16_t> embed, src.bf16(WeightRole::kEmbed, -1, -1));  // [vocab, H]
     VOSTI_ASSIGN_OR_RETURN(embed_own_,
                            DeviceMemory::upload(embed.data(), embed.size() * sizeof(uint16_t), "embedding"));
     num_weight_bytes_ += embed_own_.bytes();
     embed_ = embed_own_.as<uint16_t>();
   }
   {
-    VOSTI_ASSIGN_OR_RETURN(std::vector<float> norm, src.f32(WeightRole::kFinalNorm, -1));
+    VOSTI_ASSIGN_OR_RETURN(std::vector<float> norm, src.f32(WeightRole::kFinalNorm, -1, -1));
     VOSTI_ASSIGN_OR_RETURN(final_norm_, upload_f32(norm.data(), norm.size(), "final_norm"));
   }
   return upload_rotaries();
@@ -331,8 +345,9 @@ size_t CudaModel::gemm_workspace_bytes(int64_t max_m) const {
   const int sms = device_.num_sms;
   size_t bytes = vosti::gemm_workspace_bytes(lm_head_.schedule, max_m, sms);
   for (const CudaLayerWeights& L : layers_) {
-    for (const CudaGemmWeight* g : {&L.qkv, &L.o, &L.gate_up, &L.down})
-      bytes = std::max(bytes, vosti::gemm_workspace_bytes(g->schedule, max_m, sms));
+    for (const CudaGemmWeight* g : {&L.qkv, &L.o, &L.gate_up, &L.down, &L.moe.router}) {
+      if (!g->w.empty()) bytes = std::max(bytes, vosti::gemm_workspace_bytes(g->schedule, max_m, sms));
+    }
   }
   return bytes;
 }
@@ -400,12 +415,21 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
   if (spec.post_attn_norm)
     VOSTI_RETURN_IF_ERROR(rms_norm(a.proj, T, H, L.post_attn_norm.as<float>(), eps, a.proj, DType::kF32, stream));
   VOSTI_RETURN_IF_ERROR(add_rms_norm(a.x, a.proj, T, H, L.ffn_norm.as<float>(), eps, a.h, DType::kBF16, stream));
-  VOSTI_RETURN_IF_ERROR(gemm(L.gate_up, a.h, T, a.gate_up, cap, a, stream));
-  VOSTI_RETURN_IF_ERROR(gated_mul(spec.activation, a.gate_up, T, d.ffn_width, a.act, DType::kBF16, stream));
-  VOSTI_RETURN_IF_ERROR(gemm(L.down, a.act, T, a.proj, cap, a, stream));
+  VOSTI_RETURN_IF_ERROR(run_mlp(li, T, a, stream));
   if (spec.post_ffn_norm)
     VOSTI_RETURN_IF_ERROR(rms_norm(a.proj, T, H, L.post_ffn_norm.as<float>(), eps, a.proj, DType::kF32, stream));
   return Status();
+}
+
+// proj [T, H] (f32) = the layer's MLP of the normed rows h: dense, or a mixture of experts.
+Status CudaModel::run_mlp(int64_t li, int64_t T, const CudaActivations& a, cudaStream_t stream) const {
+  const LayerSpec& spec = config_.layers[static_cast<size_t>(li)];
+  if (spec.moe.enabled()) return run_moe(li, T, a, stream);
+  const CudaLayerWeights& L = layers_[static_cast<size_t>(li)];
+  const int64_t cap = a.row_capacity;
+  VOSTI_RETURN_IF_ERROR(gemm(L.gate_up, a.h, T, a.gate_up, cap, a, stream));
+  VOSTI_RETURN_IF_ERROR(gated_mul(spec.activation, a.gate_up, T, dims_.ffn_width, a.act, DType::kBF16, stream));
+  return gemm(L.down, a.act, T, a.proj, cap, a, stream);
 }
 
 Status CudaModel::forward(const CudaBatch& b, const CudaActivations& a, const CudaKvLayer* kv, float* logits_out,

@@ -22,7 +22,11 @@
 //   proj = attn wo^T (f32); post_attn_norm: proj = rms_norm(proj) (f32, in place);
 //   h = add_rms_norm(x += proj) (bf16); gate_up = h w_gate_up^T (f32); act = silu_mul or
 //   gelu_tanh_mul by the layer's activation (bf16); proj = act w_down^T (f32); post_ffn_norm:
-//   proj = rms_norm(proj) (f32, in place).
+//   proj = rms_norm(proj) (f32, in place). A mixture-of-experts layer (LayerSpec::moe) runs, in
+//   place of gate_up .. down, the MoE MLP of kernels/cuda/moe/moe_kernels.h (its order there):
+//   router logits = h router^T (f32), moe_route (its experts also into acts.moe.routed where set),
+//   moe_permute, moe_gather, gate_up = moe_grouped_gemm (f32), the layer's activation (bf16),
+//   down = moe_grouped_gemm (f32), proj = moe_combine (f32).
 //   Then, for the logit rows only: x += proj and the final rms_norm (add_rms_norm_rows),
 //   logits = h lm_head^T (f32, [rows, vocab_rows]); final_logit_softcap: logits = cap *
 //   tanh(logits / cap) in place. The same op order as Model::forward (model/model.h).
@@ -35,7 +39,10 @@
 //   attention width num_heads * head_dim -> attn_width, a multiple of 64 (wo's columns);
 //   intermediate I -> ffn_width, a multiple of 64: w_gate_up is [gate rows I, zero rows,
 //     up rows I, zero rows], so silu(0) * 0 = 0 fills the padded activations of w_down;
-//   vocab -> vocab_rows, a multiple of 8 (lm_head rows).
+//   vocab -> vocab_rows, a multiple of 8 (lm_head rows);
+//   an expert's intermediate -> moe_width, a multiple of 64, as ffn_width (each expert's gate_up
+//     [gate rows, zero rows, up rows, zero rows]); the router's experts -> router_rows, a multiple
+//     of 8 (zero rows; moe_route reads the first num_experts logits only).
 // hidden_size must itself be a multiple of 64; head_dim a multiple of 4, at most kMaxCudaHeadDim;
 // at most kMaxAttentionWindows distinct sliding windows.
 // Invariants: every buffer is on the device that was current at upload; the schedules are a
@@ -59,6 +66,7 @@
 #include "kernels/cuda/gemm/gemm_bf16.h"
 #include "kernels/cuda/gemm/gemm_schedule.h"
 #include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/moe/moe_kernels.h"
 #include "model/model.h"
 #include "model/model_file.h"
 
@@ -71,6 +79,16 @@ struct CudaGemmWeight {
   GemmSchedule schedule;
 };
 
+// A mixture-of-experts layer's weights: the router and every expert's matrices stacked in expert
+// order (bf16, zero-padded), with the grouped GEMM's schedules.
+struct CudaMoeWeights {
+  CudaGemmWeight router;  // [router_rows, hidden]
+  DeviceMemory gate_up;   // [num_experts, 2 * moe_width, hidden]
+  DeviceMemory down;      // [num_experts, hidden, moe_width]
+  MoeGemmSchedule gate_up_schedule;
+  MoeGemmSchedule down_schedule;
+};
+
 struct CudaLayerWeights {
   DeviceMemory attn_norm;       // [hidden] f32
   CudaGemmWeight qkv;           // [qkv_rows, hidden]: q, k, v stacked, zero rows after (+ bias for Qwen2)
@@ -81,15 +99,39 @@ struct CudaLayerWeights {
   DeviceMemory ffn_norm;        // [hidden] f32
   CudaGemmWeight gate_up;       // [2 * ffn_width, hidden]: gate rows [0, I), up rows [ffn_width, ffn_width + I)
   CudaGemmWeight down;          // [hidden, ffn_width]
+  CudaMoeWeights moe;           // an MoE layer's (its gate_up and down are empty)
   DeviceMemory post_ffn_norm;   // [hidden] f32 or empty (LayerSpec::post_ffn_norm)
 };
 
 // The padded widths of the device buffers (see the header comment).
 struct CudaModelDims {
-  int64_t qkv_rows = 0;    // >= (num_heads + 2 * num_kv_heads) * head_dim, % 8 == 0
-  int64_t attn_width = 0;  // >= num_heads * head_dim, % 64 == 0
-  int64_t ffn_width = 0;   // >= intermediate_size, % 64 == 0
-  int64_t vocab_rows = 0;  // >= vocab_size, % 8 == 0
+  int64_t qkv_rows = 0;     // >= (num_heads + 2 * num_kv_heads) * head_dim, % 8 == 0
+  int64_t attn_width = 0;   // >= num_heads * head_dim, % 64 == 0
+  int64_t ffn_width = 0;    // >= intermediate_size, % 64 == 0
+  int64_t vocab_rows = 0;   // >= vocab_size, % 8 == 0
+  int64_t moe_width = 0;    // >= the experts' intermediate size, % 64 == 0 (0: no MoE layer)
+  int64_t router_rows = 0;  // >= num_experts, % 8 == 0 (0: no MoE layer)
+};
+
+// The MoE layers' buffers of one forward (empty for a dense model): `entries` = row_capacity *
+// top_k permuted rows, `perm_rows` = moe_rows_with_scratch(entries, block_m) (the grouped GEMM's
+// scratch rows after them). Written by each MoE layer before it reads them.
+struct CudaMoeActivations {
+  float* logits = nullptr;       // [row_capacity, router_rows] f32 router logits
+  int32_t* experts = nullptr;    // [row_capacity, top_k] chosen experts, ascending per token
+  float* weights = nullptr;      // [row_capacity, top_k] their combine weights
+  int32_t* pos = nullptr;        // [entries] each (token, slot)'s permuted row
+  int32_t* src_token = nullptr;  // [entries] each permuted row's token
+  MoeTile* tiles = nullptr;      // [max_tiles] the grouped GEMM's tile list
+  int32_t* num_tiles = nullptr;  // [1]
+  uint16_t* x = nullptr;         // [perm_rows, hidden] bf16 permuted rows
+  float* gate_up = nullptr;      // [perm_rows, 2 * moe_width] f32
+  uint16_t* act = nullptr;       // [perm_rows, moe_width] bf16
+  float* y = nullptr;            // [perm_rows, hidden] f32 expert outputs
+  // [row_capacity, num MoE layers, top_k]: each row's experts per MoE layer (layer order), written
+  // by the forward where non-null (the runner copies the wanted rows back: StepResult::routed).
+  int32_t* routed = nullptr;
+  int64_t max_tiles = 0;
 };
 
 // The activation buffers of one forward (the runner's), row_capacity rows each; rows past the
@@ -106,6 +148,7 @@ struct CudaActivations {
   int64_t row_capacity = 0;
   int64_t logit_capacity = 0;
   GemmWorkspace workspace;  // counters zeroed once by the owner
+  CudaMoeActivations moe;   // MoE models only
 };
 
 // The distinct sliding windows a model's layers may have (Gemma 3: local and global; every
@@ -155,6 +198,9 @@ class CudaModel {
   // one attention plan per entry. layer_window(li): layer li's index in it.
   const std::vector<int>& windows() const { return windows_; }
   int layer_window(int64_t li) const { return layer_window_[static_cast<size_t>(li)]; }
+  // The MoE layers (ModelConfig::moe(); disabled for a dense model) and how many there are.
+  MoeSpec moe() const { return config_.moe(); }
+  int64_t num_moe_layers() const { return num_moe_layers_; }
   // GEMM workspace bytes that every projection call with 1..max_m rows fits in.
   size_t gemm_workspace_bytes(int64_t max_m) const;
   // Total bytes of weights on the device.
@@ -185,12 +231,15 @@ class CudaModel {
   static Result<std::shared_ptr<const CudaModel>> build(const Source& source);
   Status upload_weights(const Source& source);
   Status upload_layer(const Source& source, int64_t li);
+  Status upload_moe_layer(const Source& source, int64_t li);  // cuda_moe.cc
   Status upload_rotaries();
   Result<CudaGemmWeight> upload_gemm(const std::vector<uint16_t>& w, const float* bias, int64_t n_rows, int64_t k_cols,
                                      const std::string& what);
   Result<DeviceMemory> upload_f32(const float* data, size_t count, const std::string& what);
   Status run_layer(int64_t li, const CudaBatch& batch, const CudaActivations& acts, const CudaKvLayer& kv,
                    cudaStream_t stream) const;
+  Status run_mlp(int64_t li, int64_t T, const CudaActivations& acts, cudaStream_t stream) const;
+  Status run_moe(int64_t li, int64_t T, const CudaActivations& acts, cudaStream_t stream) const;  // cuda_moe.cc
   Status gemm(const CudaGemmWeight& w, const uint16_t* x, int64_t m, float* y, int64_t row_capacity,
               const CudaActivations& acts, cudaStream_t stream) const;
 
@@ -208,6 +257,8 @@ class CudaModel {
   std::vector<int> layer_rope_;          // [num_layers] index into inv_freqs_
   std::vector<int> windows_;
   std::vector<int> layer_window_;  // [num_layers] index into windows_
+  std::vector<int> layer_moe_;     // [num_layers]: the layer's ordinal among the MoE layers, or -1
+  int64_t num_moe_layers_ = 0;
   size_t num_weight_bytes_ = 0;
 };
 

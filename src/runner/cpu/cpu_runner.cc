@@ -84,27 +84,6 @@ RowResult sample_row_without_logprobs(std::span<const float> logits, const Wante
   return out;
 }
 
-// The routing of the step's token rows (ForwardScratch: [T, MoE layers, top_k]) for each request
-// that asked, cut along the plan's token rows (requests in plan order, each its new tokens).
-void add_routed_rows(const StepPlan& plan, std::span<const RequestLogitsTask> tasks, const std::vector<int32_t>& routed,
-                     int64_t num_tokens, std::vector<RoutedRows>& out) {
-  const size_t per = num_tokens > 0 ? routed.size() / static_cast<size_t>(num_tokens) : 0;
-  size_t row = 0;
-  for (size_t i = 0; i < plan.requests.size(); ++i) {
-    const ScheduledRequest& s = plan.requests[i];
-    const auto n = static_cast<size_t>(s.num_new_tokens);
-    if (tasks[i].routed_experts && per > 0) {
-      RoutedRows r;
-      r.plan_index = static_cast<int32_t>(i);
-      r.first_position = s.num_computed_tokens;
-      r.ids.assign(routed.begin() + static_cast<std::ptrdiff_t>(row * per),
-                   routed.begin() + static_cast<std::ptrdiff_t>((row + n) * per));
-      out.push_back(std::move(r));
-    }
-    row += n;
-  }
-}
-
 }  // namespace
 
 Result<StepResult> CpuRunner::execute(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) {

@@ -12,14 +12,15 @@ RowResult finish_row_on_host(std::span<const float> logits, const WantedRow& row
   out.position = row.position;
   out.kind = row.kind;
   if (row.kind == RowKind::kScore) {
-    out.scored = score_token(logits, row.target_token, task.sampling->num_top_logprobs);
+    out.scored =
+        report_token(logits, row.target_token, task.sampling->num_top_logprobs, reports_logits(task.logprobs_mode));
     if (task.digest) out.digest = logits_digest(logits);
     return out;
   }
   out.sample_index = row.sample_index;
   const std::span<const int32_t> outputs = task.outputs_before(row.sample_index);
   out.scored = sample_token(logits, *task.sampling, task.seed, static_cast<int64_t>(outputs.size()), task.prompt,
-                            outputs, scratch);
+                            outputs, scratch, task.logprobs_mode);
   if (task.digest) out.digest = logits_digest(logits);
   if (task.full_logits) out.logits.assign(logits.begin(), logits.end());
   return out;

@@ -62,6 +62,8 @@ class CudaRunner final : public ModelRunner {
   Status digest_score_rows(int64_t begin, int64_t n);
   Result<StepResult> collect(const StepPlan& plan, std::span<const RequestLogitsTask> tasks);
   Result<RowResult> collect_row(const StepPlan& plan, const WantedRow& w, const RequestLogitsTask& t, size_t k);
+  // Entries of a token row's routing record: MoE layers * top_k (0: a dense model).
+  int64_t routed_per_token() const { return model_->num_moe_layers() * model_->moe().top_k; }
 
   std::shared_ptr<const CudaModel> model_;
   EngineConfig config_;
@@ -91,6 +93,7 @@ class CudaRunner final : public ModelRunner {
   std::vector<std::pair<int64_t, int64_t>> chunks_;  // (first logits row, rows): score rows, then the sampled rows
   std::vector<LogitsDigest> score_digests_;          // [R] host digests of the scored prompt rows that want one
   std::vector<float> host_row_;                      // [vocab] staging for those digests
+  bool wants_routed_ = false;                        // a task asked for its rows' routed experts
   DeviceStep step_;
   SamplerScratch sampler_scratch_;
 };
@@ -246,6 +249,9 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
     if (fits) graph_rows_ = g;
   }
   plan_logits_rows(tasks);
+  wants_routed_ = false;
+  for (const RequestLogitsTask& t : tasks)
+    wants_routed_ = wants_routed_ || (t.routed_experts && routed_per_token() > 0);
   StepArrays arrays;
   arrays.graph_rows = graph_rows_;
   arrays.logit_rows = logit_rows_;
@@ -361,6 +367,7 @@ Status CudaRunner::launch() {
   const int64_t rows = G > 0 ? G : batch_.num_logit_rows();
   VOSTI_CHECK(rows <= cap_.tokens, "more sampler results than the results buffer holds");
   VOSTI_RETURN_IF_ERROR(buffers_.copy_results(rows, static_cast<int64_t>(digest_rows_.size()), stream_));
+  if (wants_routed_) VOSTI_RETURN_IF_ERROR(buffers_.copy_routed(batch_.num_tokens(), routed_per_token(), stream_));
   VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (G > 0 && graph == nullptr && graphs_->enabled()) {
     // The first step of this padded size ran eagerly (same launches, same addresses); record it.
@@ -424,6 +431,12 @@ Result<StepResult> CudaRunner::collect(const StepPlan& plan, std::span<const Req
     const WantedRow& w = batch_.wanted[i];
     VOSTI_ASSIGN_OR_RETURN(out.rows[i], collect_row(plan, w, tasks[static_cast<size_t>(w.plan_index)], k));
   }
+  if (wants_routed_) {
+    const int64_t T = batch_.num_tokens();
+    add_routed_rows(plan, tasks,
+                    std::span<const int32_t>(buffers_.routed_host(), static_cast<size_t>(T * routed_per_token())), T,
+                    out.routed);
+  }
   return out;
 }
 
@@ -432,7 +445,7 @@ Result<RowResult> CudaRunner::collect_row(const StepPlan& plan, const WantedRow&
   const LogitsRow& o = rows_[k];
   const SamplerRowResult& d = buffers_.results_host()[o.at];
   if (w.kind == RowKind::kScore) {
-    RowResult r = row_from_device(d, w);
+    RowResult r = row_from_device(d, w, t.logprobs_mode);
     if (o.host_digest) r.digest = score_digests_[k];
     return r;
   }
@@ -447,7 +460,7 @@ Result<RowResult> CudaRunner::collect_row(const StepPlan& plan, const WantedRow&
     }
     return finish_row_on_host(host_row, w, t, sampler_scratch_);
   }
-  RowResult r = row_from_device(d, w);
+  RowResult r = row_from_device(d, w, t.logprobs_mode);
   if (t.digest) {
     if (o.digest >= 0) {
       const uint64_t* g = buffers_.digests_host() + 2 * o.digest;

@@ -49,8 +49,47 @@ Result<CudaActivationBuffers> CudaActivationBuffers::allocate(const CudaModel& m
                             b.h_logits_.as<uint16_t>(),
                             rows,
                             logit_rows,
-                            {b.workspace_.as<void>(), b.workspace_.bytes()}};
+                            {b.workspace_.as<void>(), b.workspace_.bytes()},
+                            CudaMoeActivations{}};
+  if (model.moe().enabled()) VOSTI_RETURN_IF_ERROR(b.allocate_moe(model, rows));
   return b;
+}
+
+Status CudaActivationBuffers::allocate_moe(const CudaModel& model, int64_t rows) {
+  const CudaModelDims& d = model.dims();
+  const MoeSpec m = model.moe();
+  const int64_t H = model.config().hidden_size, k = m.top_k, entries = rows * k;
+  VOSTI_ASSIGN_OR_RETURN(const MoeGemmSchedule s, select_moe_gemm_schedule(2 * d.moe_width, H));
+  const int64_t max_tiles = moe_max_tiles(entries, m.num_experts, s.block_m);
+  const int64_t perm_rows = moe_rows_with_scratch(entries, s.block_m);  // the grouped GEMM's scratch rows too
+  VOSTI_RETURN_IF_ERROR(alloc(moe_logits_, rows * d.router_rows, sizeof(float), "router logits"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_experts_, entries, sizeof(int32_t), "routed experts"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_weights_, entries, sizeof(float), "routing weights"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_pos_, entries, sizeof(int32_t), "MoE permutation"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_src_, entries, sizeof(int32_t), "MoE permutation"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_tiles_, max_tiles, sizeof(MoeTile), "MoE tile list"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_num_tiles_, 1, sizeof(int32_t), "MoE tile count"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_x_, perm_rows * H, sizeof(uint16_t), "MoE permuted rows"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_gate_up_, perm_rows * 2 * d.moe_width, sizeof(float), "MoE gate_up activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_act_, perm_rows * d.moe_width, sizeof(uint16_t), "MoE activations"));
+  VOSTI_RETURN_IF_ERROR(alloc(moe_y_, perm_rows * H, sizeof(float), "MoE expert outputs"));
+  VOSTI_RETURN_IF_ERROR(
+      alloc(moe_routed_, rows * model.num_moe_layers() * k, sizeof(int32_t), "routed experts record"));
+  CudaMoeActivations& v = view_.moe;
+  v.logits = moe_logits_.as<float>();
+  v.experts = moe_experts_.as<int32_t>();
+  v.weights = moe_weights_.as<float>();
+  v.pos = moe_pos_.as<int32_t>();
+  v.src_token = moe_src_.as<int32_t>();
+  v.tiles = moe_tiles_.as<MoeTile>();
+  v.num_tiles = moe_num_tiles_.as<int32_t>();
+  v.x = moe_x_.as<uint16_t>();
+  v.gate_up = moe_gate_up_.as<float>();
+  v.act = moe_act_.as<uint16_t>();
+  v.y = moe_y_.as<float>();
+  v.routed = moe_routed_.as<int32_t>();
+  v.max_tiles = max_tiles;
+  return Status();
 }
 
 Result<CudaRunnerBuffers> CudaRunnerBuffers::allocate(const CudaModel& model, const RunnerCapacity& cap,
@@ -69,6 +108,10 @@ Result<CudaRunnerBuffers> CudaRunnerBuffers::allocate(const CudaModel& model, co
   VOSTI_RETURN_IF_ERROR(alloc(b.digests_dev_, cap.seqs * 2, sizeof(uint64_t), "digests"));
   VOSTI_RETURN_IF_ERROR(alloc_pinned(b.digests_host_, cap.seqs * 2, sizeof(uint64_t), "digests"));
   VOSTI_RETURN_IF_ERROR(alloc_pinned(b.rows_host_, cap.seqs * vocab, sizeof(float), "logits rows on the host"));
+  if (model.num_moe_layers() > 0) {
+    VOSTI_RETURN_IF_ERROR(alloc_pinned(b.routed_host_, cap.tokens * model.num_moe_layers() * model.moe().top_k,
+                                       sizeof(int32_t), "routed experts on the host"));
+  }
   return b;
 }
 
@@ -128,6 +171,14 @@ Status CudaRunnerBuffers::copy_results(int64_t num_rows, int64_t num_digests, cu
                                                static_cast<size_t>(num_digests) * 2 * sizeof(uint64_t),
                                                cudaMemcpyDeviceToHost, stream));
   }
+  return Status();
+}
+
+Status CudaRunnerBuffers::copy_routed(int64_t num_tokens, int64_t per_token, cudaStream_t stream) const {
+  VOSTI_CHECK(routed_host_.bytes() > 0 && acts().moe.routed != nullptr, "routed experts of a model without MoE layers");
+  VOSTI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(routed_host_.as<void>(), acts().moe.routed,
+                                             static_cast<size_t>(num_tokens * per_token) * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost, stream));
   return Status();
 }
 

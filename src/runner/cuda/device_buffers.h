@@ -37,7 +37,12 @@ class CudaActivationBuffers {
   const CudaActivations& view() const { return view_; }
 
  private:
+  // The MoE layers' buffers (CudaMoeActivations), for MoE models only.
+  Status allocate_moe(const CudaModel& model, int64_t rows);
+
   DeviceMemory x_, h_, qkv_, attn_, proj_, gate_up_, act_, h_logits_, workspace_;
+  DeviceMemory moe_logits_, moe_experts_, moe_weights_, moe_pos_, moe_src_, moe_tiles_, moe_num_tiles_, moe_x_,
+      moe_gate_up_, moe_act_, moe_y_, moe_routed_;
   CudaActivations view_;
 };
 
@@ -77,17 +82,21 @@ class CudaRunnerBuffers {
   uint64_t* digests_device() const { return digests_dev_.as<uint64_t>(); }  // [seqs, 2]
   const uint64_t* digests_host() const { return digests_host_.as<uint64_t>(); }
   float* rows_host() const { return rows_host_.as<float>(); }  // [seqs, vocab] whole rows that come back
+  // [tokens, MoE layers, top_k] the step's routing on the host (MoE models; else null).
+  const int32_t* routed_host() const { return routed_host_.as<int32_t>(); }
   float* partials() const { return partials_.as<float>(); }
   int32_t partial_slots() const { return partial_slots_; }
   // Device-to-host copies of the results, digests and rows (enqueued on `stream`).
   Status copy_results(int64_t num_rows, int64_t num_digests, cudaStream_t stream) const;
+  // Device-to-host copy of the routing of the step's num_tokens rows (an MoE model's).
+  Status copy_routed(int64_t num_tokens, int64_t per_token, cudaStream_t stream) const;
 
  private:
   PinnedMemory step_host_;
   DeviceMemory step_dev_;
   CudaActivationBuffers acts_;
   DeviceMemory logits_, scratch_, results_dev_, digests_dev_;
-  PinnedMemory results_host_, digests_host_, rows_host_;
+  PinnedMemory results_host_, digests_host_, rows_host_, routed_host_;
   DeviceMemory kv_pool_;         // [num_layers][K, V][num_blocks, num_kv_heads, block_size, head_dim]
   std::vector<CudaKvLayer> kv_;  // [num_layers] views into kv_pool_
   DeviceMemory partials_;        // [partial_slots, num_heads, head_dim + 2] f32

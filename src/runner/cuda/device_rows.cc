@@ -6,7 +6,7 @@ namespace vosti {
 
 // The host's RowResult from what the device reported for the row (logprobs.h's formulas,
 // the host's log).
-RowResult row_from_device(const SamplerRowResult& d, const WantedRow& w) {
+RowResult row_from_device(const SamplerRowResult& d, const WantedRow& w, LogprobsMode mode) {
   RowResult out;
   out.plan_index = w.plan_index;
   out.position = w.position;
@@ -14,10 +14,12 @@ RowResult row_from_device(const SamplerRowResult& d, const WantedRow& w) {
   LaneSums lanes;
   for (size_t j = 0; j < kSumLanes; ++j) lanes.lane[j] = d.lanes[j];
   const LogSoftmaxStats stats = log_softmax_stats_from_lanes(d.max, lanes);
+  // The device reports raw rows: a processed mode's sampled rows never come here (step_batch.h).
+  const bool values = reports_logits(mode);
   out.scored.token = d.token;
-  out.scored.logprob = logprob_of_value(d.token_logit, stats);
+  out.scored.logprob = values ? d.token_logit : logprob_of_value(d.token_logit, stats);
   for (int k = 0; k < d.num_top; ++k)
-    out.scored.top.push_back({d.top_ids[k], logprob_of_value(d.top_logits[k], stats)});
+    out.scored.top.push_back({d.top_ids[k], values ? d.top_logits[k] : logprob_of_value(d.top_logits[k], stats)});
   return out;
 }
 

@@ -12,9 +12,9 @@
 
 namespace vosti {
 
-// The RowResult the host would compute from the row, given what the device reported for it.
-// REQUIRES: d.status == kSamplerOk.
-RowResult row_from_device(const SamplerRowResult& d, const WantedRow& row);
+// The RowResult the host would compute from the row under `mode`, given what the device reported
+// for it. REQUIRES: d.status == kSamplerOk; a sampled row's mode is a raw one.
+RowResult row_from_device(const SamplerRowResult& d, const WantedRow& row, LogprobsMode mode);
 
 // Whether two scored tokens have the same token, logprob bits and top list.
 bool same_scored(const ScoredToken& a, const ScoredToken& b);

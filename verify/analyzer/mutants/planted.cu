@@ -26,6 +26,36 @@ __global__ void planted_tile_from_tokens(const float* x, const float* w, float* 
   y[r * n + c] = acc;
 }
 
+// A grouped expert GEMM (issue 41) whose k-tile follows the expert's token count, read from the tile
+// list: one CTA per permuted row (the tile list's entry), partial sums per k-tile added in order.
+struct PlantedMoeTile {
+  int expert, row0, row_end, expert_row0;
+};
+__global__ void planted_expert_tile_from_count(const float* x, const float* w, float* y, const PlantedMoeTile* tiles,
+                                               int n, int k) {
+  const PlantedMoeTile t = tiles[blockIdx.x];
+  const int r = t.row0, c = threadIdx.x;
+  const int tile = t.row_end - t.expert_row0 > 16 ? 128 : 64;
+  const float* we = w + static_cast<long long>(t.expert) * n * k;
+  float acc = 0.f;
+  for (int t0 = 0; t0 < k; t0 += tile) {
+    float part = 0.f;
+    for (int i = t0; i < t0 + tile && i < k; ++i) part = __fmaf_rn(x[r * k + i], we[c * k + i], part);
+    acc = __fadd_rn(acc, part);
+  }
+  y[r * n + c] = acc;
+}
+
+// An MoE combine in arrival order: each permuted expert row adds its weighted output into its
+// token's row with a floating-point atomic, in whatever order the CTAs run.
+__global__ void planted_combine_by_arrival(const float* y_perm, const int* src_token, const float* w_perm, float* out,
+                                           int hidden) {
+  const int p = blockIdx.x;
+  const int t = src_token[p];
+  for (int c = threadIdx.x; c < hidden; c += blockDim.x)
+    atomicAdd(&out[t * hidden + c], __fmul_rn(y_perm[p * hidden + c], w_perm[p]));
+}
+
 // A KV split size from the longest query in the step: the partial softmax sums are cut there.
 __global__ void planted_kv_split_from_longest(const float* scores, float* out, const int* positions,
                                               int longest_query) {

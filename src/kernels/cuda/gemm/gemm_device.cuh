@@ -88,6 +88,53 @@ __device__ __forceinline__ float2 sum_segments_in_order(const GemmParams& p, int
   return t;
 }
 
+// The CTA tile of the mma.sync kernels (gemm_bf16.cu, moe/moe_grouped_gemm.cuh): BM rows of x by
+// kGemmBlockN columns of w, WM x WN warps, STAGES cp.async stages.
+template <int BM, int WM, int WN, int STAGES>
+struct TileConfig {
+  static constexpr int kThreads = WM * WN * 32;
+  static constexpr int kWarpM = BM / WM;
+  static constexpr int kWarpN = kGemmBlockN / WN;
+  static constexpr int kMi = kWarpM / 16;
+  static constexpr int kNi = kWarpN / 8;
+  static constexpr int kStageElems = (BM + kGemmBlockN) * kGemmBlockK;
+  static constexpr int kSmemBytes = STAGES * kStageElems * 2;
+  static_assert(kMi >= 1 && kNi % 2 == 0, "warp tile must hold whole m16 x n16 blocks");
+};
+
+// acc += the tile in `stage`, one m16n8k16 per (m16, n8) block per 16-column chunk, k increasing.
+template <class C, int BM>
+__device__ __forceinline__ void mma_stage(float (&acc)[C::kMi][C::kNi][4], const __nv_bfloat16* stage, int warp_m,
+                                          int warp_n, int lane) {
+  const __nv_bfloat16* sa = stage;
+  const __nv_bfloat16* sb = stage + BM * kGemmBlockK;
+#pragma unroll
+  for (int kk = 0; kk < kGemmBlockK / 16; ++kk) {
+    unsigned a[C::kMi][4];
+    unsigned b[C::kNi][2];
+#pragma unroll
+    for (int mi = 0; mi < C::kMi; ++mi) {
+      const int row = warp_m * C::kWarpM + mi * 16 + (lane & 15);
+      mma_ptx::ldsm_x4(a[mi], mma_ptx::smem_addr(sa + swz(row, kk * 2 + (lane >> 4))));
+    }
+#pragma unroll
+    for (int nj = 0; nj < C::kNi / 2; ++nj) {
+      const int row = warp_n * C::kWarpN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+      unsigned r[4];
+      mma_ptx::ldsm_x4(r, mma_ptx::smem_addr(sb + swz(row, kk * 2 + ((lane >> 3) & 1))));
+      b[2 * nj][0] = r[0];
+      b[2 * nj][1] = r[1];
+      b[2 * nj + 1][0] = r[2];
+      b[2 * nj + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int mi = 0; mi < C::kMi; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < C::kNi; ++ni) mma_ptx::mma_bf16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+    }
+  }
+}
+
 // The launch of the mma.sync family (gemm_bf16.cu).
 Status launch_mma_sync(const GemmParams& p, const GemmLaunch& l, cudaStream_t stream);
 
