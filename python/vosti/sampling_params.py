@@ -60,6 +60,9 @@ class StructuredOutputsParams:
         return ("json_object", "", [])
 
 
+GuidedDecodingParams = StructuredOutputsParams  # vLLM's older name
+
+
 @dataclass
 class SamplingParams:
     """Sampling parameters of one request (vLLM's ``SamplingParams``, the fields Vosti serves).
@@ -88,7 +91,8 @@ class SamplingParams:
         return_routed_experts: (vLLM's name; mixture-of-experts models) return the experts every
             computed position chose in every MoE layer, ``CompletionOutput.routed_experts``. Such
             a request skips the prefix cache.
-        structured_outputs: a StructuredOutputsParams the output must match (CPU device).
+        structured_outputs: a StructuredOutputsParams the output must match (CPU device);
+            ``guided_decoding`` (vLLM's older name) is the same.
     """
 
     n: int = 1
@@ -115,8 +119,13 @@ class SamplingParams:
     logits_digests: bool = False
     return_routed_experts: bool = False
     structured_outputs: Optional[StructuredOutputsParams] = None
+    guided_decoding: Optional[StructuredOutputsParams] = None  # vLLM's older name for structured_outputs
 
     def __post_init__(self) -> None:
+        if self.guided_decoding is not None:
+            if self.structured_outputs is not None:
+                raise ValueError("give structured_outputs or guided_decoding, not both")
+            self.structured_outputs, self.guided_decoding = self.guided_decoding, None
         if self.structured_outputs is not None and not isinstance(self.structured_outputs, StructuredOutputsParams):
             raise TypeError("structured_outputs must be a StructuredOutputsParams, got "
                             f"{type(self.structured_outputs).__name__}")

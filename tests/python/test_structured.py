@@ -66,6 +66,17 @@ def test_regex_choice_grammar_and_json_object(llm):
             assert o.finish_reason == "stop" and ok(o.text), (so, o.text)
 
 
+def test_guided_decoding_is_the_older_name(llm):
+    from vosti import GuidedDecodingParams
+
+    so = StructuredOutputsParams(choice=["left", "right"])
+    a = llm.generate(PROMPT, SamplingParams(temperature=1.0, seed=4, max_tokens=8, logits_digests=True,
+                                            structured_outputs=so))[0].outputs[0]
+    b = llm.generate(PROMPT, SamplingParams(temperature=1.0, seed=4, max_tokens=8, logits_digests=True,
+                                            guided_decoding=GuidedDecodingParams(choice=["left", "right"])))[0].outputs[0]
+    assert a.text in ("left", "right") and a.token_ids == b.token_ids and a.logits_digests == b.logits_digests
+
+
 def test_bad_constraints_raise_value_error(llm):
     with pytest.raises(ValueError, match="exactly one"):
         StructuredOutputsParams(json={"type": "object"}, regex="a")
