@@ -396,6 +396,10 @@ std::optional<StructuredOutputs> read_constraint(FieldReader& r, StructuredKind 
         r.fail("'" + param + "' must be a JSON schema (an object)", param);
         return std::nullopt;
       }
+      if (json_deeper_than(schema, kMaxSchemaDepth)) {
+        r.fail("'" + param + "' nests deeper than " + std::to_string(kMaxSchemaDepth) + " levels", param);
+        return std::nullopt;
+      }
       // A string is kept as given; an object is written again in its keys' order by
       // schema_in_order() (the order of "properties" is the order of the output's keys).
       out.text = v.is_string() ? v.get<std::string>() : schema.dump();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 namespace vosti {
@@ -59,8 +61,23 @@ Status check_schema_node(const nlohmann::json& node, const std::string& path) {
 
 }  // namespace
 
+bool json_deeper_than(const nlohmann::json& j, int max_depth) {
+  std::vector<std::pair<const nlohmann::json*, int>> stack = {{&j, 0}};
+  while (!stack.empty()) {
+    const auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (!node->is_structured()) continue;
+    if (depth >= max_depth) return true;
+    for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
 Status check_json_schema(const std::string& schema_text) {
   const nlohmann::json schema = nlohmann::json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
+  if (!schema.is_discarded() && json_deeper_than(schema, kMaxSchemaDepth))
+    return invalid_argument("structured outputs: invalid json schema: it nests deeper than " +
+                            std::to_string(kMaxSchemaDepth) + " levels");
   if (schema.is_discarded()) return invalid_argument("structured outputs: invalid json schema: it is not valid JSON");
   if (!schema.is_object() && !schema.is_boolean())
     return invalid_argument("structured outputs: invalid json schema: it must be an object");

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/status.h"
 
 namespace vosti {
@@ -29,9 +31,15 @@ struct StructuredOutputs {
   std::string choice_grammar() const;
 };
 
-// A JSON schema's text: valid JSON, an object, and no keyword xgrammar would ignore (not, if/then/
-// else, dependentRequired/-Schemas, uniqueItems, contains, min/maxContains, a string format it has
-// no grammar for, a non-integer multipleOf). INVALID_ARGUMENT naming the keyword and its path.
+// Schemas nest at most this deep (the checks and xgrammar's parser recurse).
+inline constexpr int kMaxSchemaDepth = 64;
+
+// Whether `j` nests deeper than `max_depth` arrays/objects (an iterative walk: no recursion).
+bool json_deeper_than(const nlohmann::json& j, int max_depth);
+
+// A JSON schema's text: valid JSON, at most kMaxSchemaDepth deep, an object, and no keyword xgrammar would ignore (not,
+// if/then/ else, dependentRequired/-Schemas, uniqueItems, contains, min/maxContains, a string format it has no grammar
+// for, a non-integer multipleOf). INVALID_ARGUMENT naming the keyword and its path.
 Status check_json_schema(const std::string& schema_text);
 
 }  // namespace vosti

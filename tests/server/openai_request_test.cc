@@ -162,6 +162,9 @@ TEST(OpenAiRequestTest, StructuredOutputFields) {
   EXPECT_EQ(bad(R"({"prompt":"x","guided_choice":[]})").param, "guided_choice");
   EXPECT_EQ(bad(R"({"prompt":"x","guided_choice":["a",1]})").param, "guided_choice");
   EXPECT_EQ(bad(R"({"prompt":"x","guided_regex":""})").param, "guided_regex");
+  // A schema nested 100000 deep is refused before anything recurses over it.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_json":{"a":)" + deep + "}}").param, "guided_json");
 }
 
 TEST(OpenAiRequestTest, TokenizeAndDetokenize) {

@@ -89,7 +89,7 @@ TEST(StructuredOutputs, ChoiceGrammarEscapesQuotesBackslashesAndControls) {
 // Keywords xgrammar would silently ignore are refused, naming the keyword and where it is;
 // property names that happen to be keywords, and supported formats, are fine.
 TEST(StructuredOutputs, UnsupportedSchemaKeywordsAreRefusedNamingThem) {
-  const std::pair<const char*, const char*> bad[] = {
+  const std::pair<std::string, const char*> bad[] = {
       {R"({"type":"array","uniqueItems":true})", "'uniqueItems' (at /)"},
       {R"({"type":"object","properties":{"a":{"not":{"type":"string"}}}})", "'not' (at /properties/a)"},
       {R"({"anyOf":[{"type":"string","format":"credit-card"}]})", "format 'credit-card' (at /anyOf/0)"},
@@ -97,6 +97,7 @@ TEST(StructuredOutputs, UnsupportedSchemaKeywordsAreRefusedNamingThem) {
       {R"({"type":"number","multipleOf":0.5})", "multipleOf"},
       {R"([1, 2])", "must be an object"},
       {R"({"type":)", "not valid JSON"},
+      {std::string(100000, '[') + std::string(100000, ']'), "deeper than 64"},
   };
   for (const auto& [schema, words] : bad) {
     const Status s = check_json_schema(schema);
