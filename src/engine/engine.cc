@@ -87,21 +87,16 @@ class EngineImpl final : public Engine {
       return failed_precondition("the engine is asleep (level " + std::to_string(level) +
                                  "): wake it up (POST /wake_up, LLM.wake_up()) before sending requests");
     StopConditions stop = stop_conditions(spec);
-    std::unique_ptr<GrammarState> grammar;
-    std::vector<uint32_t> first_mask;
+    StartedGrammar grammar;
     if (spec.structured) {
-      VOSTI_ASSIGN_OR_RETURN(grammar, start_grammar(*spec.structured, stop));
-      first_mask.resize(static_cast<size_t>(grammar->mask_words()));
-      grammar->fill_next_mask(first_mask);
-      if (std::all_of(first_mask.begin(), first_mask.end(), [](uint32_t w) { return w == 0; }))
-        return invalid_argument(
-            "structured outputs: the grammar allows no first token (it accepts no output this "
-            "model's vocabulary can spell)");
+      VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<GrammarCache> cache, grammar_cache(stop));
+      VOSTI_ASSIGN_OR_RETURN(grammar, start_grammar(*cache, *spec.structured));
     }
     std::lock_guard<std::mutex> lock(mu_);
     const RequestId id = next_id_++;
     pending_.push_back(std::make_unique<LiveRequest>(id, std::move(spec), std::move(stop), std::move(callback),
-                                                     tokenizer_.get(), std::move(grammar), std::move(first_mask)));
+                                                     tokenizer_.get(), std::move(grammar.state),
+                                                     std::move(grammar.first_mask)));
     return id;
   }
 
@@ -138,8 +133,8 @@ class EngineImpl final : public Engine {
  private:
   Status validate(const RequestSpec& spec) const;
   StopConditions stop_conditions(const RequestSpec& spec) const;
-  // A grammar state at the start of `spec`'s grammar (compiled once per distinct spec; any thread).
-  Result<std::unique_ptr<GrammarState>> start_grammar(const StructuredOutputs& spec, const StopConditions& stop);
+  // The grammar cache, made at the first structured request (any thread).
+  Result<std::shared_ptr<GrammarCache>> grammar_cache(const StopConditions& stop);
   void admit_and_abort();
   std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan);
   void record_routed(const StepPlan& plan, const StepResult& out);
@@ -207,20 +202,14 @@ StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
   return c;
 }
 
-Result<std::unique_ptr<GrammarState>> EngineImpl::start_grammar(const StructuredOutputs& spec,
-                                                                const StopConditions& stop) {
-  std::shared_ptr<GrammarCache> cache;
-  {
-    std::lock_guard<std::mutex> lock(grammars_mu_);
-    if (!grammars_) {
-      // The stop ids of the model and tokenizer (the same for every request: a request's own
-      // stop_token_ids end it through the stop checker, not the grammar).
-      VOSTI_ASSIGN_OR_RETURN(grammars_, GrammarCache::create(*tokenizer_, vocab_size_, stop.eos_token_ids));
-    }
-    cache = grammars_;
+Result<std::shared_ptr<GrammarCache>> EngineImpl::grammar_cache(const StopConditions& stop) {
+  std::lock_guard<std::mutex> lock(grammars_mu_);
+  // The stop ids of the model and tokenizer (the same for every request: a request's own
+  // stop_token_ids end it through the stop checker, not the grammar).
+  if (!grammars_) {
+    VOSTI_ASSIGN_OR_RETURN(grammars_, GrammarCache::create(*tokenizer_, vocab_size_, stop.eos_token_ids));
   }
-  VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> grammar, cache->compile(spec));
-  return std::make_unique<GrammarState>(std::move(grammar));
+  return grammars_;
 }
 
 Status EngineImpl::validate(const RequestSpec& spec) const {

@@ -96,4 +96,14 @@ class GrammarCache {
   std::unique_ptr<Impl> impl_;
 };
 
+// A request's grammar at its start, with the mask of its first output position.
+struct StartedGrammar {
+  std::unique_ptr<GrammarState> state;
+  std::vector<uint32_t> first_mask;  // [mask_words], some token allowed
+};
+
+// Compiles `spec` through `cache` and starts it. INVALID_ARGUMENT for a bad spec (the cache's
+// errors) and for a grammar that allows no first token.
+Result<StartedGrammar> start_grammar(GrammarCache& cache, const StructuredOutputs& spec);
+
 }  // namespace vosti
