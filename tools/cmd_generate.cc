@@ -205,6 +205,14 @@ int cmd_generate(int argc, char** argv) {
   app.add_flag("--json", o.json, "print one JSON object: text, tokens, ids, logprobs, seed, finish reason");
   app.add_flag("--return-routed-experts", o.spec.routed_experts,
                "with --json, MoE models: routed_experts, the experts each computed position chose per MoE layer");
+  std::string json_schema_file, regex, grammar_file;
+  std::vector<std::string> choices;
+  auto* constraint = app.add_option_group("structured outputs", "the output must match one of these (--device cpu)");
+  constraint->add_option("--json-schema", json_schema_file, "a JSON schema file: the output is JSON valid under it");
+  constraint->add_option("--regex", regex, "a regular expression the whole output matches");
+  constraint->add_option("--choice", choices, "an allowed output (repeatable): the output is one of them");
+  constraint->add_option("--grammar", grammar_file, "an EBNF grammar file (xgrammar's GBNF, root rule `root`)");
+  constraint->require_option(0, 1);
   // One request at a time: generate's own default (serve's is 64).
   o.engine.max_num_seqs = 1;
   add_engine_options(app, o.engine);
@@ -216,6 +224,22 @@ int cmd_generate(int argc, char** argv) {
   if (o.spec.routed_experts && !o.json) {
     std::fprintf(stderr, "vosti generate: --return-routed-experts needs --json (the experts go in its object)\n");
     return 2;
+  }
+  if (!json_schema_file.empty() || !grammar_file.empty()) {
+    const std::string& path = json_schema_file.empty() ? grammar_file : json_schema_file;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "vosti generate: cannot read %s\n", path.c_str());
+      return 2;
+    }
+    StructuredOutputs so;
+    so.kind = json_schema_file.empty() ? StructuredKind::kGrammar : StructuredKind::kJsonSchema;
+    so.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    o.spec.structured = std::move(so);
+  } else if (!regex.empty()) {
+    o.spec.structured = StructuredOutputs{StructuredKind::kRegex, regex, {}};
+  } else if (!choices.empty()) {
+    o.spec.structured = StructuredOutputs{StructuredKind::kChoice, "", choices};
   }
   if (o.model.empty()) o.model = default_model_path();
   o.spec.sampling.temperature = static_cast<float>(o.temperature);

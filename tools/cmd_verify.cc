@@ -4,6 +4,7 @@
 
 #include "runner/load_device_model.h"
 #include "tools/cmd_verify_paper.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/engine_options.h"
 #include "tools/verify/verify_harness.h"
@@ -48,15 +49,25 @@ int run_matrix(const std::vector<std::string>& models, const EngineConfig& deplo
     ref.num_blocks = 4 * ref.max_model_len / deployment.block_size;
     ref.num_threads = 2;
     ref.check_invariants = true;
-    const auto requests = make_harness_requests((*model)->config(), full, seed);
+    auto requests = make_harness_requests((*model)->config(), full, seed);
+    // Structured outputs join the matrix where the model has a tokenizer and the device masks rows.
+    std::shared_ptr<const Tokenizer> tokenizer;
+    if (deployment.device == "cpu") {
+      if (auto t = Tokenizer::load_for_model(path); t.ok()) tokenizer = *t;
+    }
+    if (tokenizer) add_structured_requests(requests);
     auto variations = make_variations(ref, full);
     if (!speculative_config.empty()) variations.push_back(speculative_variation(ref, speculative_config));
     std::printf("model %s on %s: %zu requests, %zu variations\n", (*model)->config().name.c_str(),
                 deployment.device.c_str(), requests.size(), variations.size());
-    auto report = run_determinism_harness(*model, requests, ref, variations, [](const VariationResult& r) {
-      std::printf("  %-28s %s %s\n", r.name.c_str(), r.identical ? "identical" : "DIFFERS", r.first_difference.c_str());
-      std::fflush(stdout);
-    });
+    auto report = run_determinism_harness(
+        *model, requests, ref, variations,
+        [](const VariationResult& r) {
+          std::printf("  %-28s %s %s\n", r.name.c_str(), r.identical ? "identical" : "DIFFERS",
+                      r.first_difference.c_str());
+          std::fflush(stdout);
+        },
+        tokenizer);
     if (!report.ok()) {
       std::fprintf(stderr, "vosti verify: %s\n", report.status().to_string().c_str());
       return 1;

@@ -96,7 +96,28 @@ void bind_config(nb::module_& m) {
       .def_rw("prompt_logprobs", &RequestSpec::prompt_logprobs)
       .def_rw("logits_digests", &RequestSpec::logits_digests)
       .def_rw("routed_experts", &RequestSpec::routed_experts)
-      .def_rw("sampling_masks", &RequestSpec::sampling_masks);
+      .def_rw("sampling_masks", &RequestSpec::sampling_masks)
+      // kind: "json" (text: the schema's JSON), "json_object", "regex", "choice" (choices), "grammar".
+      .def("set_structured",
+           [](RequestSpec& s, const std::string& kind, std::string text, std::vector<std::string> choices) {
+             StructuredOutputs so;
+             if (kind == "json") {
+               so.kind = StructuredKind::kJsonSchema;
+             } else if (kind == "json_object") {
+               so.kind = StructuredKind::kJsonObject;
+             } else if (kind == "regex") {
+               so.kind = StructuredKind::kRegex;
+             } else if (kind == "choice") {
+               so.kind = StructuredKind::kChoice;
+             } else if (kind == "grammar") {
+               so.kind = StructuredKind::kGrammar;
+             } else {
+               throw nb::value_error(("unknown structured output kind '" + kind + "'").c_str());
+             }
+             so.text = std::move(text);
+             so.choices = std::move(choices);
+             s.structured = std::move(so);
+           });
 }
 
 void bind_results(nb::module_& m) {

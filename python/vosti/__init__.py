@@ -14,7 +14,7 @@ from . import _core
 from ._weights import save_safetensors
 from .llm import LLM, DeploymentMismatch, Tokenizer, default_model_path
 from .outputs import CompletionOutput, Logprob, RequestOutput, ScoreOutput
-from .sampling_params import SamplingParams
+from .sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
 
 __version__ = "0.1.0"
 
@@ -24,5 +24,5 @@ def built_with_cuda() -> bool:
     return _core.built_with_cuda()
 
 
-__all__ = ["LLM", "DeploymentMismatch", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "ScoreOutput", "Tokenizer",
+__all__ = ["LLM", "DeploymentMismatch", "SamplingParams", "StructuredOutputsParams", "GuidedDecodingParams", "RequestOutput", "CompletionOutput", "Logprob", "ScoreOutput", "Tokenizer",
            "built_with_cuda", "default_model_path", "save_safetensors", "__version__"]

@@ -105,6 +105,8 @@ def make_spec(ids: List[int], sp: SamplingParams, seed: Optional[int], max_model
     spec.logits_digests = bool(sp.logits_digests)
     spec.routed_experts = bool(sp.return_routed_experts)
     spec.sampling_masks = bool(sp.return_sampling_mask)
+    if sp.structured_outputs is not None:
+        spec.set_structured(*sp.structured_outputs._core_args())
     return spec
 
 

@@ -6,10 +6,61 @@ checked (n, best_of, types).
 """
 from __future__ import annotations
 
+import json as _json
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 _UINT64 = 1 << 64
+
+
+@dataclass
+class StructuredOutputsParams:
+    """What the output must match (vLLM's ``StructuredOutputsParams``): exactly one of
+
+    Args:
+        json: a JSON schema (a dict, or its JSON text); the output is compact JSON valid under it.
+        regex: a regular expression the whole output matches.
+        choice: a list of strings; the output is one of them.
+        grammar: an EBNF grammar (xgrammar's GBNF dialect, the root rule ``root``).
+        json_object: True: any JSON object.
+
+    The engine compiles it once per distinct value and masks every sampled row to the tokens it
+    allows after the committed outputs (docs/SPEC.md section 9): a constrained request is as
+    reproducible as any other. A bad schema, regex or grammar raises ValueError at submission.
+    """
+
+    json: Optional[Union[str, Dict[str, Any]]] = None
+    regex: Optional[str] = None
+    choice: Optional[List[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        given = [k for k in ("json", "regex", "choice", "grammar") if getattr(self, k) is not None]
+        if self.json_object:
+            given.append("json_object")
+        if len(given) != 1:
+            raise ValueError("StructuredOutputsParams needs exactly one of json, regex, choice, grammar, "
+                             f"json_object; got {given or 'none'}")
+        if self.choice is not None and (not isinstance(self.choice, (list, tuple)) or
+                                        not all(isinstance(c, str) for c in self.choice)):
+            raise ValueError(f"choice must be a list of strings, got {self.choice!r}")
+
+    def _core_args(self) -> tuple:
+        """(kind, text, choices) for RequestSpec.set_structured."""
+        if self.json is not None:
+            text = self.json if isinstance(self.json, str) else _json.dumps(self.json)
+            return ("json", text, [])
+        if self.regex is not None:
+            return ("regex", self.regex, [])
+        if self.choice is not None:
+            return ("choice", "", list(self.choice))
+        if self.grammar is not None:
+            return ("grammar", self.grammar, [])
+        return ("json_object", "", [])
+
+
+GuidedDecodingParams = StructuredOutputsParams  # vLLM's older name
 
 
 @dataclass
@@ -44,6 +95,8 @@ class SamplingParams:
             from: ``CompletionOutput.sampling_masks``, None where no filter dropped a token (and for
             greedy requests), else the ids top-k, top-p and min-p kept, ascending. Trainers
             renormalise importance ratios over it.
+        structured_outputs: a StructuredOutputsParams the output must match (CPU device);
+            ``guided_decoding`` (vLLM's older name) is the same.
     """
 
     n: int = 1
@@ -70,8 +123,17 @@ class SamplingParams:
     logits_digests: bool = False
     return_routed_experts: bool = False
     return_sampling_mask: bool = False
+    structured_outputs: Optional[StructuredOutputsParams] = None
+    guided_decoding: Optional[StructuredOutputsParams] = None  # vLLM's older name for structured_outputs
 
     def __post_init__(self) -> None:
+        if self.guided_decoding is not None:
+            if self.structured_outputs is not None:
+                raise ValueError("give structured_outputs or guided_decoding, not both")
+            self.structured_outputs, self.guided_decoding = self.guided_decoding, None
+        if self.structured_outputs is not None and not isinstance(self.structured_outputs, StructuredOutputsParams):
+            raise TypeError("structured_outputs must be a StructuredOutputsParams, got "
+                            f"{type(self.structured_outputs).__name__}")
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
             raise ValueError(f"n must be an integer >= 1, got {self.n!r}")
         if self.best_of is not None and self.best_of != self.n:

@@ -25,6 +25,7 @@
 #include "runner/load_device_model.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
+#include "structured/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vosti {
@@ -86,10 +87,16 @@ class EngineImpl final : public Engine {
       return failed_precondition("the engine is asleep (level " + std::to_string(level) +
                                  "): wake it up (POST /wake_up, LLM.wake_up()) before sending requests");
     StopConditions stop = stop_conditions(spec);
+    StartedGrammar grammar;
+    if (spec.structured) {
+      VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<GrammarCache> cache, grammar_cache(stop));
+      VOSTI_ASSIGN_OR_RETURN(grammar, start_grammar(*cache, *spec.structured));
+    }
     std::lock_guard<std::mutex> lock(mu_);
     const RequestId id = next_id_++;
-    pending_.push_back(
-        std::make_unique<LiveRequest>(id, std::move(spec), std::move(stop), std::move(callback), tokenizer_.get()));
+    pending_.push_back(std::make_unique<LiveRequest>(id, std::move(spec), std::move(stop), std::move(callback),
+                                                     tokenizer_.get(), std::move(grammar.state),
+                                                     std::move(grammar.first_mask)));
     return id;
   }
 
@@ -126,6 +133,8 @@ class EngineImpl final : public Engine {
  private:
   Status validate(const RequestSpec& spec) const;
   StopConditions stop_conditions(const RequestSpec& spec) const;
+  // The grammar cache, made at the first structured request (any thread).
+  Result<std::shared_ptr<GrammarCache>> grammar_cache(const StopConditions& stop);
   void admit_and_abort();
   std::vector<RequestLogitsTask> logits_tasks(const StepPlan& plan);
   void record_routed(const StepPlan& plan, const StepResult& out);
@@ -160,9 +169,12 @@ class EngineImpl final : public Engine {
   const LogprobsMode logprobs_mode_;  // config_.logprobs_mode, checked by create()
   Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
   const SpeculativeConfig speculative_;
-  const std::shared_ptr<const Drafter> drafter_;  // null: speculation off
-  std::vector<std::vector<int32_t>> histories_;   // [plan size] outputs ++ draft of speculating requests
-  std::vector<const RowResult*> sampled_;         // one request's sampled rows (postprocess scratch)
+  const std::shared_ptr<const Drafter> drafter_;    // null: speculation off
+  std::vector<std::vector<int32_t>> histories_;     // [plan size] outputs ++ draft of speculating requests
+  std::vector<const RowResult*> sampled_;           // one request's sampled rows (postprocess scratch)
+  std::vector<std::vector<uint32_t>> draft_masks_;  // [plan size] masks of speculating structured requests
+  std::mutex grammars_mu_;                          // guards grammars_' creation
+  std::shared_ptr<GrammarCache> grammars_;          // made at the first structured request
   int64_t num_drafts_ = 0, num_draft_tokens_ = 0, num_accepted_tokens_ = 0;
 
   mutable std::mutex mu_;  // guards pending_, aborts_, reset_prefix_cache_, next_id_, stats_, live_'s membership
@@ -190,6 +202,16 @@ StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
   return c;
 }
 
+Result<std::shared_ptr<GrammarCache>> EngineImpl::grammar_cache(const StopConditions& stop) {
+  std::lock_guard<std::mutex> lock(grammars_mu_);
+  // The stop ids of the model and tokenizer (the same for every request: a request's own
+  // stop_token_ids end it through the stop checker, not the grammar).
+  if (!grammars_) {
+    VOSTI_ASSIGN_OR_RETURN(grammars_, GrammarCache::create(*tokenizer_, vocab_size_, stop.eos_token_ids));
+  }
+  return grammars_;
+}
+
 Status EngineImpl::validate(const RequestSpec& spec) const {
   const int64_t vocab = vocab_size_;
   if (spec.prompt.empty()) return invalid_argument("the prompt is empty: give at least one token");
@@ -210,6 +232,17 @@ Status EngineImpl::validate(const RequestSpec& spec) const {
                             " has no expert layer");
   if (!spec.stop.empty() && !tokenizer_)
     return invalid_argument("stop strings need a tokenizer, and this engine has none");
+  if (spec.structured) {
+    if (!tokenizer_) return invalid_argument("structured outputs need a tokenizer, and this engine has none");
+    // The CUDA runner samples on the device without a token mask yet: the mask (a host bitmask
+    // per sampled row, RequestLogitsTask::allowed) would go to the device sampler with the step's
+    // adjustments (kernels/cuda/sampler), set to -inf before its temperature step.
+    if (config_.device != "cpu")
+      return invalid_argument("structured outputs (" + std::string(structured_kind_name(spec.structured->kind)) +
+                              ") are not applied on the " + config_.device +
+                              " device yet: its device sampler has no token mask; use --device cpu");
+    VOSTI_RETURN_IF_ERROR(spec.structured->validate());
+  }
   return stop_conditions(spec).validate(vocab);
 }
 
@@ -253,6 +286,7 @@ void EngineImpl::admit_and_abort() {
 std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) {
   std::vector<RequestLogitsTask> tasks(plan.requests.size());
   histories_.resize(plan.requests.size());
+  draft_masks_.resize(plan.requests.size());
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const ScheduledRequest& s = plan.requests[i];
     const LiveRequest& r = *live_.at(s.id);
@@ -274,6 +308,15 @@ std::vector<RequestLogitsTask> EngineImpl::logits_tasks(const StepPlan& plan) {
       h.insert(h.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
       t.num_draft = s.num_draft_tokens;
       t.history = h;
+    }
+    if (t.sample && r.has_grammar()) {
+      t.mask_words = static_cast<int32_t>(r.next_mask().size());
+      t.allowed = r.next_mask();
+      if (s.num_draft_tokens > 0) {
+        live_.at(s.id)->draft_masks(std::span<const int32_t>(s.token_ids).last(static_cast<size_t>(s.num_draft_tokens)),
+                                    draft_masks_[i]);
+        t.allowed = draft_masks_[i];
+      }
     }
   }
   return tasks;

@@ -6,13 +6,16 @@
 namespace vosti {
 
 LiveRequest::LiveRequest(RequestId id, RequestSpec spec, StopConditions stop, OutputCallback callback,
-                         const Tokenizer* tokenizer)
+                         const Tokenizer* tokenizer, std::unique_ptr<GrammarState> grammar,
+                         std::vector<uint32_t> first_mask)
     : id_(id),
       spec_(std::move(spec)),
       stop_(std::move(stop)),
       callback_(std::move(callback)),
       tokenizer_(tokenizer),
-      seed_(spec_.sampling.seed.has_value() ? *spec_.sampling.seed : fresh_seed()) {
+      seed_(spec_.sampling.seed.has_value() ? *spec_.sampling.seed : fresh_seed()),
+      grammar_(std::move(grammar)),
+      next_mask_(std::move(first_mask)) {
   if (tokenizer_) decoder_ = std::make_unique<StreamingDecoder>(*tokenizer_, /*skip_special_tokens=*/true);
   if (spec_.prompt_logprobs) prompt_scores_.resize(spec_.prompt.size());
   if (spec_.prompt_logprobs && spec_.logits_digests) prompt_digests_.resize(spec_.prompt.size());
@@ -69,6 +72,43 @@ Status LiveRequest::record_routed(int32_t first_position, std::span<const int32_
   return Status();
 }
 
+void LiveRequest::draft_masks(std::span<const int32_t> draft, std::vector<uint32_t>& out) {
+  const size_t words = next_mask_.size();
+  out.assign(next_mask_.begin(), next_mask_.end());
+  int32_t accepted = 0;
+  bool all_accepted = true;  // every draft token so far
+  for (const int32_t token : draft) {
+    const size_t at = out.size();
+    out.resize(at + words);
+    const std::span<uint32_t> row(out.data() + at, words);
+    all_accepted = all_accepted && !grammar_->terminated() && grammar_->accept(token);
+    accepted += all_accepted ? 1 : 0;
+    if (all_accepted && !grammar_->terminated()) {  // after a stop token the request ends: no row is read
+      grammar_->fill_next_mask(row);
+    } else {
+      std::copy(out.begin() + static_cast<std::ptrdiff_t>(at - words), out.begin() + static_cast<std::ptrdiff_t>(at),
+                row.begin());
+    }
+  }
+  grammar_->rollback(accepted);
+}
+
+FinishReason LiveRequest::advance_grammar(int32_t token) {
+  if (!grammar_->accept(token)) {
+    error_ = "structured outputs: the grammar refused sampled token " + std::to_string(token) + " at output position " +
+             std::to_string(outputs_.size() - 1) + " (its logits left no allowed token finite)";
+    return FinishReason::kError;
+  }
+  if (grammar_->terminated()) return FinishReason::kStop;
+  grammar_->fill_next_mask(next_mask_);
+  for (const uint32_t w : next_mask_)
+    if (w != 0) return FinishReason::kNone;
+  if (grammar_->completed()) return FinishReason::kStop;  // complete, and no stop token to end it with
+  error_ =
+      "structured outputs: the grammar allows no token after output position " + std::to_string(outputs_.size() - 1);
+  return FinishReason::kError;
+}
+
 FinishReason LiveRequest::accept(const RowResult& step, bool at_max_len) {
   outputs_.push_back(step.scored.token);
   if (decoder_) text_ += decoder_->push(step.scored.token);
@@ -78,6 +118,13 @@ FinishReason LiveRequest::accept(const RowResult& step, bool at_max_len) {
   if (d.finished()) {
     if (d.reason == StopReason::kStopString) text_.resize(d.text_size);
     return d.reason == StopReason::kMaxTokens ? FinishReason::kLength : FinishReason::kStop;
+  }
+  if (grammar_) {
+    const FinishReason g = advance_grammar(step.scored.token);
+    if (g != FinishReason::kNone) {
+      text_releasable_ = text_.size();
+      return g;
+    }
   }
   return at_max_len ? FinishReason::kLength : FinishReason::kNone;
 }
@@ -123,11 +170,12 @@ void LiveRequest::emit_token(const RowResult& step, FinishReason reason) {
   if (spec_.return_logits) out.new_logits.push_back(step.logits);
   if (spec_.sampling_masks) out.new_sampling_masks.push_back(step.support);
   if (reason != FinishReason::kNone) {
-    if (decoder_ && reason != FinishReason::kStop) text_ += decoder_->flush();
+    if (decoder_ && (reason != FinishReason::kStop || grammar_)) text_ += decoder_->flush();
     release_text(text_.size(), out);
     finished_ = true;
     out.finished = true;
     out.finish_reason = reason;
+    out.error = error_;
     attach_routed(out);
   } else {
     release_text(text_releasable_, out);  // holds back what could still begin a stop string

@@ -1,8 +1,11 @@
 // LiveRequest: the engine's per-request state beyond the scheduler's: the callback,
-// the seed, sampling, prompt scoring, streaming text and stop conditions.
+// the seed, sampling, prompt scoring, streaming text, stop conditions and (structured
+// outputs) the grammar state.
 //
 // Invariants: outputs reach the callback in order; exactly one output has
-// finished == true, and it is the last. The seed is fixed at construction.
+// finished == true, and it is the last. The seed is fixed at construction. With a grammar,
+// next_mask() is the mask of output position outputs().size(): the grammar's state after
+// exactly the committed outputs (accept() is the only thing that advances it).
 // Thread safety: constructed on any thread, then used only by the engine's step thread.
 #pragma once
 
@@ -15,6 +18,7 @@
 #include "engine/request.h"
 #include "runner/model_runner.h"
 #include "sample/stop_checker.h"
+#include "structured/grammar.h"
 
 namespace vosti {
 
@@ -23,14 +27,23 @@ class StreamingDecoder;
 
 class LiveRequest {
  public:
-  // REQUIRES: spec validated; stop.validate() ok; tokenizer (may be null) outlives this.
-  LiveRequest(RequestId id, RequestSpec spec, StopConditions stop, OutputCallback callback, const Tokenizer* tokenizer);
+  // REQUIRES: spec validated; stop.validate() ok; tokenizer (may be null) outlives this; grammar
+  // (null without structured outputs) at its start, with first_mask its mask (a token allowed).
+  LiveRequest(RequestId id, RequestSpec spec, StopConditions stop, OutputCallback callback, const Tokenizer* tokenizer,
+              std::unique_ptr<GrammarState> grammar = nullptr, std::vector<uint32_t> first_mask = {});
   ~LiveRequest();
 
   RequestId id() const { return id_; }
   const RequestSpec& spec() const { return spec_; }
   uint64_t seed() const { return seed_; }
   const std::vector<int32_t>& outputs() const { return outputs_; }
+  bool has_grammar() const { return grammar_ != nullptr; }
+  // The tokens the grammar allows at the next output position (empty without a grammar).
+  std::span<const uint32_t> next_mask() const { return next_mask_; }
+  // The masks of a verify chunk's sampled rows: row 0 is next_mask(), row k + 1 the mask after
+  // draft[0..k] (or row k's again once a draft token is refused: that row can never be reached).
+  // The grammar is rolled back: its state after the call is the committed outputs' alone.
+  void draft_masks(std::span<const int32_t> draft, std::vector<uint32_t>& out);
 
   // True while the chunk starting at num_computed still needs per-position logits for prompt scoring.
   bool wants_prompt_logits(int32_t num_computed) const;
@@ -45,7 +58,9 @@ class LiveRequest {
   // a difference is kInternal, naming the position and layer.
   Status record_routed(int32_t first_position, std::span<const int32_t> ids, int32_t num_layers, int32_t top_k);
 
-  // Appends the sampled token and decides whether the request stops (at_max_len: the context is full).
+  // Appends the sampled token (advancing the grammar) and decides whether the request stops
+  // (at_max_len: the context is full): kStop when the grammar has ended, kError (with the
+  // reason sent in the output) when it refused the token or allows nothing next.
   FinishReason accept(const RowResult& step, bool at_max_len);
   // Sends the output of the newest token; finished if reason != kNone.
   void emit_token(const RowResult& step, FinishReason reason);
@@ -58,6 +73,8 @@ class LiveRequest {
   RequestOutput base_output();
   void release_text(size_t upto, RequestOutput& out);
   void attach_routed(RequestOutput& out);  // the routing, into a finished output
+  // The grammar after the newest output `token`: kNone while it goes on (next_mask_ updated).
+  FinishReason advance_grammar(int32_t token);
 
   RequestId id_;
   RequestSpec spec_;
@@ -76,7 +93,10 @@ class LiveRequest {
   bool prompt_scored_ = false;                // prompt logprobs complete (and queued or sent)
   bool prompt_scores_pending_ = false;        // to be sent with the next output
   int32_t num_cached_prompt_tokens_ = 0;
-  RoutedExperts routed_;  // positions computed so far, with RequestSpec::routed_experts
+  RoutedExperts routed_;                   // positions computed so far, with RequestSpec::routed_experts
+  std::unique_ptr<GrammarState> grammar_;  // structured outputs: after exactly outputs_
+  std::vector<uint32_t> next_mask_;        // [mask_words] the grammar's mask at position outputs_.size()
+  std::string error_;                      // why accept() returned kError
   bool finished_ = false;
 };
 

@@ -14,6 +14,7 @@
 #include "sample/logprobs.h"
 #include "sample/sampler.h"
 #include "sample/sampling_params.h"
+#include "structured/structured_outputs.h"
 
 namespace vosti {
 
@@ -37,6 +38,11 @@ struct RequestSpec {
   // (vLLM's return_routed_experts; MoE models only). Such a request skips the prefix cache, as
   // prompt_logprobs does: a cached position's routing was never computed for it.
   bool routed_experts = false;
+  // The output must match this (vLLM's structured_outputs): every sampled row is masked to the
+  // tokens the grammar allows after the committed outputs (sample/sampler.h step 3b), and the
+  // request stops ("stop") when the grammar has accepted a stop token. Needs a tokenizer and the
+  // cpu device.
+  std::optional<StructuredOutputs> structured;
 };
 
 // The routing of a request's computed positions: positions 0 .. prompt + outputs - 2 (the last

@@ -49,11 +49,22 @@ struct RequestLogitsTask {
   bool digest = false;          // the LogitsDigest of every row produced (sampled and scored)
   bool full_logits = false;     // the sampled row's whole logits (the determinism harness)
   bool routed_experts = false;  // the experts each of the step's token rows routed to (MoE models)
+  // Structured outputs: the tokens each sampled row may choose, mask_words words per sampled row
+  // (sample/token_bitmask.h; [(num_draft + 1) * mask_words]); empty: no mask. A masked row's
+  // disallowed logits are -inf before the sampler, the digest, the logprobs and full_logits see it.
+  std::span<const uint32_t> allowed;
+  int32_t mask_words = 0;
   // What a row reports (the deployment's, sample/logprobs.h): with a processed mode a sampled row
   // that reports logprobs is finished on the host, where the sampler's processed row is.
   LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;
   bool sampling_mask = false;  // each sampled row's support (RowResult::support), from the host sampler
 
+  // The mask of sampled row i, empty without one.
+  std::span<const uint32_t> allowed_at(int32_t i) const {
+    return allowed.empty() ? allowed
+                           : allowed.subspan(static_cast<size_t>(i) * static_cast<size_t>(mask_words),
+                                             static_cast<size_t>(mask_words));
+  }
   // The outputs before sampled row i (0: the first sampled row).
   std::span<const int32_t> outputs_before(int32_t i) const {
     return i == 0 ? outputs : history.first(outputs.size() + static_cast<size_t>(i));

@@ -11,6 +11,9 @@
 //                  s_i = s_i > 0 ? s_i / r : s_i * r.
 //  3. frequency f and presence p (OpenAI semantics), per distinct output token with
 //     count c:     s_i = s_i - f * c;  s_i = s_i - p.
+//  3b. structured outputs (RequestLogitsTask::allowed): s_i = -inf for every token the grammar
+//     does not allow. Steps 1-3 keep -inf at -inf, so the runner masks the raw row before calling
+//     the sampler (the same bits; the digest and logprobs then see the masked row: docs/SPEC.md 9).
 //  4. temperature T < kGreedyTemperature (in particular 0): greedy, the argmax of s with
 //     ties to the lowest id; steps 5-8 are skipped. Otherwise s_i = s_i / T.
 //  5. top_k (0 or >= vocab: off): keep the k best under the total order (s desc, id asc),

@@ -42,6 +42,7 @@ RequestSpec GenerationJob::make_spec(size_t prompt_index, int32_t choice) const 
   spec.logits_digests = request_.return_logits_digests;
   spec.routed_experts = request_.return_routed_experts;
   spec.sampling_masks = request_.return_sampling_mask;
+  spec.structured = request_.structured;
   return spec;
 }
 

@@ -1,11 +1,13 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "server/json_writer.h"
+#include "server/structured_request.h"
 #include "tokenizer/utf8.h"
 
 namespace vosti {
@@ -40,7 +42,13 @@ constexpr const char* kCompletionFields[] = {"model",
                                              "return_token_ids",
                                              "return_logits_digests",
                                              "return_routed_experts",
-                                             "return_sampling_mask"};
+                                             "return_sampling_mask",
+                                             "response_format",
+                                             "structured_outputs",
+                                             "guided_json",
+                                             "guided_regex",
+                                             "guided_choice",
+                                             "guided_grammar"};
 constexpr const char* kChatFields[] = {"model",
                                        "vosti",
                                        "messages",
@@ -70,6 +78,11 @@ constexpr const char* kChatFields[] = {"model",
                                        "return_sampling_mask",
                                        "add_generation_prompt",
                                        "response_format",
+                                       "structured_outputs",
+                                       "guided_json",
+                                       "guided_regex",
+                                       "guided_choice",
+                                       "guided_grammar",
                                        "tools",
                                        "tool_choice",
                                        "parallel_tool_calls",
@@ -364,11 +377,6 @@ void parse_chat_fields(FieldReader& r, GenerationRequest& req) {
   if (const json* t = r.find("tool_choice"); t && !(t->is_string() && *t == "none")) {
     return r.fail("'tool_choice' is not supported (only \"none\")", "tool_choice");
   }
-  if (const json* f = r.find("response_format")) {
-    if (!f->is_object() || !f->contains("type") || (*f)["type"] != "text") {
-      return r.fail("'response_format' supports only {\"type\": \"text\"}", "response_format");
-    }
-  }
 }
 
 // "vosti": {"deployment_id": str}: the deployment the request must run on (409 otherwise).
@@ -423,6 +431,10 @@ ParsedGeneration parse_generation_request(std::string_view body, Endpoint endpoi
   r.read_bool("return_routed_experts", req.return_routed_experts);
   r.read_bool("return_sampling_mask", req.return_sampling_mask);
   parse_vosti_options(r, req);
+  if (r.failed()) return *r.error();
+  auto structured = parse_structured_fields(doc, body);
+  if (auto* e = std::get_if<ApiError>(&structured)) return *e;
+  req.structured = std::get<std::optional<StructuredOutputs>>(std::move(structured));
   std::string user;
   r.read_string("user", user);
   if (r.failed()) return *r.error();

@@ -18,6 +18,7 @@
 
 #include "sample/sampling_params.h"
 #include "server/api_error.h"
+#include "structured/structured_outputs.h"
 
 namespace vosti {
 
@@ -61,6 +62,8 @@ struct GenerationRequest {
   bool return_routed_experts = false;  // vLLM's: the experts each computed position routed to (MoE)
   bool return_sampling_mask = false;   // Vosti's: each output position's sampling support
   std::string pin_deployment_id;       // extension "vosti.deployment_id": empty, or the deployment required
+  // response_format json_object / json_schema, vLLM's structured_outputs or guided_* (one of them).
+  std::optional<StructuredOutputs> structured;
 };
 
 using ParsedGeneration = std::variant<GenerationRequest, ApiError>;

@@ -145,6 +145,17 @@ Decoder Decoder::sentencepiece(bool strip_leading_space) {
   return d;
 }
 
+PieceEncoding Decoder::piece_encoding() const {
+  bool byte_fallback = false;
+  for (const Step& step : steps_) {
+    if (step.kind == Step::Kind::kByteLevel) return PieceEncoding::kByteLevel;
+    if (step.kind == Step::Kind::kByteFallback || step.kind == Step::Kind::kMetaspace ||
+        (step.kind == Step::Kind::kReplace && step.a == "\xE2\x96\x81"))
+      byte_fallback = true;
+  }
+  return byte_fallback ? PieceEncoding::kByteFallback : PieceEncoding::kRaw;
+}
+
 std::string Decoder::decode(std::vector<std::string> tokens) const {
   if (!present_) {
     std::string out;

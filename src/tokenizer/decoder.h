@@ -6,6 +6,7 @@
 // Invariants: decode() returns valid UTF-8. Thread safety: immutable after construction.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +14,11 @@
 #include "core/status.h"
 
 namespace vosti {
+
+// How one token piece maps to bytes, as xgrammar's vocabulary types name it: kByteLevel (GPT-2's
+// printable alphabet for bytes), kByteFallback ("\u2581" for a space, <0xXX> for a byte: SentencePiece)
+// or kRaw (the piece is its own bytes).
+enum class PieceEncoding : uint8_t { kRaw, kByteLevel, kByteFallback };
 
 class Decoder {
  public:
@@ -29,6 +35,9 @@ class Decoder {
   static Decoder sentencepiece(bool strip_leading_space);
 
   std::string decode(std::vector<std::string> tokens) const;
+  // The piece alphabet this decoder reads (a ByteLevel step, else a ByteFallback, Metaspace or
+  // "\u2581" Replace step, else raw).
+  PieceEncoding piece_encoding() const;
 
  private:
   Status add(const nlohmann::json& j);

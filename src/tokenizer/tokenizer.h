@@ -92,6 +92,8 @@ class Tokenizer {
   std::optional<std::string> id_to_piece(int32_t id) const;
   std::optional<int32_t> piece_to_id(std::string_view piece) const;
   bool adds_bos() const { return !parts_.prefix_ids.empty(); }
+  // The alphabet of id_to_piece()'s pieces (structured outputs map them to bytes).
+  PieceEncoding piece_encoding() const { return parts_.decoder.piece_encoding(); }
   const std::string& source() const { return parts_.source; }
 
  private:

@@ -89,6 +89,18 @@ sys.exit(0 if a["ids"] == b["ids"] and a["logprobs"] == b["logprobs"] and a["tex
 PY
   "$vosti" generate --prompt "The capital of France is" --max-tokens 8 --temperature 0 >"$tmp/g.txt" 2>/dev/null
   check "greedy completion streams text" test -s "$tmp/g.txt"
+  # Structured outputs: a JSON schema file, a choice list; a bad regex is a usage error naming it.
+  printf '{"type":"object","properties":{"city":{"type":"string","maxLength":12}},"required":["city"]}' >"$tmp/s.json"
+  "$vosti" generate --prompt "A city as JSON: " --json-schema "$tmp/s.json" --temperature 0.7 --seed 2 --json \
+    >"$tmp/s.out" 2>/dev/null
+  check "generate --json-schema gives JSON with the required key" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if r["finish_reason"] == "stop" and isinstance(json.loads(r["text"])["city"], str) else 1)' "$tmp/s.out"
+  "$vosti" generate --prompt "Pick: " --choice red --choice blue --seed 1 >"$tmp/c.txt" 2>/dev/null
+  check "generate --choice gives one of the choices" grep -qxE "red|blue" "$tmp/c.txt"
+  "$vosti" generate --prompt "x" --regex "(" >"$tmp/r.txt" 2>&1; rc=$?
+  check "a bad --regex exits 1 naming the regex" test $rc -eq 1 -a -n "$(grep -l "invalid regex" "$tmp/r.txt")"
 else
   echo "SKIP: default-model CLI checks (VOSTI_DEFAULT_MODEL is not set; scripts/test sets it)"
 fi

@@ -12,6 +12,7 @@
 #include "runner/load_device_model.h"
 #include "tests/support/planted.h"
 #include "tests/test_paths.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/verify/verify_harness.h"
 
 namespace vosti {
@@ -33,7 +34,9 @@ EngineConfig reference_config() {
 // matmul whose reduction reads the row count (tests/support/planted.h).
 enum class Planted { kNone, kMatmul, kExpertMatmul, kStaleWindow, kPageKeyedWindow, kVerifyPlan };
 
-HarnessReport run(const std::string& path, Planted planted = Planted::kNone) {
+// With `tokenizer`, the set gains structured-output requests (verify_harness.h).
+HarnessReport run(const std::string& path, Planted planted = Planted::kNone,
+                  std::shared_ptr<const Tokenizer> tokenizer = nullptr) {
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   const EngineConfig ref = reference_config();
@@ -44,8 +47,9 @@ HarnessReport run(const std::string& path, Planted planted = Planted::kNone) {
       : planted == Planted::kPageKeyedWindow ? planted_page_keyed_window_cpu_device_model(*model)
       : planted == Planted::kVerifyPlan      ? planted_verify_plan_cpu_device_model(*model)
                                              : cpu_device_model(*model);
-  auto report = run_determinism_harness(device, make_harness_requests((*model)->config(), false, 7), ref,
-                                        make_variations(ref, false));
+  std::vector<HarnessRequest> requests = make_harness_requests((*model)->config(), false, 7);
+  if (tokenizer) add_structured_requests(requests);
+  auto report = run_determinism_harness(device, requests, ref, make_variations(ref, false), {}, tokenizer);
   EXPECT_TRUE(report.ok()) << report.status().to_string();
   std::printf("%s", format_report_table({*report}).c_str());
   return std::move(report).value();
@@ -91,7 +95,10 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyModels,
 TEST(Determinism, DefaultModelEveryVariationIsBitwiseIdentical) {
   const char* path = std::getenv("VOSTI_DEFAULT_MODEL");
   if (!path || !*path) GTEST_SKIP() << "VOSTI_DEFAULT_MODEL is not set (scripts/test sets it; run scripts/fetch-model)";
-  const HarnessReport report = run(path);
+  // With its tokenizer: structured-output requests (JSON schema, regex, choice) join the set.
+  auto tokenizer = Tokenizer::load_for_model(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  const HarnessReport report = run(path, Planted::kNone, *tokenizer);
   for (const auto& r : report.results) EXPECT_TRUE(r.identical) << r.name << ": " << r.first_difference;
 }
 

@@ -144,7 +144,7 @@ int64_t compare_with_host(const std::vector<Case>& cases, const DeviceRun& run, 
       EXPECT_EQ(c.wanted.kind, RowKind::kSample) << what << " case " << i << ": a scored row fell back";
       continue;
     }
-    const RowResult dev = row_from_device(d, c.wanted);
+    const RowResult dev = row_from_device(d, c.wanted, LogprobsMode::kRawLogprobs);
     EXPECT_TRUE(same_scored(host.scored, dev.scored))
         << what << " case " << i << " (T " << c.params.temperature << ", top_k " << c.params.top_k << ", top_p "
         << c.params.top_p << ", min_p " << c.params.min_p << ", rep " << c.params.repetition_penalty << ", bias "

@@ -118,6 +118,55 @@ TEST(OpenAiRequestTest, ChatFields) {
       "tools");
 }
 
+// response_format, vLLM's structured_outputs and the guided_* fields: one constraint, its kind
+// and text; malformed ones are 400 naming the field.
+TEST(OpenAiRequestTest, StructuredOutputFields) {
+  auto r = ok(R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"n",
+    "schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})");
+  ASSERT_TRUE(r.structured.has_value());
+  EXPECT_EQ(r.structured->kind, StructuredKind::kJsonSchema);
+  // The schema's keys keep the order sent (the order of the output's keys).
+  EXPECT_EQ(r.structured->text, R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  r = ok(R"({"prompt":"x","structured_outputs":{"json":{"properties":{"z":{},"a":{}}}}})");
+  EXPECT_EQ(r.structured->text, R"({"properties":{"z":{},"a":{}}})");
+  r = ok(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+         Endpoint::kChatCompletions);
+  EXPECT_EQ(r.structured->kind, StructuredKind::kJsonObject);
+  EXPECT_FALSE(ok(R"({"prompt":"x","response_format":{"type":"text"}})").structured.has_value());
+  r = ok(R"({"prompt":"x","structured_outputs":{"choice":["a","b"]}})");
+  EXPECT_EQ(r.structured->kind, StructuredKind::kChoice);
+  EXPECT_EQ(r.structured->choices, (std::vector<std::string>{"a", "b"}));
+  r = ok(R"({"prompt":"x","structured_outputs":{"regex":"[0-9]+","choice":null}})");
+  EXPECT_EQ(r.structured->kind, StructuredKind::kRegex);
+  EXPECT_EQ(ok(R"({"prompt":"x","structured_outputs":{"grammar":"root ::= \"a\""}})").structured->kind,
+            StructuredKind::kGrammar);
+  EXPECT_EQ(ok(R"({"prompt":"x","structured_outputs":{"json_object":true}})").structured->kind,
+            StructuredKind::kJsonObject);
+  r = ok(R"({"prompt":"x","guided_json":"{\"type\": \"string\"}"})");
+  EXPECT_EQ(r.structured->text, R"({"type": "string"})");  // a string schema is kept as sent
+  EXPECT_EQ(ok(R"({"prompt":"x","guided_regex":"a+"})").structured->text, "a+");
+  EXPECT_EQ(ok(R"({"prompt":"x","guided_choice":["y"]})").structured->choices, std::vector<std::string>{"y"});
+  EXPECT_EQ(ok(R"({"prompt":"x","guided_grammar":"root ::= \"a\""})").structured->kind, StructuredKind::kGrammar);
+
+  EXPECT_EQ(bad(R"({"prompt":"x","response_format":{"type":"xml"}})").param, "response_format.type");
+  EXPECT_EQ(bad(R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"n"}}})").param,
+            "response_format.json_schema.schema");
+  EXPECT_EQ(bad(R"({"prompt":"x","response_format":{"type":"json_schema"}})").param, "response_format.json_schema");
+  EXPECT_EQ(bad(R"({"prompt":"x","structured_outputs":{"regex":"a","choice":["b"]}})").param,
+            "structured_outputs.regex");
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_regex":"a","guided_choice":["b"]})").param, "guided_choice");
+  EXPECT_EQ(bad(R"({"prompt":"x","structured_outputs":{"lark":"x"}})").param, "structured_outputs.lark");
+  EXPECT_EQ(bad(R"({"prompt":"x","structured_outputs":5})").param, "structured_outputs");
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_json":"{oops"})").param, "guided_json");
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_json":3})").param, "guided_json");
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_choice":[]})").param, "guided_choice");
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_choice":["a",1]})").param, "guided_choice");
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_regex":""})").param, "guided_regex");
+  // A schema nested 100000 deep is refused before anything recurses over it.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(bad(R"({"prompt":"x","guided_json":{"a":)" + deep + "}}").param, "guided_json");
+}
+
 TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
   auto t = parse_tokenize_request(R"({"prompt":"hello","add_special_tokens":false})");
   ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(t));

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine/speculative.h"
+#include "tokenizer/tokenizer.h"
 #include "runner/device_model.h"
 
 namespace vosti {
@@ -34,8 +35,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Drives one engine through the request set under `v`; records every output.
 Result<RunRecord> run_once(std::shared_ptr<const DeviceModel> model, const std::vector<HarnessRequest>& requests,
-                           const Variation& v, uint64_t seed) {
-  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, v.config));
+                           const Variation& v, uint64_t seed, const std::shared_ptr<const Tokenizer>& tokenizer) {
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, v.config, tokenizer));
   const size_t n = requests.size();
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
@@ -177,6 +178,30 @@ std::vector<HarnessRequest> make_harness_requests(const ModelConfig& model, bool
   return out;
 }
 
+void add_structured_requests(std::vector<HarnessRequest>& requests) {
+  const StructuredOutputs constraints[] = {
+      {StructuredKind::kJsonSchema,
+       R"({"type":"object","properties":{"n":{"type":"integer"},"tags":{"type":"array","items":{"enum":["a","b"]},)"
+       R"("maxItems":3}},"required":["n","tags"]})",
+       {}},
+      {StructuredKind::kRegex, "[a-z]{1,8}( [a-z]{1,8}){0,5}", {}},
+      {StructuredKind::kChoice, "", {"red", "green", "blue"}},
+  };
+  const size_t n = requests.size();
+  for (size_t i = 0; i < std::size(constraints); ++i) {
+    for (const bool sampled : {false, true}) {
+      HarnessRequest r = requests[(2 * i + (sampled ? 1 : 0)) % n];
+      r.spec.structured = constraints[i];
+      r.spec.routed_experts = false;
+      if (sampled) {
+        r.spec.sampling.temperature = 1.0f;
+        r.spec.sampling.seed = 2000 + i;
+      }
+      requests.push_back(std::move(r));
+    }
+  }
+}
+
 std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
   std::vector<Variation> v;
   auto add = [&](std::string name, auto&& tweak) {
@@ -286,7 +311,8 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
                                               const std::vector<HarnessRequest>& requests,
                                               const EngineConfig& reference_config,
                                               const std::vector<Variation>& variations,
-                                              const std::function<void(const VariationResult&)>& on_result) {
+                                              const std::function<void(const VariationResult&)>& on_result,
+                                              std::shared_ptr<const Tokenizer> tokenizer) {
   HarnessReport report;
   report.model_name = model->config().name;
   Variation ref;
@@ -296,7 +322,7 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
   ref.config.max_num_batched_tokens = 1;
   ref.config.enable_prefix_caching = false;
   auto t0 = std::chrono::steady_clock::now();
-  VOSTI_ASSIGN_OR_RETURN(RunRecord reference, run_once(model, requests, ref, 1));
+  VOSTI_ASSIGN_OR_RETURN(RunRecord reference, run_once(model, requests, ref, 1, tokenizer));
   report.reference_seconds = seconds_since(t0);
   for (size_t r = 0; r < reference.requests.size(); ++r)
     if (!reference.requests[r].error.empty())
@@ -305,7 +331,7 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
     VariationResult res;
     res.name = variations[i].name;
     t0 = std::chrono::steady_clock::now();
-    auto run = run_once(model, requests, variations[i], 100 + i);
+    auto run = run_once(model, requests, variations[i], 100 + i, tokenizer);
     res.seconds = seconds_since(t0);
     if (!run.ok()) {
       res.first_difference = run.status().to_string();

@@ -23,6 +23,7 @@
 namespace vosti {
 
 class DeviceModel;
+class Tokenizer;
 struct ModelConfig;
 
 struct HarnessRequest {
@@ -53,6 +54,9 @@ struct VariationResult {
 // The request set for a model: mixed prompt lengths, shared prefixes, greedy and
 // seeded sampling. `full` makes it larger and longer.
 std::vector<HarnessRequest> make_harness_requests(const ModelConfig& model, bool full, uint64_t seed);
+// Appends structured-output requests (a JSON schema, a regex, a choice list; greedy and sampled)
+// on the set's first prompts: run with a tokenizer, on the cpu device.
+void add_structured_requests(std::vector<HarnessRequest>& requests);
 
 // The variation matrix (CI-sized unless full) for a reference config; on the cuda device it
 // adds CUDA graphs off (the reference replays graphs) and a bf16 vs f32 pool is a different
@@ -70,12 +74,14 @@ struct HarnessReport {
   bool all_identical() const;
 };
 
-// Runs the reference and every variation. `on_result` (may be null) is called after each.
+// Runs the reference and every variation. `on_result` (may be null) is called after each. Every
+// engine gets `tokenizer` (may be null; structured-output requests need one).
 Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel> model,
                                               const std::vector<HarnessRequest>& requests,
                                               const EngineConfig& reference_config,
                                               const std::vector<Variation>& variations,
-                                              const std::function<void(const VariationResult&)>& on_result = {});
+                                              const std::function<void(const VariationResult&)>& on_result = {},
+                                              std::shared_ptr<const Tokenizer> tokenizer = nullptr);
 
 // The table `vosti verify` prints: variation x model -> identical / first difference.
 std::string format_report_table(const std::vector<HarnessReport>& reports);

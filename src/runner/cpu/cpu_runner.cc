@@ -7,6 +7,7 @@
 
 #include "runner/cpu/host_rows.h"
 #include "runner/kv_pool_sizes.h"
+#include "sample/token_bitmask.h"
 
 namespace vosti {
 
@@ -99,8 +100,13 @@ Result<StepResult> CpuRunner::execute(const StepPlan& plan, std::span<const Requ
   for (size_t i = 0; i < batch_.logit_order.size(); ++i) {  // logits order -> the wanted order of out.rows
     const auto at = static_cast<size_t>(batch_.logit_order[i]);
     const WantedRow& row = batch_.wanted[at];
-    const std::span<const float> logits(logits_.data() + i * vocab, vocab);
+    std::span<const float> logits(logits_.data() + i * vocab, vocab);
     const RequestLogitsTask& task = tasks[static_cast<size_t>(row.plan_index)];
+    if (row.kind == RowKind::kSample && !task.allowed.empty()) {  // structured outputs: the masked row
+      masked_row_.assign(logits.begin(), logits.end());
+      apply_token_bitmask(masked_row_, task.allowed_at(row.sample_index));
+      logits = masked_row_;
+    }
     if (row.kind == RowKind::kSample && task.sampling != nullptr && !task.sampling->logprobs && !task.sampling_mask) {
       out.rows[at] = sample_row_without_logprobs(logits, row, task, sampler_scratch_);
     } else {

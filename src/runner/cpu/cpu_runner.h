@@ -63,7 +63,8 @@ class CpuRunner final : public ModelRunner {
   std::vector<int32_t> logit_rows_;  // [R] token rows in logits order
   ForwardScratch scratch_;
   SamplerScratch sampler_scratch_;
-  std::vector<float> logits_;  // [num_logit_rows, vocab]
+  std::vector<float> logits_;      // [num_logit_rows, vocab]
+  std::vector<float> masked_row_;  // [vocab] a structured-output row after its token mask
 };
 
 }  // namespace vosti
