@@ -256,6 +256,59 @@ TEST(CudaEngine, EveryLogprobsModeReportsTheHostDefinitionOnTheRowsItReturned) {
   }
 }
 
+// Sampling masks on the GPU: such rows are finished by the host sampler from the copied row, so
+// each position's support is the host's on the row the engine returned, beside a graph-replaying
+// neighbour; the tokens are those of the same request without masks.
+TEST(CudaEngine, SamplingMasksAreTheHostSupportOnTheReturnedRows) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  RequestSpec probe;
+  probe.prompt = {5, 17, 99, 3, 250, 7, 7, 1};
+  probe.max_tokens = 16;
+  probe.ignore_eos = true;
+  probe.return_logits = true;
+  probe.sampling.temperature = 0.8f;
+  probe.sampling.top_k = 20;
+  probe.sampling.top_p = 0.9f;
+  probe.sampling.seed = 21;
+  const auto run = [&](bool masks) {
+    auto engine = Engine::create(*model, cuda_reference());
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    RequestSpec other = probe;
+    other.prompt = {9, 9, 4};
+    other.return_logits = false;
+    EXPECT_TRUE((*engine)->add_request(other, nullptr).ok());
+    RequestSpec spec = probe;
+    spec.sampling_masks = masks;
+    std::vector<RequestOutput> outs;
+    EXPECT_TRUE((*engine)->add_request(spec, [&](const RequestOutput& o) { outs.push_back(o); }).ok());
+    while ((*engine)->has_work()) (*engine)->step();
+    return outs;
+  };
+  std::vector<int32_t> plain, tokens;
+  for (const RequestOutput& o : run(false)) plain.insert(plain.end(), o.new_tokens.begin(), o.new_tokens.end());
+  std::vector<SamplingSupport> masks;
+  std::vector<std::vector<float>> rows;
+  for (const RequestOutput& o : run(true)) {
+    tokens.insert(tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+    masks.insert(masks.end(), o.new_sampling_masks.begin(), o.new_sampling_masks.end());
+    rows.insert(rows.end(), o.new_logits.begin(), o.new_logits.end());
+  }
+  ASSERT_EQ(tokens, plain);
+  ASSERT_EQ(masks.size(), 16u);
+  ASSERT_EQ(rows.size(), 16u);
+  SamplerScratch scratch;
+  for (size_t i = 0; i < masks.size(); ++i) {
+    SamplingSupport want;
+    const std::span<const int32_t> before(tokens.data(), i);
+    (void)sample_token(rows[i], probe.sampling, 21, static_cast<int64_t>(i), probe.prompt, before, scratch,
+                       LogprobsMode::kRawLogprobs, &want);
+    EXPECT_EQ(masks[i], want) << i;
+    EXPECT_FALSE(masks[i].every_token) << i;
+  }
+}
+
 // The planted violation of the attention's split rule (the split follows the step's sequence
 // count) makes the harness report a difference: the matrix can see a batch-dependent split.
 TEST(CudaEngine, TheHarnessCatchesASplitThatFollowsTheBatch) {
