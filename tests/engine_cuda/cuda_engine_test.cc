@@ -185,14 +185,26 @@ TEST(CudaEngine, TheSameRequestInACrowdGetsTheDigestsItGetsAlone) {
   }
 }
 
-// logprobs_mode on the GPU: raw_logits from the device's values, the processed modes from the host
-// sampler on the copied row; in every mode the same tokens and rows, and each position's values
-// equal the host sampler's definition applied to the row the engine returned (with a neighbour,
-// so decode steps run in CUDA graphs).
-TEST(CudaEngine, EveryLogprobsModeReportsTheHostDefinitionOnTheRowsItReturned) {
-  VOSTI_SKIP_WITHOUT_CUDA();
-  auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
+// The probe's outputs from a new engine under `c`, beside a 3-token neighbour that keeps decode
+// steps in CUDA graphs; also the probe's tokens, in order.
+std::vector<RequestOutput> run_beside_a_neighbour(const std::shared_ptr<const DeviceModel>& model,
+                                                  const EngineConfig& c, const RequestSpec& probe) {
+  auto engine = Engine::create(model, c);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  RequestSpec other = probe;
+  other.prompt = {9, 9, 4};
+  other.return_logits = false;
+  other.sampling_masks = false;
+  EXPECT_TRUE((*engine)->add_request(other, nullptr).ok());
+  std::vector<RequestOutput> outs;
+  EXPECT_TRUE((*engine)->add_request(probe, [&](const RequestOutput& o) { outs.push_back(o); }).ok());
+  while ((*engine)->has_work()) (*engine)->step();
+  return outs;
+}
+
+// A qwen3-tiny probe that samples with top-k and top-p and returns its rows.
+RequestSpec sampling_probe(uint64_t seed) {
   RequestSpec probe;
   probe.prompt = {5, 17, 99, 3, 250, 7, 7, 1};
   probe.max_tokens = 16;
@@ -202,41 +214,49 @@ TEST(CudaEngine, EveryLogprobsModeReportsTheHostDefinitionOnTheRowsItReturned) {
   probe.sampling.top_k = 40;
   probe.sampling.top_p = 0.9f;
   probe.sampling.repetition_penalty = 1.2f;
-  probe.sampling.seed = 9;
+  probe.sampling.seed = seed;
   probe.sampling.num_top_logprobs = 5;
-  struct Got {
-    std::vector<int32_t> tokens;
-    std::vector<ScoredToken> scored;
-    std::vector<std::vector<float>> rows;
-  };
+  return probe;
+}
+
+struct ProbeRun {
+  std::vector<int32_t> tokens;
+  std::vector<ScoredToken> scored;
+  std::vector<std::vector<float>> rows;
+  std::vector<SamplingSupport> masks;
+};
+
+ProbeRun gather(const std::vector<RequestOutput>& outs) {
+  ProbeRun g;
+  for (const RequestOutput& o : outs) {
+    g.tokens.insert(g.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+    g.scored.insert(g.scored.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+    g.rows.insert(g.rows.end(), o.new_logits.begin(), o.new_logits.end());
+    g.masks.insert(g.masks.end(), o.new_sampling_masks.begin(), o.new_sampling_masks.end());
+  }
+  return g;
+}
+
+// logprobs_mode on the GPU: raw_logits from the device's values, the processed modes from the host
+// sampler on the copied row; in every mode the same tokens and rows, and each position's values
+// equal the host sampler's definition applied to the row the engine returned.
+TEST(CudaEngine, EveryLogprobsModeReportsTheHostDefinitionOnTheRowsItReturned) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const RequestSpec probe = sampling_probe(9);
   const auto run = [&](const char* mode) {
     EngineConfig c = cuda_reference();
     c.logprobs_mode = mode;
-    auto engine = Engine::create(*model, c);
-    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-    RequestSpec other = probe;
-    other.prompt = {9, 9, 4};
-    other.return_logits = false;
-    EXPECT_TRUE((*engine)->add_request(other, nullptr).ok());
-    Got g;
-    EXPECT_TRUE((*engine)
-                    ->add_request(probe,
-                                  [&](const RequestOutput& o) {
-                                    g.tokens.insert(g.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-                                    g.scored.insert(g.scored.end(), o.new_logprobs.begin(), o.new_logprobs.end());
-                                    g.rows.insert(g.rows.end(), o.new_logits.begin(), o.new_logits.end());
-                                  })
-                    .ok());
-    while ((*engine)->has_work()) (*engine)->step();
-    return g;
+    return gather(run_beside_a_neighbour(*model, c, probe));
   };
-  const Got raw = run("raw_logprobs");
+  const ProbeRun raw = run("raw_logprobs");
   ASSERT_EQ(raw.tokens.size(), 16u);
   for (const char* name : {"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}) {
     SCOPED_TRACE(name);
     LogprobsMode mode{};
     ASSERT_TRUE(parse_logprobs_mode(name, mode));
-    const Got g = run(name);
+    const ProbeRun g = run(name);
     ASSERT_EQ(g.tokens, raw.tokens);
     ASSERT_EQ(g.rows.size(), raw.rows.size());
     SamplerScratch scratch;
@@ -257,55 +277,27 @@ TEST(CudaEngine, EveryLogprobsModeReportsTheHostDefinitionOnTheRowsItReturned) {
 }
 
 // Sampling masks on the GPU: such rows are finished by the host sampler from the copied row, so
-// each position's support is the host's on the row the engine returned, beside a graph-replaying
-// neighbour; the tokens are those of the same request without masks.
+// each position's support is the host's on the row the engine returned; the tokens are those of
+// the same request without masks.
 TEST(CudaEngine, SamplingMasksAreTheHostSupportOnTheReturnedRows) {
   VOSTI_SKIP_WITHOUT_CUDA();
   auto model = load_device_model(kModels + "/qwen3-tiny", "cuda");
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  RequestSpec probe;
-  probe.prompt = {5, 17, 99, 3, 250, 7, 7, 1};
-  probe.max_tokens = 16;
-  probe.ignore_eos = true;
-  probe.return_logits = true;
-  probe.sampling.temperature = 0.8f;
-  probe.sampling.top_k = 20;
-  probe.sampling.top_p = 0.9f;
-  probe.sampling.seed = 21;
-  const auto run = [&](bool masks) {
-    auto engine = Engine::create(*model, cuda_reference());
-    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-    RequestSpec other = probe;
-    other.prompt = {9, 9, 4};
-    other.return_logits = false;
-    EXPECT_TRUE((*engine)->add_request(other, nullptr).ok());
-    RequestSpec spec = probe;
-    spec.sampling_masks = masks;
-    std::vector<RequestOutput> outs;
-    EXPECT_TRUE((*engine)->add_request(spec, [&](const RequestOutput& o) { outs.push_back(o); }).ok());
-    while ((*engine)->has_work()) (*engine)->step();
-    return outs;
-  };
-  std::vector<int32_t> plain, tokens;
-  for (const RequestOutput& o : run(false)) plain.insert(plain.end(), o.new_tokens.begin(), o.new_tokens.end());
-  std::vector<SamplingSupport> masks;
-  std::vector<std::vector<float>> rows;
-  for (const RequestOutput& o : run(true)) {
-    tokens.insert(tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-    masks.insert(masks.end(), o.new_sampling_masks.begin(), o.new_sampling_masks.end());
-    rows.insert(rows.end(), o.new_logits.begin(), o.new_logits.end());
-  }
-  ASSERT_EQ(tokens, plain);
-  ASSERT_EQ(masks.size(), 16u);
-  ASSERT_EQ(rows.size(), 16u);
+  RequestSpec probe = sampling_probe(21);
+  const ProbeRun plain = gather(run_beside_a_neighbour(*model, cuda_reference(), probe));
+  probe.sampling_masks = true;
+  const ProbeRun g = gather(run_beside_a_neighbour(*model, cuda_reference(), probe));
+  ASSERT_EQ(g.tokens, plain.tokens);
+  ASSERT_EQ(g.masks.size(), 16u);
+  ASSERT_EQ(g.rows.size(), 16u);
   SamplerScratch scratch;
-  for (size_t i = 0; i < masks.size(); ++i) {
+  for (size_t i = 0; i < g.masks.size(); ++i) {
     SamplingSupport want;
-    const std::span<const int32_t> before(tokens.data(), i);
-    (void)sample_token(rows[i], probe.sampling, 21, static_cast<int64_t>(i), probe.prompt, before, scratch,
+    const std::span<const int32_t> before(g.tokens.data(), i);
+    (void)sample_token(g.rows[i], probe.sampling, 21, static_cast<int64_t>(i), probe.prompt, before, scratch,
                        LogprobsMode::kRawLogprobs, &want);
-    EXPECT_EQ(masks[i], want) << i;
-    EXPECT_FALSE(masks[i].every_token) << i;
+    EXPECT_EQ(g.masks[i], want) << i;
+    EXPECT_FALSE(g.masks[i].every_token) << i;
   }
 }
 
