@@ -17,6 +17,7 @@
 
 #include <xxhash.h>
 
+#include "engine/admission.h"
 #include "engine/live_request.h"
 #include "engine/same_architecture.h"
 #include "engine/speculative.h"
@@ -81,12 +82,12 @@ class EngineImpl final : public Engine {
         drafter_(std::move(drafter)) {}
 
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
-    VOSTI_RETURN_IF_ERROR(validate(spec));
+    VOSTI_RETURN_IF_ERROR(validate_request(spec, limits()));
     if (!broken_.ok()) return broken_;
     if (const int level = sleep_level_.load(); level != 0)
       return failed_precondition("the engine is asleep (level " + std::to_string(level) +
                                  "): wake it up (POST /wake_up, LLM.wake_up()) before sending requests");
-    StopConditions stop = stop_conditions(spec);
+    StopConditions stop = stop_conditions(spec, limits());
     StartedGrammar grammar;
     if (spec.structured) {
       VOSTI_ASSIGN_OR_RETURN(std::shared_ptr<GrammarCache> cache, grammar_cache(stop));
@@ -131,8 +132,10 @@ class EngineImpl final : public Engine {
   int sleep_level() const override { return sleep_level_.load(); }
 
  private:
-  Status validate(const RequestSpec& spec) const;
-  StopConditions stop_conditions(const RequestSpec& spec) const;
+  AdmissionLimits limits() const {
+    return {vocab_size_,    config_.max_model_len, num_moe_layers_, model_config_.name,
+            config_.device, tokenizer_.get(),      eos_token_ids_};
+  }
   // The grammar cache, made at the first structured request (any thread).
   Result<std::shared_ptr<GrammarCache>> grammar_cache(const StopConditions& stop);
   void admit_and_abort();
@@ -187,21 +190,6 @@ class EngineImpl final : public Engine {
   int64_t num_generated_ = 0;
 };
 
-StopConditions EngineImpl::stop_conditions(const RequestSpec& spec) const {
-  StopConditions c;
-  for (int64_t id : eos_token_ids_) c.eos_token_ids.push_back(static_cast<int32_t>(id));
-  if (tokenizer_)
-    for (int32_t id : tokenizer_->stop_ids())
-      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
-        c.eos_token_ids.push_back(id);
-  c.stop_token_ids = spec.stop_token_ids;
-  c.stop_strings = spec.stop;
-  c.ignore_eos = spec.ignore_eos;
-  c.include_stop_str_in_output = spec.include_stop_str_in_output;
-  c.max_tokens = spec.max_tokens;
-  return c;
-}
-
 Result<std::shared_ptr<GrammarCache>> EngineImpl::grammar_cache(const StopConditions& stop) {
   std::lock_guard<std::mutex> lock(grammars_mu_);
   // The stop ids of the model and tokenizer (the same for every request: a request's own
@@ -210,40 +198,6 @@ Result<std::shared_ptr<GrammarCache>> EngineImpl::grammar_cache(const StopCondit
     VOSTI_ASSIGN_OR_RETURN(grammars_, GrammarCache::create(*tokenizer_, vocab_size_, stop.eos_token_ids));
   }
   return grammars_;
-}
-
-Status EngineImpl::validate(const RequestSpec& spec) const {
-  const int64_t vocab = vocab_size_;
-  if (spec.prompt.empty()) return invalid_argument("the prompt is empty: give at least one token");
-  for (size_t i = 0; i < spec.prompt.size(); ++i) {
-    if (spec.prompt[i] < 0 || spec.prompt[i] >= vocab)
-      return invalid_argument("prompt token " + std::to_string(i) + " has id " + std::to_string(spec.prompt[i]) +
-                              ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
-  }
-  const int64_t n = static_cast<int64_t>(spec.prompt.size());
-  if (n > config_.max_model_len || (spec.max_tokens > 0 && n >= config_.max_model_len))
-    return invalid_argument("the prompt has " + std::to_string(n) +
-                            " tokens; this deployment's maximum context length is " +
-                            std::to_string(config_.max_model_len) + " tokens, prompt and output together");
-  if (spec.max_tokens < 0) return invalid_argument("max_tokens must be >= 0, got " + std::to_string(spec.max_tokens));
-  VOSTI_RETURN_IF_ERROR(spec.sampling.validate(vocab));
-  if (spec.routed_experts && num_moe_layers_ == 0)
-    return invalid_argument("return_routed_experts needs a mixture-of-experts model; " + model_config_.name +
-                            " has no expert layer");
-  if (!spec.stop.empty() && !tokenizer_)
-    return invalid_argument("stop strings need a tokenizer, and this engine has none");
-  if (spec.structured) {
-    if (!tokenizer_) return invalid_argument("structured outputs need a tokenizer, and this engine has none");
-    // The CUDA runner samples on the device without a token mask yet: the mask (a host bitmask
-    // per sampled row, RequestLogitsTask::allowed) would go to the device sampler with the step's
-    // adjustments (kernels/cuda/sampler), set to -inf before its temperature step.
-    if (config_.device != "cpu")
-      return invalid_argument("structured outputs (" + std::string(structured_kind_name(spec.structured->kind)) +
-                              ") are not applied on the " + config_.device +
-                              " device yet: its device sampler has no token mask; use --device cpu");
-    VOSTI_RETURN_IF_ERROR(spec.structured->validate());
-  }
-  return stop_conditions(spec).validate(vocab);
 }
 
 void EngineImpl::admit_and_abort() {
