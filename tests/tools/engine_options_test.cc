@@ -40,6 +40,8 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
                       "f32",
                       "--attention-split",
                       "64",
+                      "--logprobs-mode",
+                      "processed_logits",
                       "--max-model-len",
                       "300",
                       "--max-num-seqs",
@@ -66,6 +68,7 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
   EXPECT_EQ(c.block_size, 32);
   EXPECT_EQ(c.kv_cache_dtype, "f32");
   EXPECT_EQ(c.attention_split, 64);
+  EXPECT_EQ(c.logprobs_mode, "processed_logits");
   EXPECT_EQ(c.max_model_len, 300);
   EXPECT_EQ(c.max_num_seqs, 3);
   EXPECT_EQ(c.max_num_batched_tokens, 77);
@@ -79,7 +82,7 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
   EXPECT_TRUE(c.check_invariants);
   EXPECT_EQ(c.speculative_config, R"({"method":"ngram","num_speculative_tokens":2})");
   // Every option of the table was given above: the JSON lists no flag this test does not know.
-  EXPECT_EQ(engine_options_json().size(), 17u);
+  EXPECT_EQ(engine_options_json().size(), 18u);
 }
 
 TEST(EngineOptions, NoFlagsLeaveTheCommandsDefaults) {
@@ -113,8 +116,8 @@ TEST(EngineOptions, TheDeploymentSetIsTheDeploymentFields) {
   std::set<std::string> deployment;
   for (const auto& o : engine_options_json())
     if (o["deployment"].get<bool>()) deployment.insert(o["flag"].get<std::string>());
-  EXPECT_EQ(deployment,
-            (std::set<std::string>{"--device", "--backend", "--block-size", "--kv-cache-dtype", "--attention-split"}));
+  EXPECT_EQ(deployment, (std::set<std::string>{"--device", "--backend", "--block-size", "--kv-cache-dtype",
+                                               "--attention-split", "--logprobs-mode"}));
 }
 
 TEST(EngineOptions, BadValuesAreRefused) {
@@ -126,6 +129,7 @@ TEST(EngineOptions, BadValuesAreRefused) {
   EXPECT_NE(parse(c, {"--kv-cache-mb", "0"}), 0);
   EXPECT_NE(parse(c, {"--gpu-memory-utilization", "1.5"}), 0);
   EXPECT_NE(parse(c, {"--threads", "-1"}), 0);
+  EXPECT_NE(parse(c, {"--logprobs-mode", "processed"}), 0);
   EXPECT_EQ(c.device, "cpu");
   EXPECT_EQ(c.backend, "cpu");
 }
