@@ -20,31 +20,12 @@
 #include <vector>
 
 #include "core/engine_config.h"
+#include "core/speculative_config.h"
 #include "core/status.h"
 
 namespace vosti {
 
 struct ModelConfig;
-
-struct SpeculativeConfig {
-  std::string method;                  // "" (off), "ngram" (prompt lookup) or "draft_model"
-  std::string model;                   // draft_model: the draft model's file or directory
-  int32_t num_speculative_tokens = 0;  // k: draft tokens per step at most
-  int32_t prompt_lookup_min = 0;       // ngram: shortest suffix matched (>= 1)
-  int32_t prompt_lookup_max = 0;       // ngram: longest suffix matched (>= prompt_lookup_min)
-
-  bool enabled() const { return !method.empty(); }
-};
-
-inline constexpr int32_t kMaxSpeculativeTokens = 64;
-
-// Parses vLLM's speculative config, e.g. {"method": "ngram", "num_speculative_tokens": 4,
-// "prompt_lookup_max": 4} or {"model": PATH, "num_speculative_tokens": 4} (the method
-// "draft_model", as vLLM infers it). Empty text (or "{}", "null"): speculation off. As vLLM, an
-// ngram config that gives one of prompt_lookup_min/max gets the other equal to it, and neither 5.
-// Errors: kInvalidArgument naming the field (bad JSON, an unknown field, a wrong type, an unknown
-// method, k outside [1, 64], lookup lengths < 1 or min > max, a draft model without "model").
-Result<SpeculativeConfig> parse_speculative_config(std::string_view json);
 
 // Proposes draft tokens from a request's tokens (prompt ++ outputs).
 class Drafter {
