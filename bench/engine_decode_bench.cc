@@ -8,12 +8,19 @@
 //   rollout: --requests requests of --prompt-len random tokens and --output-len sampled tokens
 //            (EOS ignored, temperature 1), all submitted at once, --max-num-seqs running:
 //            wall time and output tok/s (SGLang's deterministic-mode workload is 256 x 1024 /
-//            1024 on a Qwen3-8B shape).
+//            1024 on a Qwen3-8B shape);
+//   speculative: batch-1 decode of one prompt three times in fresh engines: plain, then with k
+//            draft tokens a step that are always right, then always wrong (a drafter replaying the
+//            plain run's output, engine/replay_drafter.h: random-weight models copy nothing, so
+//            this measures the mechanism's ceiling and its cost); tok/s of each and the ratios,
+//            and whether the three outputs are the same tokens (they must be).
+// --speculative-config JSON runs decode and rollout with speculation (vLLM's config).
 // Prints a table and one JSON line per run (--json FILE appends them). A benchmark: its
 // numbers go to docs/BENCHMARKS.md with the command, machine and commit, never into a test.
 //   build/bench/engine_decode_bench --model DIR --device cuda --workload decode|rollout|both
 //       [--prompt-len 1024] [--output-len 256] [--requests 256] [--max-num-seqs 256]
 //       [--max-num-batched-tokens 8192] [--no-cuda-graphs] [--json FILE]
+//       [--speculative-config JSON] [--num-speculative-tokens 4 (the speculative workload's k)]
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -26,6 +33,7 @@
 #endif
 
 #include "engine/engine.h"
+#include "engine/replay_drafter.h"
 #include "runner/load_device_model.h"
 
 using namespace vosti;
@@ -65,7 +73,8 @@ double copy_bandwidth() {
 }
 
 struct Options {
-  std::string model, device = "cuda", workload = "both", json;
+  std::string model, device = "cuda", workload = "both", json, speculative_config;
+  int num_speculative_tokens = 4;
   int prompt_len = 1024, output_len = 256, requests = 256, max_num_seqs = 256, max_num_batched_tokens = 8192;
   bool graphs = true;
   double gpu_memory_utilization = 0.9;
@@ -90,6 +99,7 @@ int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model
   c.max_model_len = o.prompt_len + o.output_len + 16;
   c.cuda_graphs = o.graphs;
   c.gpu_memory_utilization = o.gpu_memory_utilization;
+  c.speculative_config = o.speculative_config;
   auto engine = Engine::create(model, c);
   if (!engine.ok()) {
     std::fprintf(stderr, "decode: %s\n", engine.status().to_string().c_str());
@@ -152,6 +162,7 @@ int run_rollout(const Options& o, const std::shared_ptr<const DeviceModel>& mode
   c.max_model_len = o.prompt_len + o.output_len + 16;
   c.cuda_graphs = o.graphs;
   c.gpu_memory_utilization = o.gpu_memory_utilization;
+  c.speculative_config = o.speculative_config;
   auto engine = Engine::create(model, c);
   if (!engine.ok()) {
     std::fprintf(stderr, "rollout: %s\n", engine.status().to_string().c_str());
@@ -185,14 +196,98 @@ int run_rollout(const Options& o, const std::shared_ptr<const DeviceModel>& mode
                 "{\"workload\":\"rollout\",\"model\":\"%s\",\"device\":\"%s\",\"requests\":%d,\"prompt_len\":%d,"
                 "\"output_len\":%d,\"max_num_seqs\":%d,\"max_num_batched_tokens\":%d,\"cuda_graphs\":%s,"
                 "\"wall_s\":%.3f,\"output_tokens\":%lld,\"output_tok_s\":%.1f,\"finished\":%d,\"steps\":%lld,"
-                "\"preemptions\":%lld,\"forward_s\":%.3f,\"sampling_s\":%.3f,\"kv_blocks\":%lld}",
+                "\"preemptions\":%lld,\"forward_s\":%.3f,\"sampling_s\":%.3f,\"kv_blocks\":%lld,"
+                "\"draft_tokens\":%lld,\"accepted_tokens\":%lld}",
                 model->config().name.c_str(), (*engine)->runner_info().device.c_str(), o.requests, o.prompt_len,
                 o.output_len, o.max_num_seqs, o.max_num_batched_tokens, o.graphs ? "true" : "false", wall,
                 static_cast<long long>(outputs), static_cast<double>(outputs) / wall, done,
                 static_cast<long long>(st.num_steps), static_cast<long long>(st.num_preemptions), st.seconds_in_forward,
-                st.seconds_in_sampling, static_cast<long long>((*engine)->runner_info().num_blocks));
+                st.seconds_in_sampling, static_cast<long long>((*engine)->runner_info().num_blocks),
+                static_cast<long long>(st.num_draft_tokens), static_cast<long long>(st.num_accepted_tokens));
   emit(o, line);
   return done == o.requests ? 0 : 1;
+}
+
+// One greedy request of `prompt` for output_len tokens in a fresh engine (after a 2-token warm-up
+// request of another prompt, which also records the decode graph), with `drafter` when given.
+struct SpecRun {
+  std::vector<int32_t> tokens;
+  double tpot = 0;
+  EngineStats stats;
+};
+
+SpecRun decode_once(const Options& o, const std::shared_ptr<const DeviceModel>& model,
+                    const std::vector<int32_t>& prompt, const std::vector<int32_t>& warm_prompt,
+                    std::shared_ptr<const Drafter> drafter) {
+  EngineConfig c;
+  c.device = o.device;
+  c.max_num_seqs = 1;
+  c.max_num_batched_tokens = std::max(o.prompt_len, 512);
+  c.max_model_len = o.prompt_len + o.output_len + 16;
+  c.cuda_graphs = o.graphs;
+  c.gpu_memory_utilization = o.gpu_memory_utilization;
+  if (drafter)
+    c.speculative_config =
+        R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(o.num_speculative_tokens) + "}";
+  auto engine = Engine::create(model, c, nullptr, std::move(drafter));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "speculative: %s\n", engine.status().to_string().c_str());
+    return {};
+  }
+  SpecRun run;
+  for (const bool measured : {false, true}) {
+    RequestSpec spec;
+    spec.prompt = measured ? prompt : warm_prompt;
+    spec.max_tokens = measured ? o.output_len : 2;
+    spec.ignore_eos = true;
+    spec.sampling.temperature = 0.0f;
+    std::vector<double> times;
+    const double t0 = now_s();
+    if (!(*engine)
+             ->add_request(spec,
+                           [&](const RequestOutput& out) {
+                             for (size_t i = 0; i < out.new_tokens.size(); ++i) {
+                               times.push_back(now_s() - t0);
+                               if (measured) run.tokens.push_back(out.new_tokens[i]);
+                             }
+                           })
+             .ok())
+      return {};
+    while ((*engine)->has_work()) (*engine)->step();
+    if (measured && times.size() >= 2)
+      run.tpot = (times.back() - times.front()) / static_cast<double>(times.size() - 1);
+  }
+  run.stats = (*engine)->stats();
+  return run;
+}
+
+int run_speculative(const Options& o, const std::shared_ptr<const DeviceModel>& model) {
+  std::mt19937_64 rng(3);
+  const int64_t vocab = model->config().vocab_size;
+  const std::vector<int32_t> prompt = random_prompt(rng, o.prompt_len, vocab);
+  const std::vector<int32_t> warm = random_prompt(rng, o.prompt_len, vocab);
+  const SpecRun plain = decode_once(o, model, prompt, warm, nullptr);
+  if (plain.tokens.size() < 2) return 1;
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> known = {{prompt, plain.tokens}};
+  const auto v = static_cast<int32_t>(vocab);
+  const SpecRun right = decode_once(o, model, prompt, warm, std::make_shared<ReplayDrafter>(known, false, v));
+  const SpecRun wrong = decode_once(o, model, prompt, warm, std::make_shared<ReplayDrafter>(known, true, v));
+  if (right.tpot <= 0 || wrong.tpot <= 0) return 1;
+  const bool same = right.tokens == plain.tokens && wrong.tokens == plain.tokens;
+  char line[1024];
+  std::snprintf(line, sizeof line,
+                "{\"workload\":\"speculative\",\"model\":\"%s\",\"device\":\"%s\",\"prompt_len\":%d,"
+                "\"output_len\":%d,\"k\":%d,\"cuda_graphs\":%s,\"plain_tok_s\":%.2f,\"right_tok_s\":%.2f,"
+                "\"wrong_tok_s\":%.2f,\"right_speedup\":%.3f,\"wrong_ratio\":%.4f,\"right_steps\":%lld,"
+                "\"right_accepted\":%lld,\"right_drafted\":%lld,\"wrong_steps\":%lld,\"same_tokens\":%s}",
+                model->config().name.c_str(), o.device.c_str(), o.prompt_len, o.output_len, o.num_speculative_tokens,
+                o.graphs ? "true" : "false", 1.0 / plain.tpot, 1.0 / right.tpot, 1.0 / wrong.tpot,
+                plain.tpot / right.tpot, plain.tpot / wrong.tpot, static_cast<long long>(right.stats.num_steps),
+                static_cast<long long>(right.stats.num_accepted_tokens),
+                static_cast<long long>(right.stats.num_draft_tokens), static_cast<long long>(wrong.stats.num_steps),
+                same ? "true" : "false");
+  emit(o, line);
+  return same ? 0 : 1;
 }
 
 }  // namespace
@@ -224,6 +319,10 @@ int main(int argc, char** argv) {
       o.gpu_memory_utilization = std::stod(next());
     else if (k == "--no-cuda-graphs")
       o.graphs = false;
+    else if (k == "--speculative-config")
+      o.speculative_config = next();
+    else if (k == "--num-speculative-tokens")
+      o.num_speculative_tokens = std::stoi(next());
     else {
       std::fprintf(stderr, "unknown option %s (see the header of bench/engine_decode_bench.cc)\n", k.c_str());
       return 2;
@@ -245,5 +344,6 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (o.workload == "decode" || o.workload == "both") rc |= run_decode(o, *model, copy_bw);
   if (o.workload == "rollout" || o.workload == "both") rc |= run_rollout(o, *model);
+  if (o.workload == "speculative") rc |= run_speculative(o, *model);
   return rc;
 }

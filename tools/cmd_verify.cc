@@ -50,11 +50,9 @@ int run_matrix(const std::vector<std::string>& models, const EngineConfig& deplo
     ref.num_threads = 2;
     ref.check_invariants = true;
     auto requests = make_harness_requests((*model)->config(), full, seed);
-    // Structured outputs join the matrix where the model has a tokenizer and the device masks rows.
+    // Structured outputs join the matrix where the model has a tokenizer.
     std::shared_ptr<const Tokenizer> tokenizer;
-    if (deployment.device == "cpu") {
-      if (auto t = Tokenizer::load_for_model(path); t.ok()) tokenizer = *t;
-    }
+    if (auto t = Tokenizer::load_for_model(path); t.ok()) tokenizer = *t;
     if (tokenizer) add_structured_requests(requests);
     auto variations = make_variations(ref, full);
     if (!speculative_config.empty()) variations.push_back(speculative_variation(ref, speculative_config));

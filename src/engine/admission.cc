@@ -45,13 +45,6 @@ Status validate_request(const RequestSpec& spec, const AdmissionLimits& limits) 
   if (spec.structured) {
     if (limits.tokenizer == nullptr)
       return invalid_argument("structured outputs need a tokenizer, and this engine has none");
-    // The CUDA runner samples on the device without a token mask yet: the mask (a host bitmask
-    // per sampled row, RequestLogitsTask::allowed) would go to the device sampler with the step's
-    // adjustments (kernels/cuda/sampler), set to -inf before its temperature step.
-    if (limits.device != "cpu")
-      return invalid_argument("structured outputs (" + std::string(structured_kind_name(spec.structured->kind)) +
-                              ") are not applied on the " + limits.device +
-                              " device yet: its device sampler has no token mask; use --device cpu");
     VOSTI_RETURN_IF_ERROR(spec.structured->validate());
   }
   return stop_conditions(spec, limits).validate(vocab);

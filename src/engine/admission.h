@@ -22,7 +22,6 @@ struct AdmissionLimits {
   int64_t max_model_len = 0;  // prompt and output together
   int32_t num_moe_layers = 0;
   std::string model_name;
-  std::string device;
   const Tokenizer* tokenizer = nullptr;  // null: the engine has none
   std::span<const int64_t> eos_token_ids;
 };
@@ -33,8 +32,7 @@ StopConditions stop_conditions(const RequestSpec& spec, const AdmissionLimits& l
 
 // OK, or kInvalidArgument naming what the deployment cannot run: an empty prompt or a token outside
 // the vocabulary, a context past max_model_len, bad sampling parameters, routed experts without an
-// expert layer, stop strings or structured outputs without a tokenizer, structured outputs on a
-// device that does not apply them, bad stop conditions.
+// expert layer, stop strings or structured outputs without a tokenizer, bad stop conditions.
 Status validate_request(const RequestSpec& spec, const AdmissionLimits& limits);
 
 }  // namespace vosti

@@ -133,8 +133,7 @@ class EngineImpl final : public Engine {
 
  private:
   AdmissionLimits limits() const {
-    return {vocab_size_,    config_.max_model_len, num_moe_layers_, model_config_.name,
-            config_.device, tokenizer_.get(),      eos_token_ids_};
+    return {vocab_size_, config_.max_model_len, num_moe_layers_, model_config_.name, tokenizer_.get(), eos_token_ids_};
   }
   // The grammar cache, made at the first structured request (any thread).
   Result<std::shared_ptr<GrammarCache>> grammar_cache(const StopConditions& stop);
@@ -579,10 +578,6 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
         "logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or processed_logits, got \"" +
         config.logprobs_mode + "\"");
   VOSTI_ASSIGN_OR_RETURN(SpeculativeConfig speculative, parse_speculative_config(config.speculative_config));
-  if (speculative.enabled() && config.device != "cpu")
-    return invalid_argument("speculative decoding (speculative_config) is not supported on the " + config.device +
-                            " device yet: its runner samples one row per sequence; leave speculative_config "
-                            "empty or use --device cpu");
   if (drafter != nullptr && !speculative.enabled())
     return invalid_argument("a drafter was given but speculative_config does not enable speculation");
   VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, model->make_runner(config));

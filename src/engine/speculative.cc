@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "runner/load_device_model.h"
 
 namespace vosti {
 
@@ -60,29 +61,36 @@ class DraftModelDrafter final : public Drafter {
 Result<std::shared_ptr<const Drafter>> make_draft_model_drafter(const SpeculativeConfig& config,
                                                                 const EngineConfig& target_config,
                                                                 const ModelConfig& target) {
-  if (target_config.device != "cpu")
-    return invalid_argument("speculative_config: the draft model runs on the cpu device only");
-  Result<std::shared_ptr<const Model>> model = Model::load(config.model);
+  // The draft model runs on the target's device, in an engine of its own with its own KV.
+  Result<std::shared_ptr<const DeviceModel>> model = load_device_model(config.model, target_config.device);
   if (!model.ok()) return model.status().with_context("speculative_config: loading the draft model " + config.model);
-  if ((*model)->config().vocab_size != target.vocab_size)
+  const ModelConfig& dc = (*model)->config();
+  if (dc.vocab_size != target.vocab_size)
     return invalid_argument("speculative_config: the draft model " + config.model + " has a vocabulary of " +
-                            std::to_string((*model)->config().vocab_size) + " tokens, the target " +
-                            std::to_string(target.vocab_size) + ": a draft model must share the target's tokenizer");
+                            std::to_string(dc.vocab_size) + " tokens, the target " + std::to_string(target.vocab_size) +
+                            ": a draft model must share the target's tokenizer");
   EngineConfig c;
-  c.device = "cpu";
+  c.device = target_config.device;
   c.backend = target_config.backend;
+  c.kv_cache_dtype = target_config.kv_cache_dtype;
+  c.cuda_graphs = target_config.cuda_graphs;
   c.block_size = target_config.block_size;
   c.max_model_len = target_config.max_model_len;
   c.num_threads = target_config.num_threads;
   c.max_num_seqs = 1;
   c.max_num_batched_tokens = 512;
   c.enable_prefix_caching = true;
-  const ModelConfig& dc = (*model)->config();
-  const int64_t bytes_per_token =
-      2 * dc.num_layers * dc.num_kv_heads * dc.head_dim * static_cast<int64_t>(sizeof(float));
   // One context and two blocks: a proposal runs alone, and the blocks the last one freed stay cached
-  // (lazy eviction), so the next proposal's prompt, one verify step longer, hits them.
-  c.kv_cache_bytes = (static_cast<int64_t>(c.max_model_len) + 2 * c.block_size) * bytes_per_token;
+  // (lazy eviction), so the next proposal's prompt, one verify step longer, hits them. On the GPU
+  // the blocks are counted (the target's pool took its share of the memory first).
+  const int64_t blocks = (static_cast<int64_t>(c.max_model_len) + c.block_size - 1) / c.block_size + 2;
+  if (c.device == "cpu") {
+    const int64_t bytes_per_token =
+        2 * dc.num_layers * dc.num_kv_heads * dc.head_dim * static_cast<int64_t>(sizeof(float));
+    c.kv_cache_bytes = blocks * c.block_size * bytes_per_token;
+  } else {
+    c.num_blocks = blocks;
+  }
   auto engine = Engine::create(*model, c);
   if (!engine.ok()) return engine.status().with_context("speculative_config: the draft model's engine");
   return std::shared_ptr<const Drafter>(std::make_shared<const DraftModelDrafter>(std::move(engine).value()));

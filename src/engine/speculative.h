@@ -50,11 +50,12 @@ class NgramDrafter final : public Drafter {
 };
 
 // The drafter of an enabled config for an engine of `engine_config` serving a model of `target`.
-// draft_model: the model at config.model loaded on the cpu and run greedily by an engine of its
-// own (its own KV cache, prefix caching on, so each proposal computes only the new tokens).
+// draft_model: the model at config.model loaded on the target's device and run greedily by an
+// engine of its own (its own KV cache, prefix caching on, so each proposal computes only the new
+// tokens).
 // REQUIRES: config came from parse_speculative_config and is enabled.
-// Errors: kInvalidArgument when the draft model cannot load, is not on the cpu, or has another
-// vocabulary size than the target (named); the draft engine's errors.
+// Errors: kInvalidArgument when the draft model cannot load or has another vocabulary size than
+// the target (named); the draft engine's errors.
 Result<std::shared_ptr<const Drafter>> make_drafter(const SpeculativeConfig& config, const EngineConfig& engine_config,
                                                     const ModelConfig& target);
 

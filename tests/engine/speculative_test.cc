@@ -9,6 +9,7 @@
 #include <map>
 
 #include "engine/engine.h"
+#include "engine/replay_drafter.h"
 #include "engine/speculative.h"
 #include "model/model.h"
 #include "runner/device_model.h"
@@ -154,32 +155,12 @@ std::vector<RequestSpec> request_set(int32_t max_tokens = 28) {
   return specs;
 }
 
-// Proposes the known output of each prompt (or, `wrong`, every token of it plus one): a drafter
-// whose drafts are always right (or always wrong), whatever the model.
-class ReplayDrafter final : public Drafter {
- public:
-  ReplayDrafter(const std::vector<RequestSpec>& specs, const Outcome& reference, bool wrong) : wrong_(wrong) {
-    for (size_t i = 0; i < specs.size(); ++i) known_.push_back({specs[i].prompt, reference.records[i].tokens});
-  }
-  std::vector<int32_t> propose(std::span<const int32_t> tokens, int32_t max_tokens) const override {
-    for (const auto& [prompt, output] : known_) {
-      if (tokens.size() < prompt.size() || !std::equal(prompt.begin(), prompt.end(), tokens.begin())) continue;
-      const size_t at = tokens.size() - prompt.size();
-      if (!std::equal(output.begin(), output.begin() + static_cast<std::ptrdiff_t>(std::min(at, output.size())),
-                      tokens.begin() + static_cast<std::ptrdiff_t>(prompt.size())))
-        continue;
-      std::vector<int32_t> draft;
-      for (size_t i = at; i < output.size() && static_cast<int32_t>(draft.size()) < max_tokens; ++i)
-        draft.push_back(wrong_ ? (output[i] + 1) % 300 : output[i]);
-      return draft;
-    }
-    return {};
-  }
-
- private:
-  bool wrong_;
-  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> known_;
-};
+// A drafter whose drafts are always right (or always wrong): the reference's outputs replayed.
+std::shared_ptr<const Drafter> replay(const std::vector<RequestSpec>& specs, const Outcome& reference, bool wrong) {
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> known;
+  for (size_t i = 0; i < specs.size(); ++i) known.push_back({specs[i].prompt, reference.records[i].tokens});
+  return std::make_shared<const ReplayDrafter>(std::move(known), wrong, 300);
+}
 
 TEST(SpeculativeConfig, ParsesVllmsNgramConfigAndNamesEachProblem) {
   auto c = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})");
@@ -305,12 +286,12 @@ TEST(Speculation, DraftsAlwaysRightOrAlwaysWrongGiveTheReferenceOutput) {
   const Outcome plain = run("qwen3-tiny", specs, base_config());
   EngineConfig c = base_config();
   c.speculative_config = ngram(4);
-  const Outcome right = run("qwen3-tiny", specs, c, std::make_shared<ReplayDrafter>(specs, plain, false));
+  const Outcome right = run("qwen3-tiny", specs, c, replay(specs, plain, false));
   expect_same(plain, right, "drafts always right");
   EXPECT_GT(right.stats.num_draft_tokens, 0);
   EXPECT_EQ(right.stats.num_accepted_tokens, right.stats.num_draft_tokens);
   EXPECT_LT(right.stats.num_steps * 3, plain.stats.num_steps) << "k = 4 right drafts should take ~5x fewer steps";
-  const Outcome wrong = run("qwen3-tiny", specs, c, std::make_shared<ReplayDrafter>(specs, plain, true));
+  const Outcome wrong = run("qwen3-tiny", specs, c, replay(specs, plain, true));
   expect_same(plain, wrong, "drafts always wrong");
   EXPECT_GT(wrong.stats.num_draft_tokens, 0);
   EXPECT_EQ(wrong.stats.num_accepted_tokens, 0);
@@ -329,7 +310,7 @@ TEST(Speculation, StopTokensAndMaxTokensInsideAnAcceptedRunEndWhereTheyEndWithou
   for (size_t i = 0; i < specs.size(); i += 3) EXPECT_LE(plain.records[i].tokens.size(), 4u);
   EngineConfig c = base_config();
   c.speculative_config = ngram(8);
-  const Outcome spec = run("qwen3-tiny", specs, c, std::make_shared<ReplayDrafter>(specs, free_run, false));
+  const Outcome spec = run("qwen3-tiny", specs, c, replay(specs, free_run, false));
   expect_same(plain, spec, "stops inside accepted runs");
   EXPECT_GT(spec.stats.num_accepted_tokens, 0);
 }
@@ -342,8 +323,7 @@ TEST(Speculation, AbortMidRunLeavesNoKvBlock) {
       EngineConfig c = base_config();
       c.enable_prefix_caching = caching;
       c.speculative_config = ngram(6);
-      const Outcome aborted =
-          run("qwen3-tiny", specs, c, std::make_shared<ReplayDrafter>(specs, plain, abort_after % 2 == 0), abort_after);
+      const Outcome aborted = run("qwen3-tiny", specs, c, replay(specs, plain, abort_after % 2 == 0), abort_after);
       for (const Record& r : aborted.records) EXPECT_EQ(r.finish, FinishReason::kAbort);
       // run() checks num_blocks_used == 0 after the aborts.
     }
@@ -357,14 +337,14 @@ TEST(Speculation, ATinyCacheAndAWarmPrefixCacheChangeNothing) {
   c.speculative_config = ngram(3);
   c.num_blocks = 40;  // the least that fits one request: preemptions with drafts in flight
   c.max_num_batched_tokens = 7;
-  const Outcome tiny = run("qwen3-tiny", specs, c, std::make_shared<ReplayDrafter>(specs, plain, false));
+  const Outcome tiny = run("qwen3-tiny", specs, c, replay(specs, plain, false));
   expect_same(plain, tiny, "tiny cache, budget 7");
   std::vector<RequestSpec> twice = specs;
   twice.insert(twice.end(), specs.begin(), specs.end());
   c = base_config();
   c.speculative_config = ngram(3);
   c.num_blocks = 200;
-  const Outcome warm = run("qwen3-tiny", twice, c, std::make_shared<ReplayDrafter>(specs, plain, false));
+  const Outcome warm = run("qwen3-tiny", twice, c, replay(specs, plain, false));
   Outcome second;
   second.records.assign(warm.records.begin() + static_cast<std::ptrdiff_t>(specs.size()), warm.records.end());
   expect_same(plain, second, "prefix cache shared with speculating requests");

@@ -3,7 +3,8 @@
 // row the GPU produced; the same request among many others gives the digests it gets alone;
 // the KV pool sized from the memory fraction; requests the pool cannot hold get a clear error;
 // the mixture-of-experts families (Qwen3-MoE, Mixtral) in the harness, their routed experts
-// returned for every position and compared with the CPU engine's.
+// returned for every position and compared with the CPU engine's; speculative decoding (replayed,
+// n-gram and draft-model drafts) equal to plain decode.
 // GPU only (skips with "no CUDA device").
 #include <gtest/gtest.h>
 
@@ -11,6 +12,8 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/replay_drafter.h"
+#include "runner/cuda/device_rows.h"
 #include "runner/load_device_model.h"
 #include "sample/sampler.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
@@ -320,20 +323,111 @@ TEST(CudaEngine, TheHarnessCatchesASplitThatFollowsTheBatch) {
   EXPECT_GT(differing, 0) << "the harness did not see a split that follows the batch";
 }
 
-// The CUDA runner samples one row per sequence: speculation is refused at create, by name.
-TEST(CudaEngine, SpeculativeDecodingIsRefusedNamingTheFeature) {
+// What one request produced under speculation or without it.
+struct SpecRecord {
+  std::vector<int32_t> tokens;
+  std::vector<ScoredToken> logprobs;
+  std::vector<LogitsDigest> digests;
+  std::string error;
+};
+
+// Runs the specs together in one engine on the GPU; returns their records and the engine's stats.
+std::pair<std::vector<SpecRecord>, EngineStats> run_specs(const std::shared_ptr<const DeviceModel>& model,
+                                                          const std::vector<RequestSpec>& specs, const EngineConfig& c,
+                                                          std::shared_ptr<const Drafter> drafter = nullptr) {
+  auto engine = Engine::create(model, c, nullptr, std::move(drafter));
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  std::vector<SpecRecord> records(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SpecRecord& r = records[i];
+    EXPECT_TRUE((*engine)
+                    ->add_request(specs[i],
+                                  [&r](const RequestOutput& o) {
+                                    r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+                                    r.logprobs.insert(r.logprobs.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+                                    r.digests.insert(r.digests.end(), o.new_digests.begin(), o.new_digests.end());
+                                    if (o.finished) r.error = o.error;
+                                  })
+                    .ok());
+  }
+  while ((*engine)->has_work()) (*engine)->step();
+  const EngineStats stats = (*engine)->stats();
+  EXPECT_EQ(stats.num_blocks_used, 0) << "a finished request left KV blocks behind";
+  return {std::move(records), stats};
+}
+
+// Speculative decoding on the GPU: a verify chunk's k + 1 rows are sampled on the device (checked
+// against the host sampler), and drafts always right, always wrong, n-gram and a draft model (on
+// the GPU too) all give every token, logprob and digest of plain decode, greedy and seeded.
+TEST(CudaEngine, SpeculationGivesEveryTokenAndDigestOfPlainDecode) {
   VOSTI_SKIP_WITHOUT_CUDA();
-  auto model = load_device_model(kModels + "/llama-tiny", "cuda");
+  const std::string target = kModels + "/qwen3-tiny";
+  auto model = load_device_model(target, "cuda");
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  EngineConfig c;
-  c.device = "cuda";
-  c.gpu_memory_utilization = 0.2;
-  c.max_model_len = 256;
+  std::vector<RequestSpec> specs;
+  std::vector<int32_t> pattern;
+  for (int i = 0; i < 30; ++i) pattern.push_back((i % 7) * 13 + 5);
+  for (const std::vector<int32_t>& prompt : {pattern, std::vector<int32_t>{3, 1, 4, 1, 5, 9, 2, 6}}) {
+    for (const bool seeded : {false, true}) {
+      RequestSpec s;
+      s.prompt = prompt;
+      s.max_tokens = 40;
+      s.ignore_eos = true;
+      s.sampling.temperature = seeded ? 0.8f : 0.0f;
+      s.sampling.top_p = seeded ? 0.9f : 1.0f;
+      s.sampling.seed = seeded ? 77 : 0;
+      s.sampling.num_top_logprobs = 2;
+      s.logits_digests = true;
+      specs.push_back(std::move(s));
+    }
+  }
+  EngineConfig c = cuda_reference();
+  c.block_size = 4;  // drafts cross blocks; roll-backs free them
+  c.num_blocks = 128;
+  c.max_num_batched_tokens = 61;
+  const auto [plain, plain_stats] = run_specs(*model, specs, c);
+  const auto expect_plain = [&](const std::vector<SpecRecord>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), plain.size());
+    for (size_t r = 0; r < got.size(); ++r) {
+      EXPECT_EQ(got[r].error, "") << what << ", request " << r;
+      EXPECT_EQ(got[r].tokens, plain[r].tokens) << what << ", request " << r;
+      EXPECT_EQ(got[r].digests, plain[r].digests) << what << ", request " << r;
+      ASSERT_EQ(got[r].logprobs.size(), plain[r].logprobs.size()) << what;
+      for (size_t p = 0; p < got[r].logprobs.size(); ++p)
+        EXPECT_TRUE(same_scored(got[r].logprobs[p], plain[r].logprobs[p])) << what << ", request " << r << " at " << p;
+    }
+  };
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> known;
+  for (size_t i = 0; i < specs.size(); ++i) known.push_back({specs[i].prompt, plain[i].tokens});
+  const int32_t vocab = static_cast<int32_t>((*model)->config().vocab_size);
   c.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 4})";
-  auto engine = Engine::create(*model, c);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(engine.status().message().find("speculative decoding"), std::string::npos) << engine.status().message();
+  const auto [right, right_stats] = run_specs(*model, specs, c, std::make_shared<ReplayDrafter>(known, false, vocab));
+  expect_plain(right, "drafts always right");
+  EXPECT_GT(right_stats.num_draft_tokens, 0);
+  EXPECT_EQ(right_stats.num_accepted_tokens, right_stats.num_draft_tokens);
+  EXPECT_LT(right_stats.num_steps * 3, plain_stats.num_steps) << "k = 4 right drafts should take ~5x fewer steps";
+  const auto [wrong, wrong_stats] = run_specs(*model, specs, c, std::make_shared<ReplayDrafter>(known, true, vocab));
+  expect_plain(wrong, "drafts always wrong");
+  EXPECT_EQ(wrong_stats.num_accepted_tokens, 0);
+  for (const int k : {1, 3, 8}) {
+    c.speculative_config = R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
+                           R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 3})";
+    const auto [ngram, ngram_stats] = run_specs(*model, specs, c);
+    expect_plain(ngram, "ngram k = " + std::to_string(k));
+    EXPECT_GT(ngram_stats.num_draft_tokens, 0) << k;
+  }
+  // The draft model: the target itself, on the GPU (its greedy drafts are right for the greedy requests).
+  c.speculative_config = R"({"model": ")" + target + R"(", "num_speculative_tokens": 4})";
+  const auto [drafted, drafted_stats] = run_specs(*model, specs, c);
+  expect_plain(drafted, "draft model");
+  EXPECT_GT(drafted_stats.num_accepted_tokens * 4, drafted_stats.num_draft_tokens);
+  std::printf(
+      "[ speculation on cuda ] steps: plain %lld, right %lld, wrong %lld, draft model %lld (%lld of %lld accepted)\n",
+      static_cast<long long>(plain_stats.num_steps), static_cast<long long>(right_stats.num_steps),
+      static_cast<long long>(wrong_stats.num_steps), static_cast<long long>(drafted_stats.num_steps),
+      static_cast<long long>(drafted_stats.num_accepted_tokens),
+      static_cast<long long>(drafted_stats.num_draft_tokens));
 }
 
 TEST(CudaEngine, ThePoolIsSizedFromTheMemoryFraction) {

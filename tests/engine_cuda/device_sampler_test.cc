@@ -1,5 +1,5 @@
-// The device sampler and digests (kernels/cuda/sampler/sampler_kernels.h, digest_kernels.h) against
-// the host's sample_token / score_token / logits_digest on the same rows, bit for bit: random
+// The device sampler, digests and token masks (kernels/cuda/sampler/) against the host's
+// sample_token / score_token / logits_digest / apply_token_bitmask on the same rows, bit for bit: random
 // rows with ties, infinities, NaN and signed zeros, flat and peaked, under random sampling
 // parameters (greedy, temperature, top-k, top-p, min-p, penalties, logit bias) and seeds, in
 // one batch and alone. GPU only (skips with "no CUDA device"); rows the GPU's own forward
@@ -14,8 +14,10 @@
 
 #include "kernels/cuda/sampler/digest_kernels.h"
 #include "kernels/cuda/sampler/sampler_kernels.h"
+#include "kernels/cuda/sampler/token_mask_kernels.h"
 #include "runner/cuda/device_rows.h"
 #include "runner/cpu/host_rows.h"
+#include "sample/token_bitmask.h"
 #include "tests/kernels_cuda/cuda_test_util.h"
 
 namespace vosti {
@@ -214,6 +216,52 @@ TEST(DeviceDigest, MatchesTheHostDigest) {
     }
   }
   EXPECT_EQ(digest_rows(nullptr, 60, 60, nullptr, 1, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// The device token mask writes what the host's apply_token_bitmask writes, byte for byte, on the
+// rows it names and on no other row: random masks (dense, sparse, one token), vocabularies that end
+// inside a mask word.
+TEST(DeviceTokenMask, MatchesTheHostMask) {
+  VOSTI_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(3);
+  for (const int64_t vocab : {61, 320, 1025, 49152, 151936, 262208}) {
+    const int64_t stride = (vocab + 7) / 8 * 8, words = token_mask_words(vocab);
+    const int rows = 5;
+    std::vector<float> logits(static_cast<size_t>(stride * rows));
+    std::normal_distribution<float> n(0.0f, 2.0f);
+    for (float& x : logits) x = n(rng);
+    const std::vector<int32_t> which = {3, 0, 4};
+    std::vector<uint32_t> masks(which.size() * static_cast<size_t>(words), 0u);
+    for (size_t k = 0; k < which.size(); ++k) {
+      uint32_t* m = masks.data() + k * static_cast<size_t>(words);
+      if (k == 0) {
+        for (int64_t w = 0; w < words; ++w) m[w] = rng();  // about half allowed
+      } else if (k == 1) {
+        for (int i = 0; i < 40; ++i) {  // sparse
+          const auto t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+          m[t >> 5] |= 1u << (t & 31);
+        }
+      } else {
+        const auto t = static_cast<int32_t>(vocab - 1);  // one token: the last
+        m[t >> 5] |= 1u << (t & 31);
+      }
+    }
+    DeviceBuffer<float> d_logits(logits);
+    DeviceBuffer<int32_t> d_rows(which);
+    DeviceBuffer<uint32_t> d_masks(masks);
+    ASSERT_TRUE(apply_token_masks(d_logits.get(), stride, vocab, d_rows.get(), d_masks.get(), words,
+                                  static_cast<int64_t>(which.size()), nullptr)
+                    .ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> want = logits;
+    for (size_t k = 0; k < which.size(); ++k)
+      apply_token_bitmask(
+          std::span<float>(want.data() + which[k] * stride, static_cast<size_t>(vocab)),
+          std::span<const uint32_t>(masks.data() + k * static_cast<size_t>(words), static_cast<size_t>(words)));
+    const std::vector<float> got = d_logits.download();
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "vocab " << vocab;
+  }
+  EXPECT_EQ(apply_token_masks(nullptr, 64, 64, nullptr, nullptr, 1, 1, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -256,6 +256,10 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
     x.num_aborted_neighbours = 4;
     x.config.max_num_batched_tokens = 61;
   });
+  // Speculative decoding: n-gram drafts of k tokens verified in the step (every device).
+  for (int32_t k : {1, 3, 8})
+    v.push_back(speculative_variation(ref, R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
+                                               R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 3})"));
   if (ref.device == "cpu") {
     // Window-local KV (docs/SPEC.md section 4): the sliding-window layers' blocks in a pool of their
     // own, released as the window passes them; with hits, and in a pool so small that released
@@ -271,9 +275,6 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
         x.config.max_num_batched_tokens = budget;
         x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;
       });
-    for (int32_t k : {1, 3, 8})
-      v.push_back(speculative_variation(ref, R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
-                                                 R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 3})"));
     for (int32_t t : {1, 3})
       add("threads=" + std::to_string(t), [&](Variation& x) {
         x.config.num_threads = t;

@@ -8,16 +8,19 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/speculative_config.h"
 #include "kernels/cuda/attention/attention_plan.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/sampler/digest_kernels.h"
 #include "kernels/cuda/sampler/sampler_kernels.h"
+#include "kernels/cuda/sampler/token_mask_kernels.h"
 #include "runner/cpu/host_rows.h"
 #include "runner/cuda/cuda_graphs.h"
 #include "runner/cuda/device_buffers.h"
 #include "runner/cuda/device_rows.h"
 #include "runner/cuda/step_buffer.h"
 #include "runner/step_batch.h"
+#include "sample/token_bitmask.h"
 
 namespace vosti {
 namespace {
@@ -90,6 +93,8 @@ class CudaRunner final : public ModelRunner {
   std::vector<int32_t> logit_rows_;                  // [G or R] token rows of the logits rows
   std::vector<SamplerRowTask> graph_tasks_;          // [G] a graph step's tasks, by sequence
   std::vector<int32_t> digest_rows_;                 // [D] rows of the last logits chunk digested on the device
+  std::vector<int32_t> mask_rows_;                   // [K] rows of the last logits chunk with a token mask
+  std::vector<uint32_t> masks_;                      // [K, mask words] their masks
   std::vector<std::pair<int64_t, int64_t>> chunks_;  // (first logits row, rows): score rows, then the sampled rows
   std::vector<LogitsDigest> score_digests_;          // [R] host digests of the scored prompt rows that want one
   std::vector<float> host_row_;                      // [vocab] staging for those digests
@@ -126,8 +131,12 @@ Status CudaRunner::allocate() {
   cap_.seqs = config_.max_num_seqs;
   cap_.tokens = config_.max_num_batched_tokens;
   cap_.stride = cdiv(max_len, config_.block_size);
-  cap_.logit_rows = cdiv(std::min(cap_.tokens, std::max<int64_t>(cap_.seqs, 64)), kLogitAlign) * kLogitAlign;
-  cap_.adjusts = std::min(cap_.seqs, cap_.logit_rows) * kAdjustsPerRow;
+  // A speculating sequence samples each of its k + 1 verify rows; the sampled rows are the step's
+  // last logits chunk, so the logits buffer holds them all.
+  VOSTI_ASSIGN_OR_RETURN(SpeculativeConfig speculative, parse_speculative_config(config_.speculative_config));
+  cap_.sampled = std::min(cap_.tokens, cap_.seqs * (1 + int64_t{speculative.num_speculative_tokens}));
+  cap_.logit_rows = cdiv(std::min(cap_.tokens, std::max<int64_t>(cap_.sampled, 64)), kLogitAlign) * kLogitAlign;
+  cap_.adjusts = std::min(cap_.sampled, cap_.logit_rows) * kAdjustsPerRow;
   // The step buffer at its largest: every region at capacity (the attention plan's per-split items
   // bounded by the rows and partial slots of an eager step, or by a graph's rows' splits).
   const int32_t split = config_.attention_split > 0 ? config_.attention_split : kAttnDefaultSplit;
@@ -142,7 +151,9 @@ Status CudaRunner::allocate() {
   most.per_split = std::max(cap_.tokens + partial_bound, cap_.seqs * cdiv(max_len, split));
   most.folded.fill(cap_.tokens);
   most.adjusts = cap_.adjusts;
-  most.digests = cap_.seqs;
+  most.digests = cap_.sampled;
+  most.masks = cap_.sampled;
+  most.mask_words = token_mask_words(c.vocab_size);
   cap_.step_bytes = static_cast<int64_t>(make_step_layout(most).bytes);
   VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   VOSTI_ASSIGN_OR_RETURN(buffers_, CudaRunnerBuffers::allocate(*model_, cap_, stream_));
@@ -227,11 +238,6 @@ Result<StepResult> CudaRunner::execute(const StepPlan& plan, std::span<const Req
 // The step's batch, attention plan and logits rows, written to the step buffer and copied to the
 // device in one transfer.
 Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) {
-  // Host buffers hold one sampled row per sequence (digests, whole rows): a verify chunk's
-  // several sampled rows do not fit them yet. Engine::create refuses speculation on cuda.
-  for (const RequestLogitsTask& t : tasks)
-    if (t.num_draft > 0)
-      return unimplemented("speculative decoding (speculative_config) is not supported on the cuda device yet");
   build_step_batch(plan, tasks, config_.block_size, StepBatchOptions{true, cap_.adjusts}, batch_);
   const int64_t S = batch_.num_seqs;
   VOSTI_CHECK(batch_.num_tokens() >= 1 && batch_.num_tokens() <= cap_.tokens && S <= cap_.seqs,
@@ -259,6 +265,9 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
       graph_rows_ > 0 ? std::span<const SamplerRowTask>(graph_tasks_) : std::span<const SamplerRowTask>(batch_.tasks);
   arrays.adjusts = batch_.adjusts;
   arrays.digest_rows = digest_rows_;
+  arrays.mask_rows = mask_rows_;
+  arrays.masks = masks_;
+  arrays.mask_words = token_mask_words(model_->config().vocab_size);
   if (tensor_core_attn_) arrays.attention = attn_plans_;
   arrays.per_split_capacity = graph_rows_ * max_splits_;
   step_ =
@@ -286,6 +295,8 @@ void CudaRunner::plan_logits_rows(std::span<const RequestLogitsTask> tasks) {
   rows_.assign(static_cast<size_t>(R), LogitsRow{});
   score_digests_.assign(static_cast<size_t>(R), LogitsDigest{});
   digest_rows_.clear();
+  mask_rows_.clear();
+  masks_.clear();
   logit_rows_.clear();
   if (G > 0) {
     for (int64_t k = 0; k < G; ++k) logit_rows_.push_back(static_cast<int32_t>(k));
@@ -302,6 +313,11 @@ void CudaRunner::plan_logits_rows(std::span<const RequestLogitsTask> tasks) {
     if (G > 0) graph_tasks_[static_cast<size_t>(o.at)] = batch_.tasks[static_cast<size_t>(k)];
     if (w.kind == RowKind::kScore) o.host_digest = t.digest;  // rare (echo + digests): copied back whole
     if (w.kind != RowKind::kSample) continue;
+    if (const std::span<const uint32_t> mask = t.allowed_at(w.sample_index); !mask.empty()) {
+      VOSTI_CHECK(static_cast<int64_t>(mask.size()) == token_mask_words(vocab), "a token mask's size");
+      mask_rows_.push_back(static_cast<int32_t>(o.at - sample_begin));
+      masks_.insert(masks_.end(), mask.begin(), mask.end());
+    }
     const bool device_digest = t.digest && vocab >= kMinDeviceDigestVocab;
     o.copy_row = t.full_logits || config_.check_device_sampler || !o.device || (t.digest && !device_digest);
     if (device_digest) {
@@ -347,6 +363,10 @@ Status CudaRunner::launch() {
   const int64_t vocab = model_->config().vocab_size, vocab_rows = model_->dims().vocab_rows;
   if (!chunks_.empty()) {  // the last chunk: sampler, digests, whole rows
     const auto [begin, n] = chunks_.back();
+    // Structured outputs: the masked rows first, in place, so the sampler, the digests and the
+    // whole rows all read the row the mask left (as the host runner's).
+    VOSTI_RETURN_IF_ERROR(apply_token_masks(buffers_.logits(), vocab_rows, vocab, step_.mask_rows, step_.masks,
+                                            token_mask_words(vocab), static_cast<int64_t>(mask_rows_.size()), stream_));
     VOSTI_RETURN_IF_ERROR(sample_chunk(begin, n));
     if (!digest_rows_.empty()) {
       VOSTI_RETURN_IF_ERROR(digest_rows(buffers_.logits(), vocab_rows, vocab, step_.digest_rows,
@@ -356,7 +376,7 @@ Status CudaRunner::launch() {
       const WantedRow& w = batch_.wanted[static_cast<size_t>(batch_.logit_order[k])];
       if (w.kind != RowKind::kSample) continue;
       if (rows_[k].copy_row) {
-        VOSTI_CHECK(static_cast<int64_t>(slot) < cap_.seqs, "a sampled row beyond the host rows' capacity");
+        VOSTI_CHECK(static_cast<int64_t>(slot) < cap_.sampled, "a sampled row beyond the host rows' capacity");
         VOSTI_CUDA_RETURN_IF_ERROR(
             cudaMemcpyAsync(buffers_.rows_host() + slot * vocab, buffers_.logits() + (rows_[k].at - begin) * vocab_rows,
                             static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_));

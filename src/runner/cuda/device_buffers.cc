@@ -105,9 +105,9 @@ Result<CudaRunnerBuffers> CudaRunnerBuffers::allocate(const CudaModel& model, co
   VOSTI_RETURN_IF_ERROR(alloc(b.scratch_, cap.logit_rows * vocab, sizeof(float), "sampler scratch"));
   VOSTI_RETURN_IF_ERROR(alloc(b.results_dev_, cap.tokens, sizeof(SamplerRowResult), "sampler results"));
   VOSTI_RETURN_IF_ERROR(alloc_pinned(b.results_host_, cap.tokens, sizeof(SamplerRowResult), "sampler results"));
-  VOSTI_RETURN_IF_ERROR(alloc(b.digests_dev_, cap.seqs * 2, sizeof(uint64_t), "digests"));
-  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.digests_host_, cap.seqs * 2, sizeof(uint64_t), "digests"));
-  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.rows_host_, cap.seqs * vocab, sizeof(float), "logits rows on the host"));
+  VOSTI_RETURN_IF_ERROR(alloc(b.digests_dev_, cap.sampled * 2, sizeof(uint64_t), "digests"));
+  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.digests_host_, cap.sampled * 2, sizeof(uint64_t), "digests"));
+  VOSTI_RETURN_IF_ERROR(alloc_pinned(b.rows_host_, cap.sampled * vocab, sizeof(float), "logits rows on the host"));
   if (model.num_moe_layers() > 0) {
     VOSTI_RETURN_IF_ERROR(alloc_pinned(b.routed_host_, cap.tokens * model.num_moe_layers() * model.moe().top_k,
                                        sizeof(int32_t), "routed experts on the host"));

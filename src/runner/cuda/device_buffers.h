@@ -50,6 +50,7 @@ class CudaActivationBuffers {
 struct RunnerCapacity {
   int64_t tokens = 0;      // token rows a step (max_num_batched_tokens)
   int64_t seqs = 0;        // sequences a step (max_num_seqs)
+  int64_t sampled = 0;     // sampled rows a step: one a sequence, 1 + k under speculation (<= tokens)
   int64_t stride = 0;      // block-table entries a sequence (max_model_len / block_size)
   int64_t logit_rows = 0;  // logits rows computed at once (a step's score rows run in chunks of it)
   int64_t adjusts = 0;     // sampler adjustment entries a step
@@ -79,9 +80,9 @@ class CudaRunnerBuffers {
   float* scratch() const { return scratch_.as<float>(); }  // [logit_rows, vocab] adjusted logits
   SamplerRowResult* results_device() const { return results_dev_.as<SamplerRowResult>(); }  // [tokens]
   const SamplerRowResult* results_host() const { return results_host_.as<SamplerRowResult>(); }
-  uint64_t* digests_device() const { return digests_dev_.as<uint64_t>(); }  // [seqs, 2]
+  uint64_t* digests_device() const { return digests_dev_.as<uint64_t>(); }  // [sampled, 2]
   const uint64_t* digests_host() const { return digests_host_.as<uint64_t>(); }
-  float* rows_host() const { return rows_host_.as<float>(); }  // [seqs, vocab] whole rows that come back
+  float* rows_host() const { return rows_host_.as<float>(); }  // [sampled, vocab] whole rows that come back
   // [tokens, MoE layers, top_k] the step's routing on the host (MoE models; else null).
   const int32_t* routed_host() const { return routed_host_.as<int32_t>(); }
   float* partials() const { return partials_.as<float>(); }

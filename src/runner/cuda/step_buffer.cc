@@ -49,6 +49,8 @@ StepLayout make_step_layout(const StepShape& s) {
   l.tasks = take(n(s.logit_rows) * sizeof(SamplerRowTask));
   l.adjusts = take(n(s.adjusts) * sizeof(SamplerAdjust));
   l.digest_rows = take(n(s.digests) * sizeof(int32_t));
+  l.mask_rows = take(n(s.masks) * sizeof(int32_t));
+  l.masks = take(n(s.masks) * n(s.mask_words) * sizeof(uint32_t));
   l.bytes = next;
   return l;
 }
@@ -82,6 +84,9 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
   }
   shape.adjusts = static_cast<int64_t>(a.adjusts.size());
   shape.digests = static_cast<int64_t>(a.digest_rows.size());
+  shape.masks = static_cast<int64_t>(a.mask_rows.size());
+  shape.mask_words = a.mask_words;
+  VOSTI_CHECK(a.masks.size() == a.mask_rows.size() * static_cast<size_t>(a.mask_words), "one mask per masked row");
   VOSTI_CHECK(a.tasks.size() == a.logit_rows.size(), "one sampler task per logits row");
   const StepLayout l = make_step_layout(shape);
   VOSTI_CHECK(l.bytes <= capacity, "the step needs " + std::to_string(l.bytes) + " bytes of a " +
@@ -111,6 +116,8 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
   put(host, l.tasks, a.tasks);
   put(host, l.adjusts, a.adjusts);
   put(host, l.digest_rows, a.digest_rows);
+  put(host, l.mask_rows, a.mask_rows);
+  put(host, l.masks, a.masks);
 
   DeviceStep d;
   d.bytes = l.bytes;
@@ -134,6 +141,8 @@ DeviceStep write_step(const StepBatch& b, const StepArrays& a, char* host, char*
   d.tasks = at<SamplerRowTask>(device, l.tasks);
   d.adjusts = at<SamplerAdjust>(device, l.adjusts);
   d.digest_rows = at<int32_t>(device, l.digest_rows);
+  d.mask_rows = at<int32_t>(device, l.mask_rows);
+  d.masks = at<uint32_t>(device, l.masks);
   return d;
 }
 

@@ -11,7 +11,8 @@
 //   block_tables [S, stride]
 //     read by graphs too, last: its size follows the step's stride, which the kernels read on
 //     the device (at offset 0);
-//   folded_w [F_w] per plan, tasks [R], adjusts [A], digest_rows [D]
+//   folded_w [F_w] per plan, tasks [R], adjusts [A], digest_rows [D], mask_rows [K],
+//   masks [K, mask_words]
 //     what eager launches and the sampler (never captured) read.
 // A step copies [0, bytes) of it: everything it uses, nothing past it.
 // Thread safety: pure functions over the caller's buffers.
@@ -41,6 +42,8 @@ struct StepShape {
   std::array<int64_t, kMaxAttentionWindows> folded{};  // F_w: plan w's folded items
   int64_t adjusts = 0;                                 // A
   int64_t digests = 0;                                 // D
+  int64_t masks = 0;                                   // K: token masks (structured outputs)
+  int64_t mask_words = 0;                              // words of one mask
 };
 
 struct StepLayout {
@@ -49,7 +52,7 @@ struct StepLayout {
   PerPlan counts{}, merges{}, per_split{};
   size_t block_tables = 0;
   PerPlan folded{};
-  size_t tasks = 0, adjusts = 0, digest_rows = 0;
+  size_t tasks = 0, adjusts = 0, digest_rows = 0, mask_rows = 0, masks = 0;
   size_t bytes = 0;
 };
 
@@ -57,11 +60,14 @@ StepLayout make_step_layout(const StepShape& shape);
 
 // What a step writes beyond its StepBatch, in the runner's order.
 struct StepArrays {
-  int64_t graph_rows = 0;                    // > 0: a decode graph's G; token rows past T are padding
-  std::span<const int32_t> logit_rows;       // [R] token rows whose logits are computed
-  std::span<const SamplerRowTask> tasks;     // [R]
-  std::span<const SamplerAdjust> adjusts;    // [A]
-  std::span<const int32_t> digest_rows;      // [D] rows of the sampler's logits chunk digested on the device
+  int64_t graph_rows = 0;                  // > 0: a decode graph's G; token rows past T are padding
+  std::span<const int32_t> logit_rows;     // [R] token rows whose logits are computed
+  std::span<const SamplerRowTask> tasks;   // [R]
+  std::span<const SamplerAdjust> adjusts;  // [A]
+  std::span<const int32_t> digest_rows;    // [D] rows of the sampler's logits chunk digested on the device
+  std::span<const int32_t> mask_rows;      // [K] rows of the sampler's logits chunk masked on the device
+  std::span<const uint32_t> masks;         // [K, mask_words] their token masks (sample/token_bitmask.h)
+  int64_t mask_words = 0;
   std::span<const AttentionPlan> attention;  // the tensor-core attention's plans (one per window), or none
   int64_t per_split_capacity = 0;            // graph steps: P of the layout (>= each plan's per-split items)
 };
@@ -74,6 +80,8 @@ struct DeviceStep {
   const SamplerRowTask* tasks = nullptr;
   const SamplerAdjust* adjusts = nullptr;
   const int32_t* digest_rows = nullptr;
+  const int32_t* mask_rows = nullptr;
+  const uint32_t* masks = nullptr;
   size_t bytes = 0;  // of the one transfer
 };
 
