@@ -129,7 +129,7 @@ int cmd_verify(int argc, char** argv) {
   app.add_option("--speculative-config", speculative_config,
                  "matrix: add speculative decoding with this config (vLLM's JSON, e.g. "
                  "'{\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":4}') as a variation; "
-                 "on cpu the matrix already holds n-gram k = 1, 3, 8");
+                 "the matrix already holds n-gram k = 1, 3, 8");
   add_engine_options(app, deployment, EngineOptionSet::kDeployment);
   app.footer(
       "--attention-split 64 exercises the split states within the harness's 128-token contexts (512 with "
