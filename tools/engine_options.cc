@@ -77,7 +77,7 @@ const EngineOption kOptions[] = {
     {"--no-prefix-caching", FIELD(enable_prefix_caching), Form::kOffSwitch, Check::kNone, kAnyValue, Kind::kExecution,
      "disable the prefix cache"},
     {"--window-local-kv", FIELD(window_local_kv), Form::kSwitch, Check::kNone, kAnyValue, Kind::kExecution,
-     "cpu: sliding-window layers keep only the KV blocks their window reads (same bits, less memory)"},
+     "sliding-window layers keep only the KV blocks their window reads (same bits, less memory)"},
     {"--no-cuda-graphs", FIELD(cuda_graphs), Form::kOffSwitch, Check::kNone, kAnyValue, Kind::kExecution,
      "cuda: launch every step's kernels instead of replaying graphs (same bits, slower)"},
     {"--threads", FIELD(num_threads), Form::kValue, Check::kNonNegative, kAnyValue, Kind::kExecution,

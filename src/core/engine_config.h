@@ -32,9 +32,9 @@ struct EngineConfig {
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 0;  // 0: the model's max_position_embeddings (capped by the cache)
   bool enable_prefix_caching = true;
-  // cpu: window-local KV memory (docs/SPEC.md section 4): the sliding-window layers keep only the
+  // Window-local KV memory (docs/SPEC.md section 4): the sliding-window layers keep only the
   // blocks their window still reads, in a pool and tables of their own. Never changes a logit;
-  // no effect on a model without sliding-window layers. cuda: refused at start (not yet).
+  // no effect on a model without sliding-window layers.
   bool window_local_kv = false;
   // Speculative decoding, as vLLM's --speculative-config JSON (engine/speculative.h): "" is off;
   // {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, "prompt_lookup_max": b}

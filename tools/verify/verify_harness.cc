@@ -260,21 +260,21 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
   for (int32_t k : {1, 3, 8})
     v.push_back(speculative_variation(ref, R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
                                                R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 3})"));
-  if (ref.device == "cpu") {
-    // Window-local KV (docs/SPEC.md section 4): the sliding-window layers' blocks in a pool of their
-    // own, released as the window passes them; with hits, and in a pool so small that released
-    // blocks are handed out again at once. No effect on a model without sliding-window layers.
-    add("window_kv,warm", [&](Variation& x) {
+  // Window-local KV (docs/SPEC.md section 4): the sliding-window layers' blocks in a pool of their
+  // own, released as the window passes them; with hits, and in a pool so small that released
+  // blocks are handed out again at once. No effect on a model without sliding-window layers.
+  add("window_kv,warm", [&](Variation& x) {
+    x.config.window_local_kv = true;
+    x.config.max_num_batched_tokens = 61;
+    x.warm_prefix_cache = true;
+  });
+  for (int32_t budget : {7, 512})
+    add("window_kv,tiny_cache,budget=" + std::to_string(budget), [&](Variation& x) {
       x.config.window_local_kv = true;
-      x.config.max_num_batched_tokens = 61;
-      x.warm_prefix_cache = true;
+      x.config.max_num_batched_tokens = budget;
+      x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;
     });
-    for (int32_t budget : {7, 512})
-      add("window_kv,tiny_cache,budget=" + std::to_string(budget), [&](Variation& x) {
-        x.config.window_local_kv = true;
-        x.config.max_num_batched_tokens = budget;
-        x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;
-      });
+  if (ref.device == "cpu") {
     for (int32_t t : {1, 3})
       add("threads=" + std::to_string(t), [&](Variation& x) {
         x.config.num_threads = t;

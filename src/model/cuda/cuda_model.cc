@@ -393,15 +393,17 @@ Status CudaModel::run_layer(int64_t li, const CudaBatch& b, const CudaActivation
   VOSTI_RETURN_IF_ERROR(rope(a.qkv, d.qkv_rows, T, nhi, hdi, b.positions, inv_freq, c.rope_layout, stream));
   VOSTI_RETURN_IF_ERROR(rope(k, d.qkv_rows, T, nkvi, hdi, b.positions, inv_freq, c.rope_layout, stream));
   // Rule 4: this step's K/V go into the cache first; every query then reads through it.
-  VOSTI_RETURN_IF_ERROR(kv_write(k, v, d.qkv_rows, T, b.slots, kv, stream));
+  // A sliding-window layer under window-local KV writes and reads through its window table.
+  const bool window_table = b.window_slots != nullptr && spec.sliding_window > 0;
+  VOSTI_RETURN_IF_ERROR(kv_write(k, v, d.qkv_rows, T, window_table ? b.window_slots : b.slots, kv, stream));
   AttentionArgs at;
   at.q = a.qkv;
   at.q_row_stride = d.qkv_rows;
   at.num_heads = nhi;
   at.positions = b.positions;
   at.row_seq = b.row_seq;
-  at.block_tables = b.block_tables;
-  at.block_table_stride = b.block_table_stride;
+  at.block_tables = window_table ? b.window_block_tables : b.block_tables;
+  at.block_table_stride = window_table ? b.window_block_table_stride : b.block_table_stride;
   at.scale = c.attention_scale;
   at.window = windows_[static_cast<size_t>(window)];
   at.out = a.attn;

@@ -165,8 +165,13 @@ struct CudaBatch {
   const int32_t* row_seq = nullptr;             // [T] sequence of each row
   const int32_t* block_tables = nullptr;        // [num_seqs, *block_table_stride]
   const int32_t* block_table_stride = nullptr;  // device scalar
-  int64_t num_logit_rows = 0;                   // R (host value)
-  const int32_t* logit_rows = nullptr;          // [R] distinct rows < T whose logits are wanted
+  // Window-local KV (null without it): the sliding-window layers' slots and tables, read by those
+  // layers instead of slots and block_tables (their KV views point into the window pool).
+  const int32_t* window_slots = nullptr;               // [T]
+  const int32_t* window_block_tables = nullptr;        // [num_seqs, *window_block_table_stride]
+  const int32_t* window_block_table_stride = nullptr;  // device scalar
+  int64_t num_logit_rows = 0;                          // R (host value)
+  const int32_t* logit_rows = nullptr;                 // [R] distinct rows < T whose logits are wanted
   // The tensor-core attention's plans of these rows (attention_eager_view or attention_graph_view),
   // one per window of CudaModel::windows(), in that order; unused where the deployment runs the
   // per-query attention (tensor_core_attention()).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -117,10 +118,6 @@ Status CudaRunner::allocate() {
   if (c.vocab_size > kMaxSamplerVocab)
     return unimplemented("the CUDA runner samples vocabularies of at most " + std::to_string(kMaxSamplerVocab) +
                          " tokens; this model has " + std::to_string(c.vocab_size));
-  if (config_.window_local_kv)
-    return unimplemented(
-        "window_local_kv (--window-local-kv) runs on the cpu device only for now: the cuda runner keeps every "
-        "layer's whole block table; run without it");
   DType kv_dtype = DType::kBF16;
   if (config_.kv_cache_dtype == "f32") {
     kv_dtype = DType::kF32;
@@ -154,11 +151,16 @@ Status CudaRunner::allocate() {
   most.digests = cap_.sampled;
   most.masks = cap_.sampled;
   most.mask_words = token_mask_words(c.vocab_size);
+  // Window tables where the deployment keeps window-local KV on a model with window layers.
+  most.window_stride = config_.window_local_kv && c.kv_layer_groups().num_window_layers > 0 ? cap_.stride : 0;
   cap_.step_bytes = static_cast<int64_t>(make_step_layout(most).bytes);
   VOSTI_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   VOSTI_ASSIGN_OR_RETURN(buffers_, CudaRunnerBuffers::allocate(*model_, cap_, stream_));
-  VOSTI_RETURN_IF_ERROR(buffers_.allocate_kv(*model_, config_, kv_dtype));
-  const int64_t cache_tokens = buffers_.num_blocks() * config_.block_size;
+  VOSTI_RETURN_IF_ERROR(buffers_.allocate_kv(*model_, config_, kv_dtype, max_len));
+  // Without full layers (window-local KV of a model whose every layer has a window) nothing holds
+  // a whole prefix: the window pool bounds no length.
+  const int64_t cache_tokens = buffers_.kv_pools().full_layers ? buffers_.num_blocks() * config_.block_size
+                                                               : std::numeric_limits<int32_t>::max();
   if (config_.max_model_len > cache_tokens)
     return invalid_argument("max_model_len " + std::to_string(config_.max_model_len) + " exceeds the KV cache (" +
                             std::to_string(cache_tokens) + " tokens): raise the cache or lower max_model_len");
@@ -209,6 +211,9 @@ void CudaRunner::describe(DType kv_dtype, int64_t max_len) {
   info_.block_size = config_.block_size;
   info_.max_model_len = static_cast<int32_t>(max_len);
   info_.kv_cache_bytes = buffers_.kv_bytes();
+  info_.kv_window = buffers_.kv_pools().window;
+  info_.num_window_blocks = buffers_.kv_pools().num_window_blocks;
+  info_.full_kv_layers = buffers_.kv_pools().full_layers;
   info_.weight_bytes = static_cast<int64_t>(model_->num_weight_bytes());
   char desc[256];
   std::snprintf(desc, sizeof desc, "cuda:%d %s (sm_%d, %d SMs, %.1f GiB)%s", dev.ordinal, dev.name.c_str(),
@@ -242,7 +247,8 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
   const int64_t S = batch_.num_seqs;
   VOSTI_CHECK(batch_.num_tokens() >= 1 && batch_.num_tokens() <= cap_.tokens && S <= cap_.seqs,
               "the plan exceeds the runner's token or sequence caps");
-  VOSTI_CHECK(batch_.block_table_stride <= cap_.stride, "a block table is longer than max_model_len allows");
+  VOSTI_CHECK(batch_.block_table_stride <= cap_.stride && batch_.window_block_table_stride <= cap_.stride,
+              "a block table is longer than max_model_len allows");
   if (tensor_core_attn_) VOSTI_RETURN_IF_ERROR(plan_attention_of());
   // A decode graph runs the step where it is a decode step whose attention needs no folded items
   // (a graph launches the per-split items only) and whose per-split items fit the graph's region.
@@ -270,6 +276,9 @@ Status CudaRunner::fill(const StepPlan& plan, std::span<const RequestLogitsTask>
   arrays.mask_words = token_mask_words(model_->config().vocab_size);
   if (tensor_core_attn_) arrays.attention = attn_plans_;
   arrays.per_split_capacity = graph_rows_ * max_splits_;
+  // A graph reads the tables from the same addresses at every replay: with window tables after the
+  // full ones, both at the runner's largest stride.
+  if (graph_rows_ > 0 && !batch_.window_slots.empty()) arrays.table_stride = cap_.stride;
   step_ =
       write_step(batch_, arrays, buffers_.step_host(), buffers_.step_device(), static_cast<size_t>(cap_.step_bytes));
   VOSTI_CUDA_RETURN_IF_ERROR(

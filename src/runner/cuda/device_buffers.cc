@@ -115,7 +115,8 @@ Result<CudaRunnerBuffers> CudaRunnerBuffers::allocate(const CudaModel& model, co
   return b;
 }
 
-Status CudaRunnerBuffers::allocate_kv(const CudaModel& model, const EngineConfig& config, DType kv_dtype) {
+Status CudaRunnerBuffers::allocate_kv(const CudaModel& model, const EngineConfig& config, DType kv_dtype,
+                                      int64_t max_len) {
   const ModelConfig& c = model.config();
   if (config.gpu_memory_utilization <= 0.0 || config.gpu_memory_utilization > 1.0)
     return invalid_argument("gpu_memory_utilization must be in (0, 1], got " +
@@ -124,30 +125,55 @@ Status CudaRunnerBuffers::allocate_kv(const CudaModel& model, const EngineConfig
   const size_t elem = kv_element_bytes(kv_dtype);
   const int64_t layer_elems_per_block = bs * c.num_kv_heads * c.head_dim;
   const int64_t bytes_per_block = 2 * c.num_layers * layer_elems_per_block * static_cast<int64_t>(elem);
-  int64_t num_blocks = config.num_blocks;
-  if (num_blocks <= 0) {  // what the memory fraction leaves after everything allocated so far
+  // The pools' sizes: EngineConfig::num_blocks, else the memory the fraction leaves after
+  // everything allocated so far (one block of every layer per bytes_per_block).
+  EngineConfig sizing = config;
+  sizing.max_model_len = static_cast<int32_t>(max_len);
+  if (config.num_blocks <= 0) {
     size_t free_bytes = 0, total_bytes = 0;
     VOSTI_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
     const double reserved = (1.0 - config.gpu_memory_utilization) * static_cast<double>(total_bytes);
     const double budget = static_cast<double>(free_bytes) - reserved - static_cast<double>(kHeadroomBytes);
-    num_blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(bytes_per_block)) : 0;
-    if (num_blocks <= 0)
+    const int64_t blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(bytes_per_block)) : 0;
+    if (blocks <= 0)
       return resource_exhausted("no GPU memory left for the KV cache: " + std::to_string(free_bytes >> 20) +
                                 " MiB free of " + std::to_string(total_bytes >> 20) +
                                 " MiB after the weights and buffers; raise --gpu-memory-utilization (now " +
                                 std::to_string(config.gpu_memory_utilization) + ") or lower --max-num-batched-tokens");
+    sizing.kv_cache_bytes = blocks * bytes_per_block;
   }
-  num_blocks = std::min<int64_t>(num_blocks, (int64_t{1} << 31) / bs - 1);  // slots are int32
-  VOSTI_ASSIGN_OR_RETURN(kv_pool_, DeviceMemory::allocate(static_cast<size_t>(num_blocks * bytes_per_block),
-                                                          "the KV cache (" + std::to_string(num_blocks) + " blocks)"));
-  const size_t side_bytes = static_cast<size_t>(num_blocks * layer_elems_per_block) * elem;  // one layer's K
+  pools_ = kv_pool_sizes(c, sizing, static_cast<int64_t>(elem));
+  if (pools_.num_blocks <= 0) return resource_exhausted("the KV cache holds no block");
+  const KvLayerGroups groups = c.kv_layer_groups();
+  const bool window_local = pools_.window > 0;
+  const int64_t full_layers = window_local ? groups.num_full_layers : c.num_layers;
+  const int64_t full_blocks = pools_.full_layers ? pools_.num_blocks : 0;
+  const size_t full_side = static_cast<size_t>(full_blocks * layer_elems_per_block) * elem;  // one layer's K
+  const size_t window_side = static_cast<size_t>(pools_.num_window_blocks * layer_elems_per_block) * elem;
+  if (full_layers > 0 && full_blocks > 0) {
+    VOSTI_ASSIGN_OR_RETURN(kv_pool_,
+                           DeviceMemory::allocate(2 * static_cast<size_t>(full_layers) * full_side,
+                                                  "the KV cache (" + std::to_string(full_blocks) + " blocks)"));
+  }
+  if (window_local) {
+    VOSTI_ASSIGN_OR_RETURN(
+        window_pool_, DeviceMemory::allocate(
+                          2 * static_cast<size_t>(groups.num_window_layers) * window_side,
+                          "the window layers' KV cache (" + std::to_string(pools_.num_window_blocks) + " blocks)"));
+    VOSTI_CUDA_RETURN_IF_ERROR(cudaMemset(window_pool_.as<void>(), 0, window_pool_.bytes()));
+  }
   kv_.resize(static_cast<size_t>(c.num_layers));
+  int64_t full_index = 0, window_index = 0;
   for (int64_t li = 0; li < c.num_layers; ++li) {
+    const bool window_layer = window_local && c.layers[static_cast<size_t>(li)].sliding_window > 0;
     CudaKvLayer& k = kv_[static_cast<size_t>(li)];
-    k.k = kv_pool_.as<char>() + (2 * li) * side_bytes;
-    k.v = kv_pool_.as<char>() + (2 * li + 1) * side_bytes;
+    char* base = window_layer ? window_pool_.as<char>() : kv_pool_.as<char>();
+    const size_t side = window_layer ? window_side : full_side;
+    const int64_t index = window_layer ? window_index++ : full_index++;
+    k.k = base + (2 * index) * side;
+    k.v = base + (2 * index + 1) * side;
     k.dtype = kv_dtype;
-    k.num_blocks = num_blocks;
+    k.num_blocks = window_layer ? pools_.num_window_blocks : full_blocks;
     k.block_size = static_cast<int>(bs);
     k.num_kv_heads = static_cast<int>(c.num_kv_heads);
     k.head_dim = static_cast<int>(c.head_dim);

@@ -6,6 +6,7 @@
 //     results, the device digests and the whole rows that come back to the host;
 //   - the KV pool: per layer K and V [num_blocks, num_kv_heads, block_size, head_dim] in the
 //     deployment's KV dtype, sized from what the memory fraction leaves (or EngineConfig::num_blocks);
+//     with window-local KV, a second pool for the sliding-window layers (allocate_kv);
 //   - the tensor-core attention's split states (partials).
 // Thread safety: one owner (the runner); the memory is used on the runner's stream.
 #pragma once
@@ -22,6 +23,7 @@
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/sampler/sampler_kernels.h"
 #include "model/cuda/cuda_model.h"
+#include "runner/kv_pool_sizes.h"
 
 namespace vosti {
 
@@ -64,15 +66,21 @@ class CudaRunnerBuffers {
   static Result<CudaRunnerBuffers> allocate(const CudaModel& model, const RunnerCapacity& cap, cudaStream_t stream);
 
   // The KV pool of EngineConfig::num_blocks blocks (0: what gpu_memory_utilization leaves of the
-  // device's memory now, less a headroom). Errors: kResourceExhausted naming the pool (and how to
-  // make room), kInvalidArgument for a bad memory fraction.
-  Status allocate_kv(const CudaModel& model, const EngineConfig& config, DType kv_dtype);
+  // device's memory now, less a headroom). With window-local KV (EngineConfig::window_local_kv on
+  // a model with sliding-window layers) the memory splits as runner/kv_pool_sizes.h says for
+  // sequences of max_len tokens: the full layers' pool and the window layers' pool, each layer's
+  // view into its own; the window pool is zeroed once (a released window-table entry is read as
+  // block 0, whose finite values the attention's mask zeroes exactly: step_buffer.h).
+  // Errors: kResourceExhausted naming the pool (and how to make room), kInvalidArgument for a bad
+  // memory fraction.
+  Status allocate_kv(const CudaModel& model, const EngineConfig& config, DType kv_dtype, int64_t max_len);
   // `slots` split states of the tensor-core attention. Errors: kResourceExhausted.
   Status allocate_partials(const CudaModel& model, int32_t slots);
 
   const CudaKvLayer* kv() const { return kv_.data(); }  // [num_layers]
-  int64_t num_blocks() const { return kv_.empty() ? 0 : kv_[0].num_blocks; }
-  int64_t kv_bytes() const { return static_cast<int64_t>(kv_pool_.bytes()); }
+  const KvPoolSizes& kv_pools() const { return pools_; }
+  int64_t num_blocks() const { return pools_.num_blocks; }
+  int64_t kv_bytes() const { return static_cast<int64_t>(kv_pool_.bytes() + window_pool_.bytes()); }
   char* step_host() const { return step_host_.as<char>(); }
   char* step_device() const { return step_dev_.as<char>(); }
   const CudaActivations& acts() const { return acts_.view(); }
@@ -98,8 +106,10 @@ class CudaRunnerBuffers {
   CudaActivationBuffers acts_;
   DeviceMemory logits_, scratch_, results_dev_, digests_dev_;
   PinnedMemory results_host_, digests_host_, rows_host_, routed_host_;
-  DeviceMemory kv_pool_;         // [num_layers][K, V][num_blocks, num_kv_heads, block_size, head_dim]
-  std::vector<CudaKvLayer> kv_;  // [num_layers] views into kv_pool_
+  DeviceMemory kv_pool_;      // [full layers][K, V][num_blocks, num_kv_heads, block_size, head_dim]
+  DeviceMemory window_pool_;  // [window layers][K, V][num_window_blocks, ...] (window-local KV)
+  KvPoolSizes pools_;
+  std::vector<CudaKvLayer> kv_;  // [num_layers] views into kv_pool_ or window_pool_
   DeviceMemory partials_;        // [partial_slots, num_heads, head_dim + 2] f32
   int32_t partial_slots_ = 0;
 };

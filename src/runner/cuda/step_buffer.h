@@ -3,18 +3,24 @@
 // device in one transfer, and the device view the forward and the sampler read.
 //
 // Layout (byte offsets; each region starts 64-byte aligned), in this order:
-//   stride [1], token_ids [T], positions [T], slots [T], row_seq [T], logit_rows [R], then per
+//   stride [1], window_stride [1], token_ids [T], positions [T], slots [T], row_seq [T],
+//   window_slots [T or 0], logit_rows [R], then per
 //   attention plan w < W (one per sliding window of the model: CudaModel::windows()):
 //   counts_w [4] (attention_plan_counts), merges_w [M], per_split_w [P]
 //     the arrays a CUDA graph reads: for a decode graph of G rows, T = R = M = G and P =
 //     G x (the most splits a row can have), so their offsets are the same at every replay;
-//   block_tables [S, stride]
-//     read by graphs too, last: its size follows the step's stride, which the kernels read on
-//     the device (at offset 0);
+//   block_tables [S, stride], window_block_tables [S, window_stride] (window-local KV only)
+//     read by graphs too, last: their sizes follow the step's strides, which the kernels read on
+//     the device (at offsets 0 and 64); a graph step with window tables pads both to the runner's
+//     largest stride (StepArrays::table_stride), so that every offset is the same at each replay;
 //   folded_w [F_w] per plan, tasks [R], adjusts [A], digest_rows [D], mask_rows [K],
 //   masks [K, mask_words]
 //     what eager launches and the sampler (never captured) read.
 // A step copies [0, bytes) of it: everything it uses, nothing past it.
+// Window tables: a released leading entry (kNoBlock) is written as block 0. The tensor-core
+// attention reads the entries of a window's first KV tile that lie before the window (their scores
+// are then masked to -inf, so their weights are exact zeros whatever finite values they hold); the
+// window pool is zeroed at allocation and only ever written with finite K/V, so block 0 is finite.
 // Thread safety: pure functions over the caller's buffers.
 #pragma once
 
@@ -36,6 +42,7 @@ struct StepShape {
   int64_t seqs = 0;                                    // S
   int64_t logit_rows = 0;                              // R
   int64_t stride = 0;                                  // block-table entries per sequence
+  int64_t window_stride = 0;                           // window-table entries per sequence (0: none)
   int windows = 1;                                     // W: attention plans (0: none)
   int64_t merges = 0;                                  // M: room for each plan's merges (a graph's G)
   int64_t per_split = 0;                               // P: room for each plan's per-split items (a graph's capacity)
@@ -48,9 +55,10 @@ struct StepShape {
 
 struct StepLayout {
   using PerPlan = std::array<size_t, kMaxAttentionWindows>;
-  size_t stride = 0, token_ids = 0, positions = 0, slots = 0, row_seq = 0, logit_rows = 0;
+  size_t stride = 0, window_stride = 0, token_ids = 0, positions = 0, slots = 0, row_seq = 0, window_slots = 0,
+         logit_rows = 0;
   PerPlan counts{}, merges{}, per_split{};
-  size_t block_tables = 0;
+  size_t block_tables = 0, window_block_tables = 0;
   PerPlan folded{};
   size_t tasks = 0, adjusts = 0, digest_rows = 0, mask_rows = 0, masks = 0;
   size_t bytes = 0;
@@ -70,6 +78,7 @@ struct StepArrays {
   int64_t mask_words = 0;
   std::span<const AttentionPlan> attention;  // the tensor-core attention's plans (one per window), or none
   int64_t per_split_capacity = 0;            // graph steps: P of the layout (>= each plan's per-split items)
+  int64_t table_stride = 0;                  // > 0: both table matrices written at this stride (graph steps)
 };
 
 // The step as the device reads it.
