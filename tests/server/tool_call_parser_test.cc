@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "server/tool_call_stream.h"
+#include "tests/test_paths.h"
 
 namespace vosti {
 namespace {
@@ -110,6 +114,20 @@ TEST(ToolCallParserTest, FamilyTable) {
   EXPECT_EQ(tool_call_parser_for_template("{% if tools %}<|python_tag|>{% endif %}"), "llama3_json");
   EXPECT_EQ(tool_call_parser_for_template("{{ messages }}"), "hermes");  // no tools: the fallback's format
   EXPECT_EQ(make_tool_call_parser("nope"), nullptr);
+}
+
+// The real templates the tokenizer tests carry pick their families' parsers.
+TEST(ToolCallParserTest, FamilyTableOnRealTemplates) {
+  const auto read = [](const std::string& name) {
+    std::ifstream in(vosti::testing::source_dir() + "/tests/fuzz/corpus/chat_template_fuzz/" + name);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_FALSE(text.str().empty()) << name;
+    return text.str();
+  };
+  EXPECT_EQ(tool_call_parser_for_template(read("template_qwen3")), "hermes");
+  EXPECT_EQ(tool_call_parser_for_template(read("template_llama3_2")), "llama3_json");
+  EXPECT_EQ(tool_call_parser_for_template(read("template_smollm2")), "hermes");  // no tools: the fallback
 }
 
 TEST(ToolCallParserTest, ScanJsonValue) {
