@@ -19,6 +19,7 @@
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/openai_service.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/engine_options.h"
@@ -37,6 +38,8 @@ struct ServeFlags {
   int64_t max_body_bytes = 8 << 20;
   double shutdown_timeout_s = 30;
   bool no_access_log = false;
+  std::string tool_call_parser;  // empty: the model family's (server/tool_call_parser.h)
+  bool enable_auto_tool_choice = false;
 };
 
 // Blocks SIGINT/SIGTERM in this thread and every thread started after; returns the set.
@@ -139,6 +142,15 @@ int run_serve(const ServeFlags& f) {
   service_options.served_model_name =
       f.served_model_name.empty() ? std::filesystem::path(f.model).stem().string() : f.served_model_name;
   service_options.api_key = f.api_key;
+  service_options.tool_call_parser = f.tool_call_parser;
+  service_options.enable_auto_tool_choice = f.enable_auto_tool_choice;
+  if (f.enable_auto_tool_choice) {
+    const std::string parser = !f.tool_call_parser.empty() ? f.tool_call_parser
+                               : (*tokenizer)->chat_template()
+                                   ? tool_call_parser_for_template(*(*tokenizer)->chat_template())
+                                   : "hermes";
+    std::fprintf(stderr, "vosti serve: tool_choice \"auto\" parses tool calls with the %s parser\n", parser.c_str());
+  }
   service_options.model_file = *file;
   service_options.digester = std::move(digester);
   HttpServer* server_ptr = nullptr;
@@ -188,6 +200,16 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--no-access-log", f.no_access_log, "do not print one JSON line per request on stderr");
+  app.add_option("--tool-call-parser", f.tool_call_parser,
+                 "the tool-call format tool_choice \"auto\" parses: " + tool_call_parser_names() +
+                     " (default: the model family's, from its chat template)")
+      ->check([](const std::string& name) {
+        return make_tool_call_parser(name) && name.rfind("forced", 0) != 0
+                   ? std::string()
+                   : "unknown tool-call parser '" + name + "' (choose " + tool_call_parser_names() + ")";
+      });
+  app.add_flag("--enable-auto-tool-choice", f.enable_auto_tool_choice,
+               "serve tool_choice \"auto\" (the default with tools): parse the model's own tool calls");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -134,6 +134,20 @@ def _chat_messages(conversation: Any) -> List[dict]:
                     raise ValueError(f"message {i}: content parts must be {{'type': 'text', 'text': str}}")
                 parts.append(part["text"])
             m["content"] = "".join(parts)
+        if m.get("tool_calls"):
+            # OpenAI sends a call's arguments as JSON text; transformers' templates take a dict (vLLM's reading).
+            calls = []
+            for call in m["tool_calls"]:
+                call = dict(call)
+                fn = dict(call.get("function") or {})
+                if isinstance(fn.get("arguments"), str):
+                    try:
+                        fn["arguments"] = json.loads(fn["arguments"])
+                    except ValueError as e:
+                        raise ValueError(f"message {i}: tool call arguments are not JSON: {e}") from None
+                call["function"] = fn
+                calls.append(call)
+            m["tool_calls"] = calls
         out.append(m)
     return out
 
@@ -313,18 +327,27 @@ class LLM:
     def chat(self, messages: Any, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
              use_tqdm: bool = True, *, chat_template: Optional[str] = None, add_generation_prompt: bool = True,
              continue_final_message: bool = False, chat_template_kwargs: Optional[Dict[str, Any]] = None,
-             priority: Any = None, deployment_id: Optional[str] = None) -> List[RequestOutput]:
+             tools: Optional[List[Dict[str, Any]]] = None, priority: Any = None,
+             deployment_id: Optional[str] = None) -> List[RequestOutput]:
         """Generates a reply to one conversation (a list of messages) or to each of a list of
         them, through the model's chat template (or ``chat_template``), tokenized as the server's
         /v1/chat/completions does. ``chat_template_kwargs`` become template variables (e.g.
-        ``{"enable_thinking": False}``)."""
+        ``{"enable_thinking": False}``). ``tools`` (OpenAI function tools) become the template's
+        ``tools`` variable, as vLLM's LLM.chat passes them; tool results (``role: "tool"``) and
+        assistant ``tool_calls`` go through the template too. The output is not parsed into calls
+        (as in vLLM); force a call with ``SamplingParams(structured_outputs=...)``."""
         if continue_final_message:
             raise NotImplementedError("continue_final_message is not supported")
         conversations = messages if messages and isinstance(messages[0], (list, tuple)) else [messages]
         prompts = []
         for conv in conversations:
+            kwargs = dict(chat_template_kwargs or {})
+            if tools is not None:
+                if not isinstance(tools, (list, tuple)) or not all(isinstance(t, dict) for t in tools):
+                    raise ValueError("tools must be a list of {'type': 'function', 'function': {...}} dicts")
+                kwargs["tools"] = list(tools)
             text = self._engine.render_chat(json.dumps(_chat_messages(conv)), add_generation_prompt, chat_template,
-                                            json.dumps(chat_template_kwargs or {}))
+                                            json.dumps(kwargs))
             prompts.append(Prompt(text, self._tokenizer.encode(text, add_special_tokens=False)))
         params = normalize_params(sampling_params, len(prompts))
         return self._collect(prompts, params, self._submit(prompts, params, False, priority, deployment_id))

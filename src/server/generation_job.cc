@@ -22,6 +22,8 @@ GenerationJob::GenerationJob(uint64_t job_id, JobEnvironment env, GenerationRequ
       seq.output.index = static_cast<int32_t>(sequences_.size());
       if (!request_.stream && request_.echo) seq.output.text = prompts_[p].text;
       if (request_.return_token_ids) seq.output.prompt_token_ids = &prompts_[p].ids;
+      if (request_.stream && context_.tool_parser)
+        seq.tools = std::make_unique<ToolCallStream>(context_.tool_parser, new_tool_call_id);
       sequences_.push_back(std::move(seq));
     }
   }
@@ -154,7 +156,19 @@ void GenerationJob::stream_delta(Sequence& seq, const RequestOutput& out) {
   d.seed = out.seed;
   const bool first = !seq.sent_first;
   if (first && request_.echo) d.text = prompts_[seq.prompt_index].text;
-  d.text += out.new_text;
+  if (seq.tools) {
+    ToolDelta td = seq.tools->push(tool_text(out));
+    if (out.finished) {
+      ToolDelta rest = seq.tools->finish();
+      td.content += rest.content;
+      td.calls.insert(td.calls.end(), rest.calls.begin(), rest.calls.end());
+    }
+    d.text = std::move(td.content);
+    d.tool_calls = std::move(td.calls);
+    d.called_tools = seq.tools->called();
+  } else {
+    d.text += out.new_text;
+  }
   d.token_ids = out.new_tokens;
   if (request_.logprobs) {
     d.logprobs = out.new_logprobs;
@@ -171,17 +185,27 @@ void GenerationJob::stream_delta(Sequence& seq, const RequestOutput& out) {
     d.routed_experts = out.routed_experts;
   }
   d.text_offset = seq.emitted_text_bytes;
-  const bool worth_sending = first || out.finished || !d.text.empty() || !d.token_ids.empty() ||
-                             !d.prompt_logprobs.empty() || !d.prompt_digests.empty();
+  const bool worth_sending = first || out.finished || !d.text.empty() || !d.tool_calls.empty() ||
+                             !d.token_ids.empty() || !d.prompt_logprobs.empty() || !d.prompt_digests.empty();
   if (!worth_sending) return;
   responder_->send_event(sse_event(chunk_body(context_, d, first)));
   seq.sent_first = true;
   seq.emitted_text_bytes += static_cast<int64_t>(d.text.size());
 }
 
+std::string GenerationJob::tool_text(const RequestOutput& out) const {
+  std::string markers;
+  for (const std::string& marker : context_.tool_parser->marker_tokens()) {
+    for (int32_t id : out.new_tokens) {
+      if (context_.piece(id) == marker && out.new_text.find(marker) == std::string::npos) markers += marker;
+    }
+  }
+  return markers + out.new_text;
+}
+
 void GenerationJob::accumulate(Sequence& seq, const RequestOutput& out) {
   ChoiceOutput& acc = seq.output;
-  acc.text += out.new_text;
+  acc.text += context_.tool_parser ? tool_text(out) : out.new_text;
   acc.token_ids.insert(acc.token_ids.end(), out.new_tokens.begin(), out.new_tokens.end());
   if (request_.logprobs) {
     acc.logprobs.insert(acc.logprobs.end(), out.new_logprobs.begin(), out.new_logprobs.end());
@@ -199,6 +223,12 @@ void GenerationJob::accumulate(Sequence& seq, const RequestOutput& out) {
 void GenerationJob::finish_sequence(Sequence& seq, const RequestOutput& out) {
   seq.finished = true;
   seq.output.finish_reason = out.finish_reason;
+  if (context_.tool_parser && !request_.stream) {
+    ToolAnswer answer = parse_tool_answer(*context_.tool_parser, seq.output.text, new_tool_call_id);
+    seq.output.text = std::move(answer.content);
+    seq.output.tool_calls = std::move(answer.calls);
+    seq.output.called_tools = !seq.output.tool_calls.empty();
+  }
   if (out.finish_reason == FinishReason::kError && error_.empty()) error_ = out.error;
   env_.metrics->observe_finish(finish_reason_name(out.finish_reason));
   env_.metrics->add_tokens(out.num_prompt_tokens, out.num_output_tokens);

@@ -66,6 +66,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int32_t num_output_tokens = 0;
     std::chrono::steady_clock::time_point first_token_time{};
     std::chrono::steady_clock::time_point last_token_time{};
+    std::unique_ptr<ToolCallStream> tools;  // streaming with a tool parser
   };
 
   RequestSpec make_spec(size_t prompt_index, int32_t choice) const;
@@ -75,6 +76,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void stream_delta(Sequence& seq, const RequestOutput& out);
   void accumulate(Sequence& seq, const RequestOutput& out);
   void finish_sequence(Sequence& seq, const RequestOutput& out);
+  // The text a tool parser reads: `out`'s text with the format's marker tokens, which decoding
+  // drops as special, put back in front.
+  std::string tool_text(const RequestOutput& out) const;
   void complete();
   Usage usage() const;
 

@@ -243,6 +243,65 @@ bool read_content(const json& c, std::string& out) {
   return true;
 }
 
+// An assistant turn's "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}],
+// the arguments JSON text read into an object (in the order sent) for the template.
+bool read_tool_calls(FieldReader& r, const json& calls, const std::string& param, nlohmann::ordered_json& out) {
+  const std::string shape = param +
+                            " must be an array of {\"id\", \"type\": \"function\", \"function\": "
+                            "{\"name\", \"arguments\"}}";
+  if (!calls.is_array()) {
+    r.fail(shape, param);
+    return false;
+  }
+  out = nlohmann::ordered_json::array();
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const json& c = calls[j];
+    const std::string cp = param + "[" + std::to_string(j) + "]";
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) {
+      r.fail(shape, cp);
+      return false;
+    }
+    if (c.contains("type") && c["type"] != "function") {
+      r.fail(cp + ".type must be \"function\"", cp + ".type");
+      return false;
+    }
+    const json& fn = c["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty()) {
+      r.fail(cp + ".function.name must be a non-empty string", cp + ".function.name");
+      return false;
+    }
+    nlohmann::ordered_json args = nlohmann::ordered_json::object();
+    if (fn.contains("arguments") && !fn["arguments"].is_null()) {
+      const json& a = fn["arguments"];
+      if (a.is_string()) {
+        const std::string& text = a.get_ref<const std::string&>();
+        args = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (!args.is_object()) {
+          r.fail(cp + ".function.arguments must be a JSON object's text, got " + a.dump(), cp + ".function.arguments");
+          return false;
+        }
+      } else if (a.is_object()) {
+        args = nlohmann::ordered_json(a);
+      } else {
+        r.fail(cp + ".function.arguments must be a string holding a JSON object", cp + ".function.arguments");
+        return false;
+      }
+    }
+    nlohmann::ordered_json call = nlohmann::ordered_json::object();
+    if (c.contains("id")) {
+      if (!c["id"].is_string()) {
+        r.fail(cp + ".id must be a string", cp + ".id");
+        return false;
+      }
+      call["id"] = c["id"];
+    }
+    call["type"] = "function";
+    call["function"] = {{"name", fn["name"]}, {"arguments", std::move(args)}};
+    out.push_back(std::move(call));
+  }
+  return true;
+}
+
 void parse_messages(FieldReader& r, std::vector<ChatTurn>& out) {
   const json* m = r.find("messages");
   if (!m) return r.fail("'messages' is required", "messages");
@@ -252,8 +311,10 @@ void parse_messages(FieldReader& r, std::vector<ChatTurn>& out) {
     const std::string param = "messages[" + std::to_string(i) + "]";
     if (!msg.is_object()) return r.fail(param + " must be an object with 'role' and 'content'", param);
     for (const auto& [k, v] : msg.items()) {
-      if (k != "role" && k != "content" && k != "name") {
-        return r.fail(param + " has an unsupported field '" + k + "' (supported: role, content, name)", param);
+      if (k != "role" && k != "content" && k != "name" && k != "tool_calls" && k != "tool_call_id") {
+        return r.fail(
+            param + " has an unsupported field '" + k + "' (supported: role, content, name, tool_calls, tool_call_id)",
+            param);
       }
     }
     auto role = msg.find("role");
@@ -261,10 +322,33 @@ void parse_messages(FieldReader& r, std::vector<ChatTurn>& out) {
     if (role == msg.end() || !role->is_string() || !is_known(role->get<std::string>(), kRoles)) {
       return r.fail(param + ".role must be one of system, developer, user, assistant, tool", param + ".role");
     }
-    ChatTurn turn{role->get<std::string>(), ""};
+    ChatTurn turn;
+    turn.role = role->get<std::string>();
     auto content = msg.find("content");
-    if (content == msg.end() || !read_content(*content, turn.content)) {
+    const bool calls = msg.contains("tool_calls") && !msg["tool_calls"].is_null();
+    // An assistant turn that calls tools may leave its content out.
+    if ((content == msg.end() && !(calls && turn.role == "assistant")) ||
+        (content != msg.end() && !read_content(*content, turn.content))) {
       return r.fail(param + ".content must be a string or an array of text parts", param + ".content");
+    }
+    if (auto name = msg.find("name"); name != msg.end() && !name->is_null()) {
+      if (!name->is_string()) return r.fail(param + ".name must be a string", param + ".name");
+      turn.name = name->get<std::string>();
+    }
+    if (calls) {
+      if (turn.role != "assistant")
+        return r.fail(param + ".tool_calls is only allowed in an assistant message", param + ".tool_calls");
+      if (!read_tool_calls(r, msg["tool_calls"], param + ".tool_calls", turn.tool_calls)) return;
+    }
+    auto call_id = msg.find("tool_call_id");
+    const bool has_call_id = call_id != msg.end() && !call_id->is_null();
+    if (turn.role == "tool") {
+      if (!has_call_id || !call_id->is_string() || call_id->get<std::string>().empty())
+        return r.fail(param + " (role \"tool\") needs 'tool_call_id': the id of the tool call it answers",
+                      param + ".tool_call_id");
+      turn.tool_call_id = call_id->get<std::string>();
+    } else if (has_call_id) {
+      return r.fail(param + ".tool_call_id is only allowed in a tool message", param + ".tool_call_id");
     }
     out.push_back(std::move(turn));
   }
@@ -371,12 +455,6 @@ void parse_chat_fields(FieldReader& r, GenerationRequest& req) {
     req.sampling.num_top_logprobs = static_cast<int32_t>(*v);
   }
   r.read_bool("add_generation_prompt", req.add_generation_prompt);
-  if (const json* t = r.find("tools"); t && !(t->is_array() && t->empty())) {
-    return r.fail("'tools' is not supported", "tools");
-  }
-  if (const json* t = r.find("tool_choice"); t && !(t->is_string() && *t == "none")) {
-    return r.fail("'tool_choice' is not supported (only \"none\")", "tool_choice");
-  }
 }
 
 // "vosti": {"deployment_id": str}: the deployment the request must run on (409 otherwise).
@@ -435,6 +513,19 @@ ParsedGeneration parse_generation_request(std::string_view body, Endpoint endpoi
   auto structured = parse_structured_fields(doc, body);
   if (auto* e = std::get_if<ApiError>(&structured)) return *e;
   req.structured = std::get<std::optional<StructuredOutputs>>(std::move(structured));
+  if (chat) {
+    auto tools = parse_tool_fields(doc, body);
+    if (auto* e = std::get_if<ApiError>(&tools)) return *e;
+    req.tools = std::get<std::optional<ToolRequest>>(std::move(tools));
+    if (req.tools && (req.tools->choice == ToolChoice::kRequired || req.tools->choice == ToolChoice::kNamed)) {
+      if (req.structured)
+        return bad_request(
+            "tool_choice \"required\" or a named function is enforced by a grammar; it cannot be combined with "
+            "another output constraint (response_format, structured_outputs, guided_*)",
+            "tool_choice");
+      req.structured = forced_constraint(*req.tools);
+    }
+  }
   std::string user;
   r.read_string("user", user);
   if (r.failed()) return *r.error();

@@ -18,6 +18,7 @@
 
 #include "sample/sampling_params.h"
 #include "server/api_error.h"
+#include "server/tool_request.h"
 #include "structured/structured_outputs.h"
 
 namespace vosti {
@@ -38,7 +39,12 @@ struct PromptInput {
 
 struct ChatTurn {
   std::string role;
-  std::string content;
+  std::string content;       // null content reads as ""
+  std::string name;          // optional
+  std::string tool_call_id;  // role "tool": the call it answers (required)
+  // role "assistant": [{"id", "type": "function", "function": {"name", "arguments"}}], the arguments
+  // as JSON objects (transformers' templates take them so; OpenAI sends them as JSON text).
+  nlohmann::ordered_json tool_calls = nullptr;
 };
 
 struct GenerationRequest {
@@ -64,6 +70,8 @@ struct GenerationRequest {
   std::string pin_deployment_id;       // extension "vosti.deployment_id": empty, or the deployment required
   // response_format json_object / json_schema, vLLM's structured_outputs or guided_* (one of them).
   std::optional<StructuredOutputs> structured;
+  // chat: tools, tool_choice, parallel_tool_calls (server/tool_request.h); none without tools.
+  std::optional<ToolRequest> tools;
 };
 
 using ParsedGeneration = std::variant<GenerationRequest, ApiError>;

@@ -110,7 +110,8 @@ void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOu
   if (c.finish_reason) {
     // A finished choice always has a reason; kNone would be an engine bug, reported as "stop".
     const FinishReason r = *c.finish_reason;
-    w.value(r == FinishReason::kNone ? "stop" : finish_reason_name(r));
+    const bool tools = c.called_tools && (r == FinishReason::kNone || r == FinishReason::kStop);
+    w.value(tools ? "tool_calls" : r == FinishReason::kNone ? "stop" : finish_reason_name(r));
   } else {
     w.null();
   }
@@ -147,6 +148,22 @@ void write_choice_tail(JsonWriter& w, const ResponseContext& ctx, const ChoiceOu
   }
 }
 
+// "tool_calls": [{"index"?, "id", "type", "function": {"name", "arguments"}}]; a delta leaves out
+// the id, type and name after a call's first fragment.
+void write_tool_calls(JsonWriter& w, const std::vector<ToolCallOut>& calls, bool delta) {
+  w.key("tool_calls").begin_array();
+  for (const ToolCallOut& c : calls) {
+    w.begin_object();
+    if (delta) w.key("index").value(c.index);
+    if (!delta || !c.id.empty()) w.key("id").value(c.id).key("type").value("function");
+    w.key("function").begin_object();
+    if (!delta || !c.id.empty()) w.key("name").value(c.name);
+    w.key("arguments").value(c.arguments).end_object();
+    w.end_object();
+  }
+  w.end_array();
+}
+
 void write_header(JsonWriter& w, const ResponseContext& ctx, const char* object) {
   w.key("id").value(ctx.id).key("object").value(object).key("created").value(ctx.created);
   w.key("model").value(ctx.model).key("system_fingerprint").value("vosti");
@@ -177,7 +194,14 @@ std::string full_response_body(const ResponseContext& ctx, const std::vector<Cho
   for (const auto& c : choices) {
     w.begin_object().key("index").value(c.index);
     if (chat) {
-      w.key("message").begin_object().key("role").value("assistant").key("content").value(c.text).end_object();
+      w.key("message").begin_object().key("role").value("assistant").key("content");
+      if (c.tool_calls.empty() || !c.text.empty()) {
+        w.value(c.text);
+      } else {
+        w.null();  // OpenAI's shape of a message that only calls tools
+      }
+      if (!c.tool_calls.empty()) write_tool_calls(w, c.tool_calls, /*delta=*/false);
+      w.end_object();
     } else {
       w.key("text").value(c.text);
     }
@@ -199,7 +223,8 @@ std::string chunk_body(const ResponseContext& ctx, const ChoiceOutput& delta, bo
   if (chat) {
     w.key("delta").begin_object();
     if (first) w.key("role").value("assistant");
-    if (!delta.text.empty() || !delta.finish_reason) w.key("content").value(delta.text);
+    if (!delta.text.empty() || (!delta.finish_reason && delta.tool_calls.empty())) w.key("content").value(delta.text);
+    if (!delta.tool_calls.empty()) write_tool_calls(w, delta.tool_calls, /*delta=*/true);
     w.end_object();
   } else {
     w.key("text").value(delta.text);

@@ -28,6 +28,7 @@
 #include "engine/request.h"
 #include "offline/weights_identity.h"
 #include "server/openai_request.h"
+#include "server/tool_call_stream.h"
 
 namespace vosti {
 
@@ -46,6 +47,8 @@ struct ResponseContext {
   std::shared_ptr<const DeploymentInfo> deployment;
   // Token id -> its raw text (bytes; may be part of a UTF-8 character).
   std::function<std::string(int32_t)> piece;
+  // Chat with tools: the parser of each choice's tool calls (null: the output is not parsed).
+  std::shared_ptr<const ToolCallParser> tool_parser;
 };
 
 // One choice's output: all of it (non-streaming) or one delta (streaming).
@@ -63,6 +66,10 @@ struct ChoiceOutput {
   std::optional<FinishReason> finish_reason;               // set on the last delta
   RoutedExperts routed_experts;                            // routed_experts: on the last delta
   int64_t text_offset = 0;                                 // completions logprobs: offset of `text` in the choice
+  // Chat with tools: the calls parsed from the output (a delta's fragments when streaming); `text`
+  // is then the content that is no call. A finished choice with calls ends with "tool_calls".
+  std::vector<ToolCallOut> tool_calls;
+  bool called_tools = false;
 };
 
 struct Usage {

@@ -49,6 +49,13 @@ OpenAiService::OpenAiService(EngineLoop& loop, std::shared_ptr<const Tokenizer> 
     : loop_(loop), tokenizer_(std::move(tokenizer)), options_(std::move(options)), created_(std::time(nullptr)) {
   VOSTI_CHECK(tokenizer_ != nullptr, "the server needs a tokenizer");
   token_domain_ = token_domain(loop_.model_config(), tokenizer_.get());
+  if (options_.enable_auto_tool_choice) {
+    const std::string name = !options_.tool_call_parser.empty() ? options_.tool_call_parser
+                             : tokenizer_->chat_template() ? tool_call_parser_for_template(*tokenizer_->chat_template())
+                                                           : "hermes";
+    auto_tool_parser_ = make_tool_call_parser(name);
+    VOSTI_CHECK(auto_tool_parser_ != nullptr, "unknown tool-call parser (cmd_serve checks the name)");
+  }
   if (options_.model_file) {
     control_ = std::make_unique<ControlService>(loop_, std::move(options_.model_file), std::move(options_.digester),
                                                 [this] { abort_all(); });
@@ -132,19 +139,62 @@ std::string OpenAiService::piece(int32_t id) const {
 }
 
 std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std::vector<ChatTurn>& messages,
-                                                                      bool add_generation_prompt) const {
+                                                                      bool add_generation_prompt,
+                                                                      const ToolRequest* tools) const {
   if (!tokenizer_->chat_template()) {
     return bad_request("the model has no chat template; use /v1/completions instead", "messages");
   }
-  std::vector<ChatMessage> chat;
-  for (const auto& m : messages) chat.push_back(ChatMessage{m.role, m.content});
+  nlohmann::ordered_json chat = nlohmann::ordered_json::array();
+  for (const auto& m : messages) {
+    nlohmann::ordered_json turn = {{"role", m.role}, {"content", m.content}};
+    if (!m.name.empty()) turn["name"] = m.name;
+    if (!m.tool_call_id.empty()) turn["tool_call_id"] = m.tool_call_id;
+    if (m.tool_calls.is_array()) turn["tool_calls"] = m.tool_calls;
+    chat.push_back(std::move(turn));
+  }
   ChatOptions options;
   options.add_generation_prompt = add_generation_prompt;
   if (tokenizer_->bos_id()) options.bos_token = tokenizer_->bos_token();
   if (tokenizer_->eos_id()) options.eos_token = tokenizer_->eos_token();
-  auto text = render_chat(*tokenizer_->chat_template(), chat, options);
+  const std::string& source = *tokenizer_->chat_template();
+  if (tools != nullptr && !tools->tools.empty()) {
+    if (template_takes_tools(source)) {
+      options.tools = tools->tools;
+    } else {
+      chat = tool_fallback_messages(chat, tools->tools);
+    }
+  } else if (!template_takes_tools(source)) {
+    // Earlier tool calls and results of a conversation whose request carries no tools.
+    bool any = false;
+    for (const auto& m : messages) any |= m.role == "tool" || m.tool_calls.is_array();
+    if (any) chat = tool_fallback_messages(chat, nlohmann::ordered_json::array());
+  }
+  auto tmpl = ChatTemplate::parse(source);
+  if (!tmpl.ok()) return bad_request("cannot render the chat template: " + tmpl.status().message(), "messages");
+  auto text = tmpl->render(chat, options);
   if (!text.ok()) return bad_request("cannot render the chat template: " + text.status().message(), "messages");
   return std::move(text).value();
+}
+
+std::variant<std::shared_ptr<const ToolCallParser>, ApiError> OpenAiService::tool_parser(
+    const GenerationRequest& request) const {
+  if (!request.tools) return std::shared_ptr<const ToolCallParser>();
+  switch (request.tools->choice) {
+    case ToolChoice::kNone:
+      return std::shared_ptr<const ToolCallParser>();
+    case ToolChoice::kAuto:
+      if (!auto_tool_parser_)
+        return bad_request(
+            "tool_choice \"auto\" (the default when 'tools' is given) needs the server started with "
+            "--enable-auto-tool-choice; send tool_choice \"required\", \"none\" or a named function instead",
+            "tool_choice");
+      return auto_tool_parser_;
+    case ToolChoice::kRequired:
+      return std::shared_ptr<const ToolCallParser>(make_tool_call_parser("forced_array"));
+    case ToolChoice::kNamed:
+      return std::shared_ptr<const ToolCallParser>(make_named_tool_call_parser(request.tools->named_function));
+  }
+  return std::shared_ptr<const ToolCallParser>();
 }
 
 std::variant<std::vector<PreparedPrompt>, ApiError> OpenAiService::prepare_prompts(
@@ -152,7 +202,8 @@ std::variant<std::vector<PreparedPrompt>, ApiError> OpenAiService::prepare_promp
   std::vector<PreparedPrompt> prompts;
   const int64_t vocab = loop_.model_config().vocab_size;
   if (request.endpoint == Endpoint::kChatCompletions) {
-    auto text = render_chat_prompt(request.messages, request.add_generation_prompt);
+    auto text =
+        render_chat_prompt(request.messages, request.add_generation_prompt, request.tools ? &*request.tools : nullptr);
     if (auto* e = std::get_if<ApiError>(&text)) return *e;
     auto ids = tokenizer_->encode(std::get<std::string>(text), /*add_special_tokens=*/false);
     if (!ids.ok()) return bad_request("cannot tokenize the messages: " + ids.status().message(), "messages");
@@ -202,6 +253,8 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
     pin = http.deployment_id;
   }
   if (auto e = check_model(request.model)) return respond_error(responder, *e);
+  auto parser = tool_parser(request);
+  if (auto* e = std::get_if<ApiError>(&parser)) return respond_error(responder, *e);
   for (const auto& [id, bias] : request.sampling.logit_bias) {
     if (id >= loop_.model_config().vocab_size) {
       return respond_error(
@@ -239,6 +292,7 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
   ctx.routed_experts = request.return_routed_experts;
   ctx.sampling_masks = request.return_sampling_mask;
   ctx.piece = [this](int32_t id) { return piece(id); };
+  ctx.tool_parser = std::get<std::shared_ptr<const ToolCallParser>>(std::move(parser));
 
   const uint64_t job_id = next_job_id_++;
   JobEnvironment env{&loop_, &metrics_, [this](uint64_t id) {

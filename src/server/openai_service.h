@@ -27,6 +27,7 @@
 #include "server/generation_job.h"
 #include "server/http_server.h"
 #include "server/server_metrics.h"
+#include "server/tool_call_parser.h"
 
 namespace vosti {
 
@@ -39,6 +40,11 @@ struct ServiceOptions {
   // The weights the loop serves and their digester, for the control routes (null: none, 404).
   std::shared_ptr<const ModelFile> model_file;
   WeightsDigester digester;
+  // Tool calls (vLLM's flags): the parser of "auto" tool choice (--tool-call-parser; empty: the
+  // model family's, from its chat template, server/tool_call_parser.h), and whether "auto" is
+  // served at all (--enable-auto-tool-choice; without it an "auto" request gets 400).
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
 };
 
 class OpenAiService {
@@ -66,8 +72,13 @@ class OpenAiService {
   std::optional<ApiError> check_model(const std::string& model) const;
   // Prompts of `request` as token ids (chat: rendered with the chat template), validated.
   std::variant<std::vector<PreparedPrompt>, ApiError> prepare_prompts(const GenerationRequest& request) const;
+  // `tools`: the request's tools (null: none), passed to the template or, for a template that
+  // takes none, through the fallback (server/tool_request.h).
   std::variant<std::string, ApiError> render_chat_prompt(const std::vector<ChatTurn>& messages,
-                                                         bool add_generation_prompt) const;
+                                                         bool add_generation_prompt,
+                                                         const ToolRequest* tools = nullptr) const;
+  // The parser of `request`'s tool calls (null: its output is not parsed), or a 400.
+  std::variant<std::shared_ptr<const ToolCallParser>, ApiError> tool_parser(const GenerationRequest& request) const;
   std::string piece(int32_t id) const;
 
   EngineLoop& loop_;
@@ -79,8 +90,9 @@ class OpenAiService {
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_job_id_{1};
   mutable std::mutex jobs_mu_;
-  std::map<uint64_t, std::weak_ptr<GenerationJob>> jobs_;  // guarded by jobs_mu_
-  std::unique_ptr<ControlService> control_;                // null without options.model_file
+  std::map<uint64_t, std::weak_ptr<GenerationJob>> jobs_;   // guarded by jobs_mu_
+  std::unique_ptr<ControlService> control_;                 // null without options.model_file
+  std::shared_ptr<const ToolCallParser> auto_tool_parser_;  // "auto"'s, when enabled
 };
 
 }  // namespace vosti

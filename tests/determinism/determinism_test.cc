@@ -32,7 +32,7 @@ EngineConfig reference_config() {
 
 // The harness on the model at `path`, its cpu runners' kernels the product's or, planted, a
 // matmul whose reduction reads the row count (tests/support/planted.h).
-enum class Planted { kNone, kMatmul, kExpertMatmul, kStaleWindow, kPageKeyedWindow, kVerifyPlan };
+enum class Planted { kNone, kMatmul, kExpertMatmul, kStaleWindow, kPageKeyedWindow, kVerifyPlan, kBatchMask };
 
 // With `tokenizer`, the set gains structured-output requests (verify_harness.h).
 HarnessReport run(const std::string& path, Planted planted = Planted::kNone,
@@ -46,6 +46,7 @@ HarnessReport run(const std::string& path, Planted planted = Planted::kNone,
       : planted == Planted::kStaleWindow     ? planted_stale_window_cpu_device_model(*model)
       : planted == Planted::kPageKeyedWindow ? planted_page_keyed_window_cpu_device_model(*model)
       : planted == Planted::kVerifyPlan      ? planted_verify_plan_cpu_device_model(*model)
+      : planted == Planted::kBatchMask       ? planted_batch_mask_cpu_device_model(*model)
                                              : cpu_device_model(*model);
   std::vector<HarnessRequest> requests = make_harness_requests((*model)->config(), false, 7);
   if (tokenizer) add_structured_requests(requests);
@@ -100,6 +101,25 @@ TEST(Determinism, DefaultModelEveryVariationIsBitwiseIdentical) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
   const HarnessReport report = run(path, Planted::kNone, *tokenizer);
   for (const auto& r : report.results) EXPECT_TRUE(r.identical) << r.name << ": " << r.first_difference;
+}
+
+// A structured-output mask whose fill follows the batch (-1e30 beside other sequences, -inf alone):
+// the tokens do not move, but the masked rows' digests do, and the harness says where.
+TEST(Determinism, APlantedBatchDependentGrammarMaskIsCaught) {
+  const char* path = std::getenv("VOSTI_DEFAULT_MODEL");
+  if (!path || !*path) GTEST_SKIP() << "VOSTI_DEFAULT_MODEL is not set (scripts/test sets it; run scripts/fetch-model)";
+  auto tokenizer = Tokenizer::load_for_model(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  const HarnessReport report = run(path, Planted::kBatchMask, *tokenizer);
+  EXPECT_FALSE(report.all_identical()) << "the harness missed a grammar mask that depends on the batch";
+  int64_t caught = 0;
+  for (const auto& r : report.results) {
+    if (r.identical) continue;
+    ++caught;
+    EXPECT_FALSE(r.first_difference.empty()) << r.name;
+  }
+  std::printf("planted batch-dependent mask caught by %lld of %zu variations\n", static_cast<long long>(caught),
+              report.results.size());
 }
 
 TEST(Determinism, APlantedBatchVariantKernelIsCaught) {

@@ -115,7 +115,7 @@ TEST(OpenAiRequestTest, ChatFields) {
   EXPECT_EQ(
       bad(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", Endpoint::kChatCompletions)
           .param,
-      "tools");
+      "tools[0].function");
 }
 
 // response_format, vLLM's structured_outputs and the guided_* fields: one constraint, its kind

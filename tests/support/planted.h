@@ -53,6 +53,12 @@ std::shared_ptr<const DeviceModel> planted_page_keyed_window_cpu_device_model(st
 // the step is). Only the speculation variations move a bit.
 std::shared_ptr<const DeviceModel> planted_verify_plan_cpu_device_model(std::shared_ptr<const Model> model);
 
+// A cpu device whose structured-output masks follow the batch: a step holding more than one
+// sequence fills a constrained row's disallowed tokens with -1e30 instead of -inf. The sampled
+// tokens stay those of a lone run (exp(-1e30 - max) is 0 too); only the masked rows' bits, and so
+// their digests, move with the batch composition.
+std::shared_ptr<const DeviceModel> planted_batch_mask_cpu_device_model(std::shared_ptr<const Model> model);
+
 // A cuda device (`model` loaded with load_device_model(..., "cuda")) whose runners plan the
 // attention with twice the deployment's split whenever a step holds several sequences (rule 1:
 // the split follows the batch). Null where the build has no CUDA runner or `model` is not cuda.

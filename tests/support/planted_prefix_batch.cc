@@ -1,6 +1,7 @@
 // The paper protocol's planted engine variants (tests/support/planted.h): a CPU attention whose
-// KV split follows the batch, and a runner whose chunk after a prefix-cache hit writes its KV
-// under another rounding (a block computed under a different chunking). Test-only.
+// KV split follows the batch, a runner whose chunk after a prefix-cache hit writes its KV
+// under another rounding (a block computed under a different chunking), and a runner whose
+// structured-output mask fill follows the batch. Test-only.
 #include <algorithm>
 #include <cmath>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "runner/cpu/cpu_runner.h"
+#include "sample/token_bitmask.h"
 #include "tests/support/planted.h"
 #include "tests/support/wrapped_cpu_backend.h"
 
@@ -129,12 +131,22 @@ class HitRunner final : public ModelRunner {
 
 class PlantedCpuModel final : public DeviceModel {
  public:
-  enum class Kind : uint8_t { kBatchSplit, kHitChunking };
+  enum class Kind : uint8_t { kBatchSplit, kHitChunking, kBatchMask };
   PlantedCpuModel(std::shared_ptr<const Model> model, Kind kind) : model_(std::move(model)), kind_(kind) {}
   const ModelConfig& config() const override { return model_->config(); }
   const std::string& path() const override { return model_->path(); }
   std::string device() const override { return "cpu"; }
   Result<std::unique_ptr<ModelRunner>> make_runner(const EngineConfig& config) const override {
+    if (kind_ == Kind::kBatchMask) {
+      CpuRunnerHooks hooks;
+      hooks.apply_mask = [](std::span<float> row, std::span<const uint32_t> mask, int64_t num_seqs) {
+        const float fill = num_seqs > 1 ? -1e30f : -INFINITY;  // the planted bug: the fill follows the batch
+        for (size_t t = 0; t < row.size(); ++t)
+          if (!token_allowed(mask.data(), static_cast<int32_t>(t))) row[t] = fill;
+      };
+      return CpuRunner::create(
+          model_, config, [](ThreadPool* pool) { return make_cpu_backend(pool); }, hooks);
+    }
     if (kind_ == Kind::kBatchSplit)
       return CpuRunner::create(model_, config, [](ThreadPool* pool) -> Result<std::unique_ptr<KernelBackend>> {
         return std::unique_ptr<KernelBackend>(new BatchSplitBackend(pool));
@@ -157,6 +169,10 @@ class PlantedCpuModel final : public DeviceModel {
 
 std::shared_ptr<const DeviceModel> planted_batch_split_cpu_device_model(std::shared_ptr<const Model> model) {
   return std::make_shared<const PlantedCpuModel>(std::move(model), PlantedCpuModel::Kind::kBatchSplit);
+}
+
+std::shared_ptr<const DeviceModel> planted_batch_mask_cpu_device_model(std::shared_ptr<const Model> model) {
+  return std::make_shared<const PlantedCpuModel>(std::move(model), PlantedCpuModel::Kind::kBatchMask);
 }
 
 std::shared_ptr<const DeviceModel> planted_hit_chunking_cpu_device_model(std::shared_ptr<const Model> model) {

@@ -23,7 +23,7 @@ Result<std::unique_ptr<ModelRunner>> CpuDeviceModel::make_runner(const EngineCon
 }
 
 Result<std::unique_ptr<ModelRunner>> CpuRunner::create(std::shared_ptr<const Model> model, const EngineConfig& config,
-                                                       const KernelFactory& make_kernels) {
+                                                       const KernelFactory& make_kernels, const CpuRunnerHooks& hooks) {
   const ModelConfig& mc = model->config();
   if (config.kv_cache_dtype != "auto" && config.kv_cache_dtype != "f32")
     return invalid_argument("the cpu device keeps its KV cache in f32; kv_cache_dtype \"" + config.kv_cache_dtype +
@@ -54,15 +54,17 @@ Result<std::unique_ptr<ModelRunner>> CpuRunner::create(std::shared_ptr<const Mod
   auto pool = std::make_unique<ThreadPool>(threads);
   VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<KernelBackend> kernels, make_kernels(pool.get()));
   info.device = "cpu (" + std::string(kernels->name()) + " kernels, " + std::to_string(threads) + " threads)";
-  return std::unique_ptr<ModelRunner>(new CpuRunner(std::move(model), std::move(pool), std::move(kernels), info));
+  return std::unique_ptr<ModelRunner>(
+      new CpuRunner(std::move(model), std::move(pool), std::move(kernels), info, hooks));
 }
 
 CpuRunner::CpuRunner(std::shared_ptr<const Model> model, std::unique_ptr<ThreadPool> pool,
-                     std::unique_ptr<KernelBackend> kernels, RunnerInfo info)
+                     std::unique_ptr<KernelBackend> kernels, RunnerInfo info, CpuRunnerHooks hooks)
     : model_(std::move(model)),
       pool_(std::move(pool)),
       kernels_(std::move(kernels)),
       info_(std::move(info)),
+      hooks_(std::move(hooks)),
       kv_(model_->config(), info_.num_blocks, info_.block_size, info_.num_window_blocks) {}
 
 namespace {
@@ -104,7 +106,11 @@ Result<StepResult> CpuRunner::execute(const StepPlan& plan, std::span<const Requ
     const RequestLogitsTask& task = tasks[static_cast<size_t>(row.plan_index)];
     if (row.kind == RowKind::kSample && !task.allowed.empty()) {  // structured outputs: the masked row
       masked_row_.assign(logits.begin(), logits.end());
-      apply_token_bitmask(masked_row_, task.allowed_at(row.sample_index));
+      if (hooks_.apply_mask) {
+        hooks_.apply_mask(masked_row_, task.allowed_at(row.sample_index), static_cast<int64_t>(plan.requests.size()));
+      } else {
+        apply_token_bitmask(masked_row_, task.allowed_at(row.sample_index));
+      }
       logits = masked_row_;
     }
     if (row.kind == RowKind::kSample && task.sampling != nullptr && !task.sampling->logprobs && !task.sampling_mask) {

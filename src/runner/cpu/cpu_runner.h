@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -36,6 +37,14 @@ class CpuDeviceModel final : public DeviceModel {
 // Errors: kInvalidArgument for another name.
 Result<std::unique_ptr<KernelBackend>> make_host_backend(const std::string& name, ThreadPool* pool);
 
+// Seams through which the tests plant violations of the determinism rules in a CPU runner
+// (tests/support/planted.h), to show the harness catches them. The product never sets one.
+struct CpuRunnerHooks {
+  // Masks a structured-output row (the product: apply_token_bitmask), told how many sequences the
+  // step holds -- which no mask may depend on.
+  std::function<void(std::span<float> row, std::span<const uint32_t> mask, int64_t num_seqs)> apply_mask;
+};
+
 class CpuRunner final : public ModelRunner {
  public:
   // Makes the host kernels on the runner's thread pool.
@@ -44,7 +53,8 @@ class CpuRunner final : public ModelRunner {
   // makes: EngineConfig::backend's in CpuDeviceModel::make_runner; a planted violation in the
   // tests (tests/support/planted.h). Errors: as DeviceModel::make_runner.
   static Result<std::unique_ptr<ModelRunner>> create(std::shared_ptr<const Model> model, const EngineConfig& config,
-                                                     const KernelFactory& make_kernels);
+                                                     const KernelFactory& make_kernels,
+                                                     const CpuRunnerHooks& hooks = {});
 
   Result<StepResult> execute(const StepPlan& plan, std::span<const RequestLogitsTask> tasks) override;
   const RunnerInfo& info() const override { return info_; }
@@ -52,12 +62,13 @@ class CpuRunner final : public ModelRunner {
  private:
   // REQUIRES: model outlives the runner; num_blocks > 0; block_size > 0.
   CpuRunner(std::shared_ptr<const Model> model, std::unique_ptr<ThreadPool> pool,
-            std::unique_ptr<KernelBackend> kernels, RunnerInfo info);
+            std::unique_ptr<KernelBackend> kernels, RunnerInfo info, CpuRunnerHooks hooks);
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KernelBackend> kernels_;
   RunnerInfo info_;
+  CpuRunnerHooks hooks_;
   KvStorage kv_;
   StepBatch batch_;                  // the step's batch, reused
   std::vector<int32_t> logit_rows_;  // [R] token rows in logits order

@@ -1,0 +1,54 @@
+"""LLM.chat(tools=...) on the default model, in vLLM's shape: the tools become the template's
+`tools` variable, assistant tool_calls (arguments as JSON text) and tool results go through the
+template, and a call forced by the arguments' JSON schema gives arguments that validate."""
+import json
+
+import pytest
+
+from vosti import SamplingParams, StructuredOutputsParams
+
+# A template that renders what transformers passes: tools, tool_calls with dict arguments, tool turns.
+TEMPLATE = (
+    "{% if tools %}TOOLS:{% for t in tools %} {{ t.function.name }}={{ t.function.parameters | tojson }}{% endfor %}\n"
+    "{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}CALL {{ c.function.name }} {{ c.function.arguments | tojson }}"
+    "{% endfor %}{% endif %}{% if m.tool_call_id %} [{{ m.tool_call_id }}]{% endif %}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}")
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}},
+                   "required": ["city"]}}}]
+HISTORY = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+]
+
+
+def test_tools_and_tool_turns_reach_the_template(llm):
+    out = llm.chat(HISTORY, SamplingParams(temperature=0, max_tokens=4), chat_template=TEMPLATE, tools=TOOLS)[0]
+    assert out.prompt.startswith('TOOLS: get_weather={"type": "object", "properties": {"city": ')
+    assert 'CALL get_weather {"city": "Paris"}' in out.prompt
+    assert "tool: Sunny [call_1]" in out.prompt
+    # Without tools the template's tools section stays out.
+    plain = llm.chat(HISTORY, SamplingParams(temperature=0, max_tokens=4), chat_template=TEMPLATE)[0]
+    assert not plain.prompt.startswith("TOOLS:")
+
+
+def test_a_forced_call_validates(llm):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = TOOLS[0]["function"]["parameters"]
+    out = llm.chat([{"role": "user", "content": "Weather in Oslo?"}],
+                   SamplingParams(temperature=0, max_tokens=40, structured_outputs=StructuredOutputsParams(json=schema)),
+                   tools=TOOLS)[0]
+    jsonschema.validate(json.loads(out.outputs[0].text), schema)
+
+
+def test_bad_tool_input_raises_value_error(llm):
+    with pytest.raises(ValueError, match="tools"):
+        llm.chat(HISTORY, tools="get_weather")
+    bad = [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]
+    with pytest.raises(ValueError, match="not JSON"):
+        llm.chat(bad, chat_template=TEMPLATE)
