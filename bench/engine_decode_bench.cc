@@ -21,6 +21,7 @@
 //       [--prompt-len 1024] [--output-len 256] [--requests 256] [--max-num-seqs 256]
 //       [--max-num-batched-tokens 8192] [--no-cuda-graphs] [--json FILE]
 //       [--speculative-config JSON] [--num-speculative-tokens 4 (the speculative workload's k)]
+//       [--window-local-kv]
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -76,7 +77,7 @@ struct Options {
   std::string model, device = "cuda", workload = "both", json, speculative_config;
   int num_speculative_tokens = 4;
   int prompt_len = 1024, output_len = 256, requests = 256, max_num_seqs = 256, max_num_batched_tokens = 8192;
-  bool graphs = true;
+  bool graphs = true, window_local_kv = false;
   double gpu_memory_utilization = 0.9;
 };
 
@@ -100,6 +101,7 @@ int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model
   c.cuda_graphs = o.graphs;
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.speculative_config = o.speculative_config;
+  c.window_local_kv = o.window_local_kv;
   auto engine = Engine::create(model, c);
   if (!engine.ok()) {
     std::fprintf(stderr, "decode: %s\n", engine.status().to_string().c_str());
@@ -145,11 +147,14 @@ int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model
       "{\"workload\":\"decode\",\"model\":\"%s\",\"device\":\"%s\",\"prompt_len\":%d,\"output_len\":%d,"
       "\"cuda_graphs\":%s,\"ttft_s\":%.5f,\"cold_ttft_s\":%.5f,\"tpot_ms\":%.4f,\"tok_s\":%.2f,\"weight_bytes\":%.0f,"
       "\"copy_bw_Bps\":%.4g,\"roofline_tok_s\":%.2f,\"fraction_of_roofline\":%.4f,"
-      "\"steps\":%lld,\"forward_s\":%.4f,\"sampling_s\":%.4f,\"step_s\":%.4f}",
+      "\"steps\":%lld,\"forward_s\":%.4f,\"sampling_s\":%.4f,\"step_s\":%.4f,\"window_local_kv\":%s,"
+      "\"kv_blocks\":%lld,\"kv_window_blocks\":%lld,\"kv_bytes\":%lld}",
       model->config().name.c_str(), info.device.c_str(), o.prompt_len, o.output_len, o.graphs ? "true" : "false", ttft,
       cold_ttft, tpot * 1e3, 1.0 / tpot, weight_bytes, copy_bw, roofline_tok_s,
       roofline_tok_s > 0 ? (1.0 / tpot) / roofline_tok_s : 0.0, static_cast<long long>(st.num_steps),
-      st.seconds_in_forward, st.seconds_in_sampling, st.seconds_in_steps);
+      st.seconds_in_forward, st.seconds_in_sampling, st.seconds_in_steps, o.window_local_kv ? "true" : "false",
+      static_cast<long long>(info.num_blocks), static_cast<long long>(info.num_window_blocks),
+      static_cast<long long>(info.kv_cache_bytes));
   emit(o, line);
   return 0;
 }
@@ -163,6 +168,7 @@ int run_rollout(const Options& o, const std::shared_ptr<const DeviceModel>& mode
   c.cuda_graphs = o.graphs;
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.speculative_config = o.speculative_config;
+  c.window_local_kv = o.window_local_kv;
   auto engine = Engine::create(model, c);
   if (!engine.ok()) {
     std::fprintf(stderr, "rollout: %s\n", engine.status().to_string().c_str());
@@ -319,6 +325,8 @@ int main(int argc, char** argv) {
       o.gpu_memory_utilization = std::stod(next());
     else if (k == "--no-cuda-graphs")
       o.graphs = false;
+    else if (k == "--window-local-kv")
+      o.window_local_kv = true;
     else if (k == "--speculative-config")
       o.speculative_config = next();
     else if (k == "--num-speculative-tokens")
