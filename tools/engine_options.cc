@@ -82,10 +82,12 @@ const EngineOption kOptions[] = {
      "cuda: launch every step's kernels instead of replaying graphs (same bits, slower)"},
     {"--threads", FIELD(num_threads), Form::kValue, Check::kNonNegative, kAnyValue, Kind::kExecution,
      "cpu: threads for the forward pass (0: all cores)"},
+    {"--structured-output-threads", FIELD(structured_output_threads), Form::kValue, Check::kNonNegative, kAnyValue,
+     Kind::kExecution, "threads advancing a step's grammars of structured outputs (0: up to 8, half the cores)"},
     {"--speculative-config", FIELD(speculative_config), Form::kValue, Check::kNone, kAnyValue, Kind::kExecution,
      "speculative decoding as vLLM's JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
      "\"prompt_lookup_max\":4}' or '{\"model\":PATH,\"num_speculative_tokens\":4}' (lossless: the same "
-     "tokens and logprobs as without it; cpu only)"},
+     "tokens and logprobs as without it)"},
     {"--check-invariants", FIELD(check_invariants), Form::kSwitch, Check::kNone, kAnyValue, Kind::kExecution,
      "check the scheduler's and the cache's invariants after every step (slow; debug builds always do)"},
 };

@@ -67,6 +67,7 @@ void bind_config(nb::module_& m) {
       .def_rw("speculative_config", &EngineConfig::speculative_config)
       .def_rw("logprobs_mode", &EngineConfig::logprobs_mode)
       .def_rw("num_threads", &EngineConfig::num_threads)
+      .def_rw("structured_output_threads", &EngineConfig::structured_output_threads)
       .def_rw("block_shuffle_seed", &EngineConfig::block_shuffle_seed)
       .def_rw("check_invariants", &EngineConfig::check_invariants);
 

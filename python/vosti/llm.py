@@ -35,6 +35,7 @@ _ENGINE_OPTIONS = {
     "num_blocks": "num_blocks",
     "kv_cache_bytes": "kv_cache_bytes",
     "num_threads": "num_threads",
+    "structured_output_threads": "structured_output_threads",
     "backend": "backend",
     "attention_split": "attention_split",
     "check_invariants": "check_invariants",

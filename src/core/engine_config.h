@@ -46,6 +46,10 @@ struct EngineConfig {
   // "raw_logits", "processed_logprobs" or "processed_logits". Never changes a token or a logit.
   std::string logprobs_mode = "raw_logprobs";
   int32_t num_threads = 0;          // cpu: 0 = hardware concurrency
+  // Structured outputs: threads that advance a step's grammars and fill their next masks when a step
+  // has many constrained requests (each grammar is its own: never changes a bit). 0: up to 8, half
+  // the host's cores; 1: on the step thread alone.
+  int32_t structured_output_threads = 0;
   uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
   // cuda: check every device-sampled row against the host sampler on the same logits (copies
   // each sampled row to the host; a mismatch fails the request). Tests and `vosti verify`.

@@ -1,5 +1,6 @@
 #include "engine/live_request.h"
 
+#include "core/check.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -93,10 +94,12 @@ void LiveRequest::draft_masks(std::span<const int32_t> draft, std::vector<uint32
   grammar_->rollback(accepted);
 }
 
-FinishReason LiveRequest::advance_grammar(int32_t token) {
+void LiveRequest::prepare_grammar(int32_t token) { prepared_.emplace(token, advance_grammar(token, outputs_.size())); }
+
+FinishReason LiveRequest::advance_grammar(int32_t token, size_t position) {
   if (!grammar_->accept(token)) {
     error_ = "structured outputs: the grammar refused sampled token " + std::to_string(token) + " at output position " +
-             std::to_string(outputs_.size() - 1) + " (its logits left no allowed token finite)";
+             std::to_string(position) + " (its logits left no allowed token finite)";
     return FinishReason::kError;
   }
   if (grammar_->terminated()) return FinishReason::kStop;
@@ -104,8 +107,7 @@ FinishReason LiveRequest::advance_grammar(int32_t token) {
   for (const uint32_t w : next_mask_)
     if (w != 0) return FinishReason::kNone;
   if (grammar_->completed()) return FinishReason::kStop;  // complete, and no stop token to end it with
-  error_ =
-      "structured outputs: the grammar allows no token after output position " + std::to_string(outputs_.size() - 1);
+  error_ = "structured outputs: the grammar allows no token after output position " + std::to_string(position);
   return FinishReason::kError;
 }
 
@@ -120,7 +122,9 @@ FinishReason LiveRequest::accept(const RowResult& step, bool at_max_len) {
     return d.reason == StopReason::kMaxTokens ? FinishReason::kLength : FinishReason::kStop;
   }
   if (grammar_) {
-    const FinishReason g = advance_grammar(step.scored.token);
+    VOSTI_CHECK(!prepared_ || prepared_->first == step.scored.token, "the grammar was prepared for another token");
+    const FinishReason g = prepared_ ? prepared_->second : advance_grammar(step.scored.token, outputs_.size() - 1);
+    prepared_.reset();
     if (g != FinishReason::kNone) {
       text_releasable_ = text_.size();
       return g;

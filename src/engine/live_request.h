@@ -10,8 +10,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -58,6 +60,13 @@ class LiveRequest {
   // a difference is kInternal, naming the position and layer.
   Status record_routed(int32_t first_position, std::span<const int32_t> ids, int32_t num_layers, int32_t top_k);
 
+  // Structured outputs: advances the grammar by the token sampled at the next output position and
+  // fills the mask after it, ahead of accept(), which then takes this outcome instead of advancing
+  // again. The engine runs it for many requests at once (each touches its own grammar alone), so
+  // the grammar work of a step is not serial. A request that stops on its stop conditions first
+  // never reads the outcome (it ends). REQUIRES: has_grammar().
+  void prepare_grammar(int32_t token);
+
   // Appends the sampled token (advancing the grammar) and decides whether the request stops
   // (at_max_len: the context is full): kStop when the grammar has ended, kError (with the
   // reason sent in the output) when it refused the token or allows nothing next.
@@ -73,8 +82,9 @@ class LiveRequest {
   RequestOutput base_output();
   void release_text(size_t upto, RequestOutput& out);
   void attach_routed(RequestOutput& out);  // the routing, into a finished output
-  // The grammar after the newest output `token`: kNone while it goes on (next_mask_ updated).
-  FinishReason advance_grammar(int32_t token);
+  // The grammar after `token` at output position `position`: kNone while it goes on (next_mask_
+  // updated; error_ set on kError).
+  FinishReason advance_grammar(int32_t token, size_t position);
 
   RequestId id_;
   RequestSpec spec_;
@@ -97,6 +107,8 @@ class LiveRequest {
   std::unique_ptr<GrammarState> grammar_;  // structured outputs: after exactly outputs_
   std::vector<uint32_t> next_mask_;        // [mask_words] the grammar's mask at position outputs_.size()
   std::string error_;                      // why accept() returned kError
+  // prepare_grammar's outcome: the token it advanced by and advance_grammar's result.
+  std::optional<std::pair<int32_t, FinishReason>> prepared_;
   bool finished_ = false;
 };
 

@@ -233,7 +233,8 @@ TEST(StructuredEngine, AConstrainedRowsDigestHashesTheMaskedRow) {
 
 // 64 mixed requests: constrained (every kind) and plain, sampled and greedy, sharing a long
 // prompt prefix (prefix-cache hits) under a small token budget (chunked prefill, prefill mixed
-// with decodes). Each equals itself run alone, tokens and digests.
+// with decodes), the crowd's grammars advanced on a thread pool. Each equals itself run alone (on
+// the step thread), tokens and digests.
 TEST(StructuredEngine, AConstrainedRequestInACrowdOf64EqualsItselfAlone) {
   REQUIRE_DEFAULT_MODEL();
   const std::string shared = "You are a careful assistant. Answer in the format asked, with nothing else. ";
@@ -259,6 +260,7 @@ TEST(StructuredEngine, AConstrainedRequestInACrowdOf64EqualsItselfAlone) {
   }
   EngineConfig busy = config();
   busy.max_num_batched_tokens = 61;
+  busy.structured_output_threads = 3;  // the step's grammars advance on a pool (>= 16 of them a step)
   const Outcome crowded = run_with_stats(crowd, busy);
   const std::vector<Record>& together = crowded.records;
   EXPECT_GT(crowded.stats.num_prefix_hits, 0);  // the shared prefix was served from the cache

@@ -59,6 +59,8 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
                       "--no-cuda-graphs",
                       "--threads",
                       "4",
+                      "--structured-output-threads",
+                      "3",
                       "--speculative-config",
                       R"({"method":"ngram","num_speculative_tokens":2})",
                       "--check-invariants"}),
@@ -79,10 +81,11 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
   EXPECT_TRUE(c.window_local_kv);
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.num_threads, 4);
+  EXPECT_EQ(c.structured_output_threads, 3);
   EXPECT_TRUE(c.check_invariants);
   EXPECT_EQ(c.speculative_config, R"({"method":"ngram","num_speculative_tokens":2})");
   // Every option of the table was given above: the JSON lists no flag this test does not know.
-  EXPECT_EQ(engine_options_json().size(), 18u);
+  EXPECT_EQ(engine_options_json().size(), 19u);
 }
 
 TEST(EngineOptions, NoFlagsLeaveTheCommandsDefaults) {
