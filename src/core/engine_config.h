@@ -45,7 +45,7 @@ struct EngineConfig {
   // (D) What logprobs report, as vLLM's --logprobs-mode (sample/logprobs.h): "raw_logprobs",
   // "raw_logits", "processed_logprobs" or "processed_logits". Never changes a token or a logit.
   std::string logprobs_mode = "raw_logprobs";
-  int32_t num_threads = 0;          // cpu: 0 = hardware concurrency
+  int32_t num_threads = 0;  // cpu: 0 = hardware concurrency
   // Structured outputs: threads that advance a step's grammars and fill their next masks when a step
   // has many constrained requests (each grammar is its own: never changes a bit). 0: up to 8, half
   // the host's cores; 1: on the step thread alone.
