@@ -92,7 +92,8 @@ void emit(const Options& o, const std::string& line) {
   if (!o.json.empty()) std::ofstream(o.json, std::ios::app) << line << "\n";
 }
 
-int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model, double copy_bw) {
+// The batch-1 engine of the decode and speculative workloads.
+EngineConfig decode_config(const Options& o) {
   EngineConfig c;
   c.device = o.device;
   c.max_num_seqs = 1;
@@ -102,6 +103,11 @@ int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.speculative_config = o.speculative_config;
   c.window_local_kv = o.window_local_kv;
+  return c;
+}
+
+int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model, double copy_bw) {
+  const EngineConfig c = decode_config(o);
   auto engine = Engine::create(model, c);
   if (!engine.ok()) {
     std::fprintf(stderr, "decode: %s\n", engine.status().to_string().c_str());
@@ -225,16 +231,10 @@ struct SpecRun {
 SpecRun decode_once(const Options& o, const std::shared_ptr<const DeviceModel>& model,
                     const std::vector<int32_t>& prompt, const std::vector<int32_t>& warm_prompt,
                     std::shared_ptr<const Drafter> drafter) {
-  EngineConfig c;
-  c.device = o.device;
-  c.max_num_seqs = 1;
-  c.max_num_batched_tokens = std::max(o.prompt_len, 512);
-  c.max_model_len = o.prompt_len + o.output_len + 16;
-  c.cuda_graphs = o.graphs;
-  c.gpu_memory_utilization = o.gpu_memory_utilization;
-  if (drafter)
-    c.speculative_config =
-        R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(o.num_speculative_tokens) + "}";
+  EngineConfig c = decode_config(o);
+  c.speculative_config =
+      drafter ? R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(o.num_speculative_tokens) + "}"
+              : "";
   auto engine = Engine::create(model, c, nullptr, std::move(drafter));
   if (!engine.ok()) {
     std::fprintf(stderr, "speculative: %s\n", engine.status().to_string().c_str());
