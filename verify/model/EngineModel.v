@@ -10,8 +10,12 @@
    ONLY hypotheses are the kernel contract (kernel_kv_contract, kernel_logits_contract)
    and a positive block size. Everything else (which requests arrive, when they abort,
    what the scheduler batches, chunk sizes, which free block allocation evicts, which
-   cached block a hash lookup returns, whether the prefix cache is used at all) is
-   universally quantified through the nondeterministic step relation [step].
+   cached block a hash lookup returns, whether the prefix cache is used at all, which draft
+   tokens speculative decoding proposes, how many of them a verify chunk computes and
+   where the table is truncated after a rejection) is universally quantified through the
+   nondeterministic step relation [step]. Speculative decoding: step_draft, verify (a
+   draft token is accepted iff it equals the token sampled from the row before it),
+   advance (rejected rows are never counted computed) and step_truncate (the roll-back).
 
    Names mirror src/cache and src/sched: block_table, num_computed (num_computed_tokens),
    ref_count, cached_prefix (BlockPool's cached metadata), key_map (BlockPool::cache_). *)
@@ -142,7 +146,8 @@ Record Request := mkRequest {
   output_logits : list Logits;    (* [outputs] the logits each was sampled from *)
   num_computed : nat;             (* leading tokens whose KV is in the cache *)
   block_table : list BlockId;
-  finished : bool                 (* finished or aborted *)
+  finished : bool;                (* finished or aborted *)
+  draft : list Token              (* speculative decoding: draft tokens after the known ones *)
 }.
 
 Definition tokens (r : Request) : list Token := prompt r ++ outputs r.
@@ -160,7 +165,19 @@ Definition init_state (m0 : Mem) : State :=
   mkState (fun _ => None) [] m0 (fun _ => 0) (fun _ => None) (fun _ => None).
 
 Definition set_table (r : Request) (tbl : list BlockId) (nc : nat) (fin : bool) : Request :=
-  mkRequest (prompt r) (sampler r) (outputs r) (output_logits r) nc tbl fin.
+  mkRequest (prompt r) (sampler r) (outputs r) (output_logits r) nc tbl fin (draft r).
+
+Definition set_draft (r : Request) (d : list Token) : Request :=
+  mkRequest (prompt r) (sampler r) (outputs r) (output_logits r) (num_computed r)
+            (block_table r) (finished r) d.
+
+(* The known tokens followed by the draft: what a speculative step computes rows of. *)
+Definition seq_of (r : Request) : list Token := tokens r ++ draft r.
+
+(* Emit token t sampled from logits lg (the draft is consumed). *)
+Definition emit (r : Request) (t : Token) (lg : Logits) : Request :=
+  mkRequest (prompt r) (sampler r) (outputs r ++ [t]) (output_logits r ++ [lg])
+            (num_computed r) (block_table r) (finished r) [].
 
 (* The forward pass: rows k, k+1, ... in batch order; each non-padding row writes its KV. *)
 Fixpoint write_rows (batch : list Row) (k : nat) (rows : list Row) (m : Mem) : Mem :=
@@ -171,42 +188,63 @@ Fixpoint write_rows (batch : list Row) (k : nat) (rows : list Row) (m : Mem) : M
         (if r_pad row then m else write m (r_table row) (r_pos row) (kernel_kv batch k m))
   end.
 
-(* After the forward pass with final memory m: request x has computed its rows; if the
-   batch holds its last token, its logits are emitted and a token is sampled. *)
-Definition advance (batch : list Row) (m : Mem) (x : nat) (r : Request) : Request :=
-  let nc := num_computed r + cnt x batch in
+(* Verification (speculative decoding, Scheduler::append_token): if the batch holds the row
+   of the request's last known token, its logits are emitted with the token sampled from
+   them; while the emitted token EQUALS the next draft token d0, the row computed for d0 is
+   now the row of the last known token, and the same happens for it. Without a draft this
+   emits one token. *)
+Fixpoint verify (batch : list Row) (m : Mem) (x : nat) (r : Request) (d : list Token)
+  : Request :=
   match find_row x (length (tokens r) - 1) batch 0 with
   | Some k =>
       let lg := kernel_logits batch k m in
       let t := sample lg (sampler r) (length (outputs r)) (tokens r) in
-      mkRequest (prompt r) (sampler r) (outputs r ++ [t]) (output_logits r ++ [lg])
-                nc (block_table r) (finished r)
+      match d with
+      | d0 :: d' => if Nat.eqb d0 t then verify batch m x (emit r t lg) d' else emit r t lg
+      | [] => emit r t lg
+      end
+  | None => r
+  end.
+
+(* After the forward pass with final memory m: request x has computed its rows; if the
+   batch holds its last known token, tokens are emitted (verify), and only the positions
+   whose token was verified count as computed: the rows of rejected draft tokens are
+   rolled back (num_computed never covers them). *)
+Definition advance (batch : list Row) (m : Mem) (x : nat) (r : Request) : Request :=
+  let nc := num_computed r + cnt x batch in
+  match find_row x (length (tokens r) - 1) batch 0 with
+  | Some _ =>
+      let r' := verify batch m x r (draft r) in
+      set_table r' (block_table r) (Nat.min nc (length (tokens r') - 1)) (finished r)
   | None => set_table r (block_table r) nc (finished r)
   end.
 
 (* A legal batch: each non-padding row is the next uncomputed token of a live request
    (rows of one request in increasing position order, anywhere in the batch), within the
-   request's tokens and its block table. *)
+   request's tokens followed by its draft tokens (a verify chunk) and its block table. *)
 Definition rows_ok (s : State) (batch : list Row) : Prop :=
   forall k row, nth_error batch k = Some row -> r_pad row = false ->
     exists r, requests s (r_req row) = Some r /\ finished r = false /\
       r_pos row = num_computed r + cnt (r_req row) (firstn k batch) /\
-      r_pos row < length (tokens r) /\
+      r_pos row < length (seq_of r) /\
       r_pos row < length (block_table r) * block_size /\
-      r_tok row = nth (r_pos row) (tokens r) 0 /\
+      r_tok row = nth (r_pos row) (seq_of r) 0 /\
       r_table row = block_table r.
 
 Definition bounds_ok (s : State) (batch : list Row) : Prop :=
   forall x r, requests s x = Some r ->
-    num_computed r + cnt x batch <= length (tokens r) /\
-    num_computed r + cnt x batch <= length (block_table r) * block_size.
+    num_computed r + cnt x batch <= length (seq_of r) /\
+    num_computed r + cnt x batch <= length (block_table r) * block_size /\
+    (* draft rows only in a verify chunk: with the row of the last known token *)
+    (num_computed r + cnt x batch <= length (tokens r) \/
+     (num_computed r < length (tokens r) /\ find_row x (length (tokens r) - 1) batch 0 <> None)).
 
 (* The engine: any legal transition, in any order, at any time. *)
 Inductive step : State -> State -> Prop :=
   (* A request arrives (with its prompt and sampler state). *)
   | step_arrive : forall s x p ss,
       ~ In x (request_ids s) -> p <> [] ->
-      step s (mkState (upd (requests s) x (Some (mkRequest p ss [] [] 0 [] false)))
+      step s (mkState (upd (requests s) x (Some (mkRequest p ss [] [] 0 [] false [])))
                       (x :: request_ids s) (kv_mem s) (ref_count s) (cached_prefix s) (key_map s))
   (* Allocation takes ANY free block (ref count 0): evicting it from the prefix cache if
      it was cached. Its stale contents stay in memory. *)
@@ -235,6 +273,22 @@ Inductive step : State -> State -> Prop :=
       step s (mkState (requests s) (request_ids s) (kv_mem s) (ref_count s)
                       (upd (cached_prefix s) b (Some (firstn ((j + 1) * block_size) (tokens r))))
                       (upd (key_map s) (hash (firstn ((j + 1) * block_size) (tokens r))) (Some b)))
+  (* Speculative decoding: a live request gets draft tokens (ANY tokens) to follow its known
+     ones; a later step may compute rows of them (a verify chunk). *)
+  | step_draft : forall s x r d,
+      requests s x = Some r -> finished r = false ->
+      step s (mkState (upd (requests s) x (Some (set_draft r d)))
+                      (request_ids s) (kv_mem s) (ref_count s) (cached_prefix s) (key_map s))
+  (* Roll-back (BlockPool::truncate): the table keeps its first n blocks, which must cover
+     every computed position; the blocks after them are freed. *)
+  | step_truncate : forall s x r n,
+      requests s x = Some r -> finished r = false ->
+      num_computed r <= n * block_size ->
+      step s (mkState (upd (requests s) x (Some (set_table r (firstn n (block_table r))
+                                                           (num_computed r) false)))
+                      (request_ids s) (kv_mem s)
+                      (fun b => ref_count s b - occ (skipn n (block_table r)) b)
+                      (cached_prefix s) (key_map s))
   (* Release a request's blocks: preemption by recomputation (fin = false: it keeps its
      outputs and recomputes from position 0 later), or finish/abort (fin = true). *)
   | step_release : forall s x r fin,
@@ -476,7 +530,7 @@ Qed.
 
 Lemma inv_arrive : forall s x p ss,
   inv s -> ~ In x (request_ids s) -> p <> [] ->
-  inv (mkState (upd (requests s) x (Some (mkRequest p ss [] [] 0 [] false)))
+  inv (mkState (upd (requests s) x (Some (mkRequest p ss [] [] 0 [] false [])))
                (x :: request_ids s) (kv_mem s) (ref_count s) (cached_prefix s) (key_map s)).
 Proof.
   intros s x p ss Hinv Hx Hp.
@@ -666,6 +720,79 @@ Proof.
       * apply (count_occ_not_In Nat.eq_dec) in Hnin. unfold occ. rewrite Hnin. lia.
 Qed.
 
+(* A draft changes nothing the invariant reads (tokens are the known ones). *)
+Lemma inv_draft : forall s x r d,
+  inv s -> requests s x = Some r ->
+  inv (mkState (upd (requests s) x (Some (set_draft r d)))
+               (request_ids s) (kv_mem s) (ref_count s) (cached_prefix s) (key_map s)).
+Proof.
+  intros s x r d Hinv Hx.
+  assert (Hxi : In x (request_ids s)) by (apply (inv_ids _ Hinv); congruence).
+  constructor; simpl.
+  - apply (inv_nodup _ Hinv).
+  - apply ids_upd; auto.
+  - intros b. pose proof (held_of_upd (requests s) (request_ids s) x r (set_draft r d) b
+        (inv_nodup _ Hinv) Hxi Hx) as Hh.
+    simpl in Hh. pose proof (inv_ref_count _ Hinv b). lia.
+  - apply (inv_cached _ Hinv).
+  - intros y ry Hy. destruct (Nat.eq_dec y x) as [->|Hne].
+    + rewrite upd_eq in Hy. inversion Hy; subst ry; clear Hy.
+      destruct (inv_requests _ Hinv _ _ Hx) as [Ht Htb Hs Hp Ho].
+      constructor; [exact Ht|exact Htb|exact Hs|exact Hp|exact Ho].
+    + rewrite upd_neq in Hy by auto. apply (inv_requests _ Hinv _ _ Hy).
+Qed.
+
+Lemma read_firstn : forall m tbl n q,
+  q < n * block_size -> read m (firstn n tbl) q = read m tbl q.
+Proof.
+  intros m tbl n q Hq. unfold read. rewrite nth_error_firstn_lt; auto. apply div_lt_blocks; auto.
+Qed.
+
+(* Roll-back: the dropped blocks hold no computed position, so they are private (held once,
+   by this table): freeing them touches no other request and no cached block. *)
+Lemma inv_truncate : forall s x r n,
+  inv s -> requests s x = Some r -> num_computed r <= n * block_size ->
+  inv (mkState (upd (requests s) x (Some (set_table r (firstn n (block_table r)) (num_computed r) false)))
+               (request_ids s) (kv_mem s)
+               (fun b => ref_count s b - occ (skipn n (block_table r)) b)
+               (cached_prefix s) (key_map s)).
+Proof.
+  intros s x r n Hinv Hx Hn.
+  assert (Hxi : In x (request_ids s)) by (apply (inv_ids _ Hinv); congruence).
+  destruct (inv_requests _ Hinv _ _ Hx) as [Ht Htb Hs Hp Ho].
+  assert (Hocc : forall b, occ (block_table r) b =
+                   occ (firstn n (block_table r)) b + occ (skipn n (block_table r)) b).
+  { intros b. rewrite <- occ_app, firstn_skipn. reflexivity. }
+  constructor; simpl.
+  - apply (inv_nodup _ Hinv).
+  - apply ids_upd; auto.
+  - intros b. pose proof (held_of_upd (requests s) (request_ids s) x r
+        (set_table r (firstn n (block_table r)) (num_computed r) false) b
+        (inv_nodup _ Hinv) Hxi Hx) as Hh.
+    simpl in Hh. pose proof (inv_ref_count _ Hinv b). specialize (Hocc b). lia.
+  - apply (inv_cached _ Hinv).
+  - intros y ry Hy. destruct (Nat.eq_dec y x) as [->|Hne].
+    + rewrite upd_eq in Hy. inversion Hy; subst ry; clear Hy.
+      constructor; simpl.
+      * exact Ht.
+      * rewrite firstn_length. destruct (Nat.min_spec n (length (block_table r))) as [[_ ->]|[_ ->]]; lia.
+      * intros q Hq. rewrite read_firstn by lia. apply Hs; auto.
+      * intros j b Hj Hlt. destruct (nth_error_firstn_some _ _ _ _ _ Hj) as [Hjn Hj'].
+        destruct (Hp j b Hj' Hlt) as [Hc Hr]. split; auto.
+        destruct (exclusive s x r x r b Hinv Hx (nth_error_In _ _ Hj') Hr Hx (nth_error_In _ _ Hj'))
+          as [_ H1].
+        pose proof (occ_In _ _ (nth_error_In _ _ Hj)). specialize (Hocc b). lia.
+      * apply outputs_ok_set_table; auto.
+    + rewrite upd_neq in Hy by auto.
+      apply (req_inv_frame _ _ _ _ _ _ (inv_requests _ Hinv _ _ Hy)).
+      intros j b Hj Hlt Hc Hr. split; auto.
+      destruct (in_dec Nat.eq_dec b (skipn n (block_table r))) as [Hin|Hnin].
+      * exfalso. destruct (exclusive s y ry x r b Hinv Hy (nth_error_In _ _ Hj) Hr Hx
+                             (In_skipn_In _ _ _ _ Hin)).
+        congruence.
+      * apply (count_occ_not_In Nat.eq_dec) in Hnin. unfold occ. rewrite Hnin. lia.
+Qed.
+
 (* ---------------- the forward pass ---------------- *)
 
 Lemma cnt_app : forall x l1 l2, cnt x (l1 ++ l2) = cnt x l1 + cnt x l2.
@@ -714,7 +841,7 @@ Qed.
 Definition fold_inv (s : State) (batch : list Row) (k : nat) (m : Mem) : Prop :=
   cached_ok m (cached_prefix s) /\
   forall x r, requests s x = Some r ->
-    slots_ok m (block_table r) (tokens r) (num_computed r + cnt x (firstn k batch)).
+    slots_ok m (block_table r) (seq_of r) (num_computed r + cnt x (firstn k batch)).
 
 (* One row: its KV is kv_at of its prefix, and its slot is private to it. *)
 Lemma fold_step : forall s batch k row m,
@@ -729,7 +856,7 @@ Proof.
     unfold is_row_of at 1. rewrite Hpad. simpl. rewrite Nat.add_0_r. apply Hsl; auto.
   - destruct (Hrows k row Hk Hpad) as [r0 [Hr0 [_ [Hpos [HposT [HposTb [Htok Htbl]]]]]]].
     set (x0 := r_req row) in *. set (p := r_pos row) in *.
-    assert (Hv : kernel_kv batch k m = kv_at (tokens r0) p).
+    assert (Hv : kernel_kv batch k m = kv_at (seq_of r0) p).
     { rewrite (kernel_kv_contract batch k row m Hk). rewrite Htok, Htbl.
       apply written_kv_is_prefix_function; auto. intros q Hq. apply (Hsl x0 r0 Hr0). lia. }
     destruct (nth_error_lt _ (block_table r0) (p / block_size)) as [b Hb].
@@ -781,53 +908,120 @@ Qed.
 Lemma advance_table : forall batch m x r, block_table (advance batch m x r) = block_table r.
 Proof. intros. unfold advance. destruct (find_row _ _ _ _); reflexivity. Qed.
 
+Lemma outputs_ok_emit : forall r, outputs_ok r ->
+  outputs_ok (emit r (sample (F_D (tokens r)) (sampler r) (length (outputs r)) (tokens r))
+                     (F_D (tokens r))).
+Proof.
+  intros r [Hlen Hout]. unfold outputs_ok, emit. cbn [outputs output_logits prompt sampler]. split.
+  - rewrite !app_length. simpl. lia.
+  - intros i Hi. rewrite app_length in Hi. simpl in Hi.
+    destruct (Nat.lt_ge_cases i (length (outputs r))) as [Hl|Hl].
+    + rewrite firstn_app_le by lia. rewrite !nth_error_app1 by lia. apply Hout; auto.
+    + assert (i = length (outputs r)) by lia. subst i.
+      rewrite firstn_app_le, firstn_all by lia.
+      rewrite <- Hlen at 1. rewrite !nth_error_snoc_last. split; reflexivity.
+Qed.
+
+Lemma tokens_emit : forall r t lg, tokens (emit r t lg) = tokens r ++ [t].
+Proof. intros. unfold tokens, emit. simpl. apply app_assoc. Qed.
+
+Lemma firstn_length_app : forall (A : Type) (l u : list A), firstn (length l) (l ++ u) = l.
+Proof. intros. rewrite firstn_app_le, firstn_all; auto. Qed.
+
+(* Verification, by induction on the draft: every token emitted is Sample_D of F_D of the
+   tokens before it, and the resulting tokens agree with the computed sequence Sq (known
+   tokens ++ draft) on every position but the last (the draft tokens accepted are exactly
+   the ones equal to what was emitted). *)
+Lemma verify_spec : forall batch m x tbl Sq N,
+  slots_ok m tbl Sq N -> N <= length Sq ->
+  (forall k row, nth_error batch k = Some row -> is_row_of x row = true ->
+     r_pos row < N /\ r_tok row = nth (r_pos row) Sq 0 /\ r_table row = tbl) ->
+  forall d r, tokens r ++ d = Sq -> 0 < length (tokens r) -> outputs_ok r ->
+  outputs_ok (verify batch m x r d) /\
+  length (tokens r) <= length (tokens (verify batch m x r d)) /\
+  firstn (length (tokens (verify batch m x r d)) - 1) (tokens (verify batch m x r d)) =
+    firstn (length (tokens (verify batch m x r d)) - 1) Sq /\
+  length (tokens (verify batch m x r d)) - 1 <= length Sq.
+Proof.
+  intros batch m x tbl Sq N Hsl HN Hrow d. induction d as [|d0 d IH]; intros r HS Hne Ho;
+    cbn [verify]; destruct (find_row x (length (tokens r) - 1) batch 0) as [k|] eqn:Hf.
+  all: try (subst Sq; rewrite app_length; split; [exact Ho|]; split; [lia|];
+            split; [rewrite firstn_app_le by lia; reflexivity|lia]).
+  all: destruct (find_row_spec _ _ _ _ _ Hf) as [row [Hk [_ [Hr Hpos]]]];
+       rewrite Nat.sub_0_r in Hk; destruct (Hrow k row Hk Hr) as [HpN [Htok Htbl]];
+       assert (Hlg : kernel_logits batch k m = F_D (tokens r))
+         by (rewrite (kernel_logits_contract batch k row m Hk), Htok, Htbl, Hpos;
+             rewrite logits_are_F_D by ((intros q Hq; apply Hsl; lia) || (rewrite <- HS, app_length; lia));
+             replace (S (length (tokens r) - 1)) with (length (tokens r)) by lia;
+             rewrite <- HS, firstn_length_app; reflexivity);
+       rewrite Hlg.
+  all: set (t := sample (F_D (tokens r)) (sampler r) (length (outputs r)) (tokens r)).
+  - (* no draft: one token *)
+    rewrite tokens_emit, app_length. simpl. replace (length (tokens r) + 1 - 1) with (length (tokens r)) by lia.
+    rewrite <- HS, !app_nil_r, firstn_all. split; [apply outputs_ok_emit; exact Ho|].
+    split; [lia|]. split; [rewrite firstn_length_app; reflexivity|lia].
+  - destruct (Nat.eqb d0 t) eqn:E.
+    + (* d0 accepted: its row is the row of the new last known token *)
+      apply Nat.eqb_eq in E. subst d0.
+      destruct (IH (emit r t (F_D (tokens r)))) as [Ho' [Hl' Hrest]].
+      * rewrite tokens_emit, <- HS, <- app_assoc. reflexivity.
+      * rewrite tokens_emit, app_length. simpl. lia.
+      * apply outputs_ok_emit; exact Ho.
+      * rewrite tokens_emit, app_length in Hl'. simpl in Hl'. split; [exact Ho'|]. split; [lia|exact Hrest].
+    + (* d0 rejected: the emitted token ends the run *)
+      rewrite tokens_emit, app_length. simpl. replace (length (tokens r) + 1 - 1) with (length (tokens r)) by lia.
+      rewrite <- HS, !firstn_length_app. split; [apply outputs_ok_emit; exact Ho|].
+      split; [lia|]. split; [reflexivity|rewrite app_length; simpl; lia].
+Qed.
+
+Lemma slots_ok_seq : forall m r,
+  num_computed r <= length (tokens r) ->
+  slots_ok m (block_table r) (tokens r) (num_computed r) ->
+  slots_ok m (block_table r) (seq_of r) (num_computed r).
+Proof. intros m r Hn Hs q Hq. unfold seq_of. rewrite kv_at_app by lia. apply Hs; auto. Qed.
+
 (* After the pass: the request's logits, if emitted, are F_D of its tokens. *)
 Lemma advance_inv : forall s batch m x r,
   inv s -> rows_ok s batch -> bounds_ok s batch -> requests s x = Some r ->
-  slots_ok m (block_table r) (tokens r) (num_computed r + cnt x batch) ->
+  slots_ok m (block_table r) (seq_of r) (num_computed r + cnt x batch) ->
   req_inv m (cached_prefix s) (ref_count s) (advance batch m x r).
 Proof.
   intros s batch m x r Hinv Hrows Hbounds Hx Hslots.
   destruct (inv_requests _ Hinv _ _ Hx) as [Ht Htb Hs Hp Ho].
-  destruct (Hbounds x r Hx) as [Hb1 Hb2].
-  unfold advance. destruct (find_row x (length (tokens r) - 1) batch 0) as [k|] eqn:Hf.
+  destruct (Hbounds x r Hx) as [Hb1 [Hb2 Hb3]].
+  set (N := num_computed r + cnt x batch) in *.
+  unfold advance. fold N. destruct (find_row x (length (tokens r) - 1) batch 0) as [k|] eqn:Hf.
   - destruct (find_row_spec _ _ _ _ _ Hf) as [row [Hk [_ [Hrow Hpos]]]].
     rewrite Nat.sub_0_r in Hk.
-    apply andb_prop in Hrow as [Hpad Hreq]. apply negb_true_iff in Hpad.
+    pose proof Hrow as Hrow'. apply andb_prop in Hrow' as [Hpad Hreq]. apply negb_true_iff in Hpad.
     apply Nat.eqb_eq in Hreq.
-    destruct (Hrows k row Hk Hpad) as [r0 [Hr0 [_ [Hpos0 [HposT [_ [Htok Htbl]]]]]]].
-    rewrite Hreq, Hx in Hr0. inversion Hr0; subst r0; clear Hr0.
-    assert (Hlt : r_pos row < num_computed r + cnt x batch).
-    { rewrite Hpos0, Hreq. pose proof (cnt_firstn_lt batch k row x Hk). unfold is_row_of in H.
-      rewrite Hpad, Hreq, Nat.eqb_refl in H. simpl in H. specialize (H eq_refl). lia. }
-    assert (Hlg : kernel_logits batch k m = F_D (tokens r)).
-    { rewrite (kernel_logits_contract batch k row m Hk), Htok, Htbl.
-      rewrite logits_are_F_D; auto.
-      - rewrite firstn_all2; auto. lia.
-      - intros q Hq. apply Hslots. lia. }
-    rewrite Hlg.
-    set (t := sample (F_D (tokens r)) (sampler r) (length (outputs r)) (tokens r)).
-    assert (Htk : tokens (mkRequest (prompt r) (sampler r) (outputs r ++ [t])
-                    (output_logits r ++ [F_D (tokens r)]) (num_computed r + cnt x batch)
-                    (block_table r) (finished r)) = tokens r ++ [t])
-      by (unfold tokens; simpl; apply app_assoc).
-    constructor; try rewrite Htk;
-      cbn [num_computed block_table outputs output_logits prompt sampler].
-    + rewrite app_length. simpl. lia.
-    + exact Hb2.
-    + intros q Hq. rewrite kv_at_app by lia. apply Hslots; auto.
+    destruct (Hrows k row Hk Hpad) as [r0 [Hr0 [_ [Hpos0 _]]]].
+    rewrite Hreq, Hx in Hr0. inversion Hr0; subst r0; clear Hr0. rewrite Hreq in Hpos0.
+    pose proof (cnt_firstn_lt batch k row x Hk Hrow) as Hlt.
+    assert (Hne : 0 < length (tokens r)) by (destruct Hb3 as [Hb3|[Hb3 _]]; unfold N in *; lia).
+    assert (Hnc : num_computed r <= length (tokens r) - 1) by lia.
+    assert (Hrows_x : forall k' row', nth_error batch k' = Some row' -> is_row_of x row' = true ->
+              r_pos row' < N /\ r_tok row' = nth (r_pos row') (seq_of r) 0 /\ r_table row' = block_table r).
+    { intros k' row' Hk' Hr'. pose proof Hr' as Hr''. apply andb_prop in Hr'' as [Hpad' Hreq'].
+      apply negb_true_iff in Hpad'. apply Nat.eqb_eq in Hreq'.
+      destruct (Hrows k' row' Hk' Hpad') as [r1 [Hr1 [_ [Hpos1 [_ [_ [Htok1 Htbl1]]]]]]].
+      rewrite Hreq', Hx in Hr1. inversion Hr1; subst r1; clear Hr1.
+      pose proof (cnt_firstn_lt batch k' row' x Hk' Hr'). rewrite Hreq' in Hpos1.
+      split; [unfold N; lia|auto]. }
+    destruct (verify_spec batch m x (block_table r) (seq_of r) N Hslots Hb1 Hrows_x (draft r) r
+                eq_refl Hne Ho) as [Ho' [Hl' [Hpre' Hle']]].
+    set (r' := verify batch m x r (draft r)) in *.
+    constructor; rewrite ?tokens_set_table; cbn [num_computed block_table set_table].
+    + lia.
+    + lia.
+    + intros q Hq. rewrite (Hslots q) by lia. f_equal.
+      rewrite <- (kv_at_firstn (tokens r') (length (tokens r') - 1)) by lia.
+      rewrite Hpre'. symmetry. apply kv_at_firstn; lia.
     + intros j b Hj Hlt'. apply (Hp j); auto. lia.
-    + destruct Ho as [Hlen Hout]. unfold outputs_ok. cbn [outputs output_logits prompt sampler]. split.
-      * rewrite !app_length. simpl. lia.
-      * intros i Hi. simpl. rewrite app_length in Hi. simpl in Hi.
-        destruct (Nat.lt_ge_cases i (length (outputs r))) as [Hl|Hl].
-        -- rewrite firstn_app_le by lia. rewrite !nth_error_app1 by lia. apply Hout; auto.
-        -- assert (i = length (outputs r)) by lia. subst i.
-           rewrite firstn_app_le, firstn_all by lia.
-           rewrite <- Hlen at 1. rewrite !nth_error_snoc_last.
-           split; reflexivity.
-  - constructor; rewrite ?tokens_set_table; simpl; try lia.
-    + exact Hslots.
+    + apply outputs_ok_set_table; auto.
+  - destruct Hb3 as [Hb3|[_ Hb3]]; [|contradiction].
+    constructor; rewrite ?tokens_set_table; simpl; try lia.
+    + intros q Hq. rewrite (Hslots q Hq). unfold seq_of. rewrite kv_at_app by lia. reflexivity.
     + intros j b Hj Hlt'. apply (Hp j); auto. lia.
     + apply outputs_ok_set_table; auto.
 Qed.
@@ -843,7 +1037,8 @@ Proof.
   assert (Hf : fold_inv s batch (length batch) (write_rows batch 0 batch (kv_mem s))).
   { apply fold_all; auto. split.
     - apply (inv_cached _ Hinv).
-    - intros x r Hx. simpl. rewrite Nat.add_0_r. apply (ri_slots _ _ _ _ (inv_requests _ Hinv _ _ Hx)). }
+    - intros x r Hx. simpl. rewrite Nat.add_0_r. destruct (inv_requests _ Hinv _ _ Hx).
+      apply slots_ok_seq; auto. }
   unfold fold_inv in Hf. rewrite firstn_all in Hf. destruct Hf as [Hc Hsl].
   constructor; simpl.
   - apply (inv_nodup _ Hinv).
@@ -862,13 +1057,14 @@ Lemma row_logits_inv : forall s batch k row,
   nth_error batch k = Some row -> r_pad row = false ->
   exists r, requests s (r_req row) = Some r /\
     kernel_logits batch k (write_rows batch 0 batch (kv_mem s)) =
-      F_D (firstn (S (r_pos row)) (tokens r)).
+      F_D (firstn (S (r_pos row)) (seq_of r)).
 Proof.
   intros s batch k row Hinv Hrows Hbounds Hk Hpad.
   assert (Hf : fold_inv s batch (length batch) (write_rows batch 0 batch (kv_mem s))).
   { apply fold_all; auto. split.
     - apply (inv_cached _ Hinv).
-    - intros x r Hx. simpl. rewrite Nat.add_0_r. apply (ri_slots _ _ _ _ (inv_requests _ Hinv _ _ Hx)). }
+    - intros x r Hx. simpl. rewrite Nat.add_0_r. destruct (inv_requests _ Hinv _ _ Hx).
+      apply slots_ok_seq; auto. }
   unfold fold_inv in Hf. rewrite firstn_all in Hf. destruct Hf as [_ Hsl].
   destruct (Hrows k row Hk Hpad) as [r [Hr [_ [Hpos [HposT [_ [Htok Htbl]]]]]]].
   exists r. split; auto.
@@ -890,6 +1086,8 @@ Proof.
   - apply inv_allocate; auto.
   - apply inv_hit; auto.
   - eapply inv_register; eauto.
+  - apply inv_draft; auto.
+  - apply inv_truncate; auto.
   - apply inv_release; auto.
   - apply inv_forward; auto.
 Qed.
@@ -969,7 +1167,7 @@ Proof.
   pose proof (reach_step _ _ (reach_init m0)
                 (step_arrive (init_state m0) 0 [t] ss (fun H => H) Hne)) as R1.
   match type of R1 with reachable ?s => set (s1 := s) in R1 end.
-  set (r1 := mkRequest [t] ss [] [] 0 [] false).
+  set (r1 := mkRequest [t] ss [] [] 0 [] false []).
   pose proof (reach_step _ _ R1 (step_allocate s1 0 r1 0 eq_refl eq_refl Hnb eq_refl)) as R2.
   match type of R2 with reachable ?s => set (s2 := s) in R2 end.
   set (r2 := set_table r1 ([] ++ [0]) 0 false).
@@ -994,7 +1192,7 @@ Theorem every_row_logits : forall s batch k row,
   nth_error batch k = Some row -> r_pad row = false ->
   exists r, requests s (r_req row) = Some r /\
     kernel_logits batch k (write_rows batch 0 batch (kv_mem s)) =
-      F_D (firstn (S (r_pos row)) (tokens r)).
+      F_D (firstn (S (r_pos row)) (seq_of r)).
 Proof. intros s batch k row Hs. apply row_logits_inv, inv_reachable, Hs. Qed.
 
 End Engine.
