@@ -12,6 +12,11 @@
 //      the model's physical KV memory,
 //   4. the C++ check_invariants() passes.
 // Forward batches interleave the plan's rows at random and add padding rows.
+// Speculative decoding: before a step, running requests get random drafts (random length, a
+// random number of leading tokens equal to what the model's sampler will emit, then a wrong
+// one), so verify chunks accept a random prefix; the model's step_draft / verify / advance /
+// step_truncate must accept every C++ change (Scheduler::set_draft, append_token,
+// BlockPool::truncate).
 // A failure prints the seed; rerun one with VOSTI_TEST_SEED=<seed>.
 #include <gtest/gtest.h>
 
@@ -76,6 +81,12 @@ class Lockstep {
   }
 
   const std::string& description() const { return description_; }
+  struct SpeculationStats {
+    int64_t num_draft_tokens = 0;     // draft rows computed
+    int64_t num_accepted_tokens = 0;  // tokens emitted after an accepted draft
+    int64_t num_roll_backs = 0;       // truncations that freed blocks
+  };
+  const SpeculationStats& speculation_stats() const { return stats_; }
   bool has_work() const { return sched_->has_work(); }
   const Scheduler& scheduler() const { return *sched_; }
 
@@ -90,8 +101,14 @@ class Lockstep {
     if (!live_.empty() && uniform(0, 19) == 0) {
       if (std::string e = abort_random(); !e.empty()) return "abort: " + e;
     }
+    propose_drafts();
     const StepPlan plan = sched_->schedule();
     if (std::string e = replay_schedule(plan); !e.empty()) return "schedule: " + e;
+    for (const ScheduledRequest& s : plan.requests) {  // the drafts this step verifies
+      std::vector<model::Token> d(s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+      if (std::string e = model_->step_draft(s.id, std::move(d)); !e.empty()) return "draft: " + e;
+    }
+    stats_.num_draft_tokens += plan.num_draft_tokens;
     std::vector<model::Emission> emitted;
     if (std::string e = model_->step_forward(random_batch(plan), &emitted); !e.empty()) return "forward: " + e;
     if (std::string e = check_emissions(plan, emitted); !e.empty()) return "forward: " + e;
@@ -111,6 +128,37 @@ class Lockstep {
     return *(v.begin() + uniform(0, static_cast<int64_t>(v.size()) - 1));
   }
   int32_t bs() const { return sched_->config().pool.block_size; }
+
+  // Random drafts for about half the running requests: k tokens, of which the first a are what
+  // the model's sampler will emit (so they are accepted) and the next is not.
+  void propose_drafts() {
+    for (const RequestState* r : sched_->running()) {
+      if (uniform(0, 1) == 0) continue;
+      const model::Request& m = model_->state().requests.at(r->id);
+      std::vector<model::Token> T = m.tokens();
+      const int64_t k = uniform(1, 6);
+      const int64_t a = uniform(0, k);
+      std::vector<int32_t> d;
+      for (int64_t i = 0; i < k; ++i) {
+        const model::Token e = sample(model_->F_D(T), mix(r->id), static_cast<int32_t>(m.outputs.size() + i), T);
+        const model::Token t = i < a    ? e
+                               : i == a ? static_cast<model::Token>((e + uniform(1, 3)) % 4)
+                                        : static_cast<model::Token>(uniform(0, 3));
+        d.push_back(t);
+        T.push_back(t);
+      }
+      sched_->set_draft(r->id, std::move(d));
+    }
+  }
+
+  // A roll-back (BlockPool::truncate) is the model's step_truncate to the C++ table's length.
+  std::string replay_truncation(RequestId id) {
+    const auto& table = sched_->find(id)->block_table.blocks();
+    const std::vector<BlockId>& m = model_->state().requests.at(id).block_table;
+    if (table.size() >= m.size()) return "";
+    ++stats_.num_roll_backs;
+    return model_->step_truncate(id, static_cast<int32_t>(table.size()));
+  }
 
   std::string add_random() {
     const RequestId id = next_id_++;
@@ -143,6 +191,17 @@ class Lockstep {
     }
     for (const ScheduledRequest& s : plan.requests) {
       const model::Request& m = model_->state().requests.at(s.id);
+      // A draft rolled back at schedule() (no token appended after a verify step) truncates
+      // first: the model truncates to the longest common prefix, then allocates as below.
+      size_t common = 0;
+      while (common < m.block_table.size() && common < s.block_table.size() &&
+             m.block_table[common] == s.block_table[common]) {
+        ++common;
+      }
+      if (common < m.block_table.size()) {
+        ++stats_.num_roll_backs;
+        if (std::string e = model_->step_truncate(s.id, static_cast<int32_t>(common)); !e.empty()) return e;
+      }
       const std::vector<BlockId> before = m.block_table;
       if (before.size() > s.block_table.size() || !std::equal(before.begin(), before.end(), s.block_table.begin())) {
         return "request " + std::to_string(s.id) + "'s block table was not extended append-only";
@@ -205,13 +264,18 @@ class Lockstep {
   }
 
   std::string postprocess(const std::vector<model::Emission>& emitted) {
+    std::unordered_map<RequestId, int32_t> num_emitted;  // this step's tokens per request so far
     for (const model::Emission& em : emitted) {
       if (!live_.contains(em.id)) continue;  // aborted mid-step
       const RequestState* r = sched_->find(em.id);
       const int32_t num_out = r->num_output_tokens();
       bool done = num_out >= max_tokens_[em.id] || uniform(0, 15) == 0;
       if (!done) {
+        if (num_emitted[em.id]++ > 0) ++stats_.num_accepted_tokens;  // follows an accepted draft
         done = sched_->append_token(em.id, em.token);
+        // append_token registers verified full blocks and, at a rejection, truncates.
+        if (std::string e = replay_registrations(); !e.empty()) return "append_token: " + e;
+        if (std::string e = replay_truncation(em.id); !e.empty()) return "append_token: " + e;
       }
       if (done) {
         if (!sched_->finish(em.id)) return "finish() did not know a running request";
@@ -262,11 +326,12 @@ class Lockstep {
   std::string description_;
   std::set<RequestId> live_;
   std::unordered_map<RequestId, int32_t> max_tokens_;
+  SpeculationStats stats_;
   std::vector<int32_t> documents_[3];
   RequestId next_id_ = 1;
 };
 
-std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats) {
+std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats, Lockstep::SpeculationStats* spec) {
   Lockstep h(seed);
   const std::string where = "seed " + std::to_string(seed) + " (" + h.description() + ")";
   for (int i = 0; i < num_steps; ++i) {
@@ -280,6 +345,11 @@ std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats) {
     stats->num_preemptions += h.scheduler().stats().num_preemptions;
     stats->num_prefix_hit_tokens += h.scheduler().stats().num_prefix_hit_tokens;
     stats->num_steps += h.scheduler().stats().num_steps;
+  }
+  if (spec != nullptr) {
+    spec->num_draft_tokens += h.speculation_stats().num_draft_tokens;
+    spec->num_accepted_tokens += h.speculation_stats().num_accepted_tokens;
+    spec->num_roll_backs += h.speculation_stats().num_roll_backs;
   }
   return "";
 }
@@ -295,18 +365,26 @@ TEST(RefinementTest, SchedulerAndBlockPoolRefineTheProvenModel) {
     for (uint64_t s = 1; s <= count; ++s) seeds.push_back(s);
   }
   SchedulerStats stats;
+  Lockstep::SpeculationStats spec;
   for (uint64_t seed : seeds) {
-    const std::string e = run_seed(seed, 300, &stats);
+    const std::string e = run_seed(seed, 300, &stats, &spec);
     ASSERT_EQ(e, "") << "reproduce with VOSTI_TEST_SEED=" << seed;
   }
   // The sequences really exercised preemption and prefix hits.
   if (seeds.size() >= 1000) {
     EXPECT_GT(stats.num_preemptions, 1000);
     EXPECT_GT(stats.num_prefix_hit_tokens, 1000);
+    // ... and speculative verify chunks with accepted drafts and roll-backs.
+    EXPECT_GT(spec.num_draft_tokens, 1000);
+    EXPECT_GT(spec.num_accepted_tokens, 1000);
+    EXPECT_GT(spec.num_roll_backs, 1000);
   }
-  std::printf("refinement: %zu sequences, %lld steps, %lld preemptions, %lld prefix-hit tokens\n", seeds.size(),
-              static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_preemptions),
-              static_cast<long long>(stats.num_prefix_hit_tokens));
+  std::printf(
+      "refinement: %zu sequences, %lld steps, %lld preemptions, %lld prefix-hit tokens, %lld draft tokens, "
+      "%lld accepted, %lld roll-backs\n",
+      seeds.size(), static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_preemptions),
+      static_cast<long long>(stats.num_prefix_hit_tokens), static_cast<long long>(spec.num_draft_tokens),
+      static_cast<long long>(spec.num_accepted_tokens), static_cast<long long>(spec.num_roll_backs));
 }
 
 }  // namespace

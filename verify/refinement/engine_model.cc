@@ -28,6 +28,12 @@ std::vector<Token> Request::tokens() const {
   return t;
 }
 
+std::vector<Token> Request::seq() const {
+  std::vector<Token> t = tokens();
+  t.insert(t.end(), draft.begin(), draft.end());
+  return t;
+}
+
 namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
@@ -162,6 +168,30 @@ std::string EngineModel::step_register(RequestIdM x, int32_t j, BlockId b) {
   return "";
 }
 
+// Coq: step_draft.
+std::string EngineModel::step_draft(RequestIdM x, std::vector<Token> d) {
+  auto it = s_.requests.find(x);
+  if (it == s_.requests.end() || it->second.finished) return "step_draft: request " + str(x) + " not live";
+  it->second.draft = std::move(d);
+  return "";
+}
+
+// Coq: step_truncate.
+std::string EngineModel::step_truncate(RequestIdM x, int32_t n) {
+  auto it = s_.requests.find(x);
+  if (it == s_.requests.end() || it->second.finished) return "step_truncate: request " + str(x) + " not live";
+  Request& r = it->second;
+  if (n < 0 || r.num_computed > n * block_size_) {
+    return "step_truncate: keeping " + std::to_string(n) + " blocks drops computed positions (" +
+           std::to_string(r.num_computed) + " computed)";
+  }
+  while (static_cast<int32_t>(r.block_table.size()) > n) {
+    s_.ref_count[static_cast<size_t>(r.block_table.back())] -= 1;
+    r.block_table.pop_back();
+  }
+  return "";
+}
+
 // Coq: step_release.
 std::string EngineModel::step_release(RequestIdM x, bool fin) {
   auto it = s_.requests.find(x);
@@ -184,9 +214,9 @@ std::string EngineModel::rows_ok(const std::vector<Row>& batch) const {
     const std::string at = "rows_ok: row " + std::to_string(k) + " of request " + str(row.r_req) + ": ";
     if (it == s_.requests.end() || it->second.finished) return at + "request not live";
     const Request& r = it->second;
-    const std::vector<Token> T = r.tokens();
+    const std::vector<Token> T = r.seq();
     if (row.r_pos != r.num_computed + seen[row.r_req]) return at + "not the next uncomputed position";
-    if (row.r_pos >= static_cast<int32_t>(T.size())) return at + "position past the request's tokens";
+    if (row.r_pos >= static_cast<int32_t>(T.size())) return at + "position past the request's tokens and draft";
     if (row.r_pos >= static_cast<int32_t>(r.block_table.size()) * block_size_)
       return at + "position past the block table";
     if (row.r_tok != T[static_cast<size_t>(row.r_pos)]) return at + "wrong token";
@@ -197,14 +227,20 @@ std::string EngineModel::rows_ok(const std::vector<Row>& batch) const {
 }
 
 // Coq: bounds_ok. Requests without rows are skipped: for them the guard is
-// ri_computed_tokens / ri_computed_table, which check_inv() verifies.
+// ri_computed_tokens / ri_computed_table, which check_inv() verifies. Rows are consecutive
+// from num_computed (rows_ok), so a chunk that goes past the known tokens from
+// num_computed < |T| holds the row of the last known token (Coq's find_row <> None).
 std::string EngineModel::bounds_ok(const std::map<RequestIdM, int32_t>& counts) const {
   for (const auto& [x, n] : counts) {
     const Request& r = s_.requests.at(x);
     const int32_t end = r.num_computed + n;
-    if (end > static_cast<int32_t>(r.prompt.size() + r.outputs.size()) ||
+    const auto num_tokens = static_cast<int32_t>(r.prompt.size() + r.outputs.size());
+    if (end > num_tokens + static_cast<int32_t>(r.draft.size()) ||
         end > static_cast<int32_t>(r.block_table.size()) * block_size_) {
-      return "bounds_ok: request " + str(x) + " computes past its tokens or table";
+      return "bounds_ok: request " + str(x) + " computes past its tokens and draft or its table";
+    }
+    if (end > num_tokens && r.num_computed >= num_tokens) {
+      return "bounds_ok: request " + str(x) + " computes draft rows without its last known token";
     }
   }
   return "";
@@ -212,7 +248,7 @@ std::string EngineModel::bounds_ok(const std::map<RequestIdM, int32_t>& counts) 
 
 // Coq: step_forward (write_rows, then advance). advance is the identity for requests
 // without rows (cnt = 0, find_row finds nothing), so only requests with rows are visited.
-std::string EngineModel::step_forward(const std::vector<Row>& batch, std::vector<Emission>* emitted) {
+std::string EngineModel::step_forward(const std::vector<Row>& batch, std::vector<Emission>* emitted_out) {
   if (std::string e = rows_ok(batch); !e.empty()) return e;
   std::map<RequestIdM, int32_t> counts;  // cnt x batch, for x with rows
   for (const Row& row : batch) {
@@ -227,17 +263,30 @@ std::string EngineModel::step_forward(const std::vector<Row>& batch, std::vector
   }
   for (const auto& [x, n] : counts) {  // advance
     Request& r = s_.requests.at(x);
-    const std::vector<Token> T = r.tokens();
-    for (const Row& row : batch) {  // find_row x (|T| - 1)
-      if (row.r_pad || row.r_req != x || row.r_pos != static_cast<int32_t>(T.size()) - 1) continue;
-      const Value lg = logits_fn(row.r_tok, read_kv(row.r_table, row.r_pos + 1));
+    const int32_t end = r.num_computed + n;
+    const std::vector<Token> d = r.draft;
+    bool emitted = false;
+    for (size_t i = 0;; ++i) {  // verify: the row of the last known token, then each accepted draft's
+      const std::vector<Token> T = r.tokens();
+      const Row* last = nullptr;  // find_row x (|T| - 1)
+      for (const Row& row : batch) {
+        if (!row.r_pad && row.r_req == x && row.r_pos == static_cast<int32_t>(T.size()) - 1) {
+          last = &row;
+          break;
+        }
+      }
+      if (last == nullptr) break;
+      const Value lg = logits_fn(last->r_tok, read_kv(last->r_table, last->r_pos + 1));
       const Token t = sample_(lg, r.sampler, static_cast<int32_t>(r.outputs.size()), T);
-      r.outputs.push_back(t);
+      r.outputs.push_back(t);  // emit
       r.output_logits.push_back(lg);
-      if (emitted != nullptr) emitted->push_back(Emission{x, lg, t});
-      break;
+      r.draft.clear();
+      emitted = true;
+      if (emitted_out != nullptr) emitted_out->push_back(Emission{x, lg, t});
+      if (i >= d.size() || d[i] != t) break;  // accepted iff equal
     }
-    r.num_computed += n;
+    // Only verified positions count as computed: the rows of rejected drafts are rolled back.
+    r.num_computed = emitted ? std::min(end, static_cast<int32_t>(r.prompt.size() + r.outputs.size()) - 1) : end;
   }
   return "";
 }

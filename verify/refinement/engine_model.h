@@ -75,8 +75,10 @@ struct Request {
   int32_t num_computed = 0;
   std::vector<BlockId> block_table;
   bool finished = false;
+  std::vector<Token> draft;  // speculative decoding: draft tokens after the known ones
 
   std::vector<Token> tokens() const;  // prompt ++ outputs
+  std::vector<Token> seq() const;     // Coq seq_of: tokens() ++ draft
 };
 
 // Coq: State. kv_mem is the finite map (block, slot) -> KV entry; absent = never written.
@@ -94,7 +96,7 @@ using SampleFn = std::function<Token(const Value&, uint64_t, int32_t, const std:
 // hash: the prefix-cache key of a full-block prefix.
 using HashFn = std::function<BlockKey(const std::vector<Token>&)>;
 
-// What step_forward emitted for one request.
+// What step_forward emitted for one request (a verify chunk emits several, in order).
 struct Emission {
   RequestIdM id = 0;
   Value logits;
@@ -114,6 +116,8 @@ class EngineModel {
   std::string step_allocate(RequestIdM x, BlockId b);
   std::string step_hit(RequestIdM x, BlockId b);
   std::string step_register(RequestIdM x, int32_t j, BlockId b);
+  std::string step_draft(RequestIdM x, std::vector<Token> d);
+  std::string step_truncate(RequestIdM x, int32_t n);
   std::string step_release(RequestIdM x, bool fin);
   std::string step_forward(const std::vector<Row>& batch, std::vector<Emission>* emitted);
 
