@@ -122,3 +122,4 @@ Print Assumptions audited_deterministic_inference.
 Print Assumptions determinism_across_executions.
 Print Assumptions every_row_logits.
 Print Assumptions nonvacuous.
+Print Assumptions nonvacuous_speculation.

@@ -1195,4 +1195,51 @@ Theorem every_row_logits : forall s batch k row,
       F_D (firstn (S (r_pos row)) (seq_of r)).
 Proof. intros s batch k row Hs. apply row_logits_inv, inv_reachable, Hs. Qed.
 
+(* Speculation is not vacuous either: with two physical blocks, a request with a one-token
+   prompt and a draft equal to what the target samples gets a verify chunk of two rows, and
+   that ONE forward step emits two tokens (the draft is accepted). *)
+Lemma nonvacuous_speculation : 1 < num_blocks -> forall (m0 : Mem) (t : Token) (ss : SamplerState),
+  exists s batch r,
+    reachable s /\ rows_ok s batch /\ bounds_ok s batch /\
+    requests s 0 = Some r /\ outputs r = [] /\
+    length (outputs (advance batch (write_rows batch 0 batch (kv_mem s)) 0 r)) = 2.
+Proof.
+  intros Hnb m0 t ss.
+  assert (Hne : [t] <> []) by discriminate.
+  pose proof (reach_step _ _ (reach_init m0)
+                (step_arrive (init_state m0) 0 [t] ss (fun H => H) Hne)) as R1.
+  match type of R1 with reachable ?s => set (s1 := s) in R1 end.
+  set (r1 := mkRequest [t] ss [] [] 0 [] false []).
+  pose proof (reach_step _ _ R1 (step_allocate s1 0 r1 0 eq_refl eq_refl ltac:(lia) eq_refl)) as R2.
+  match type of R2 with reachable ?s => set (s2 := s) in R2 end.
+  set (r2 := set_table r1 ([] ++ [0]) 0 false).
+  pose proof (reach_step _ _ R2 (step_allocate s2 0 r2 1 eq_refl eq_refl Hnb eq_refl)) as R3.
+  match type of R3 with reachable ?s => set (s3 := s) in R3 end.
+  set (r3 := set_table r2 (block_table r2 ++ [1]) 0 false).
+  set (d0 := sample (F_D [t]) ss 0 [t]).
+  pose proof (reach_step _ _ R3 (step_draft s3 0 r3 [d0] eq_refl eq_refl)) as R4.
+  match type of R4 with reachable ?s => set (s4 := s) in R4 end.
+  set (r4 := set_draft r3 [d0]).
+  set (batch := [mkRow 0 false 0 t [0; 1]; mkRow 0 false 1 d0 [0; 1]]).
+  assert (Hrows : rows_ok s4 batch).
+  { intros k row Hk Hpad.
+    destruct k as [|[|k]]; simpl in Hk; try (destruct k; discriminate); inversion Hk; subst row;
+      exists r4; split; try reflexivity; repeat split; simpl; try reflexivity; lia. }
+  assert (Hbounds : bounds_ok s4 batch).
+  { intros x r Hx. destruct (Nat.eq_dec x 0) as [->|Hx0].
+    - unfold s4 in Hx. simpl in Hx. inversion Hx; subst r. unfold batch, cnt. simpl.
+      split; [lia|]. split; [lia|]. right. split; [lia|discriminate].
+    - unfold s4, s3, s2, s1 in Hx. simpl in Hx. unfold upd in Hx. apply Nat.eqb_neq in Hx0.
+      rewrite Hx0 in Hx. discriminate. }
+  destruct (every_row_logits s4 batch 0 (mkRow 0 false 0 t [0; 1]) R4 Hrows Hbounds eq_refl eq_refl)
+    as [r [Hr Hlg]].
+  simpl in Hr. inversion Hr; subst r. clear Hr.
+  exists s4, batch, r4. split; [exact R4|]. split; [exact Hrows|]. split; [exact Hbounds|].
+  split; [reflexivity|]. split; [reflexivity|].
+  unfold advance, verify. cbn [find_row batch is_row_of r_pad r_req r_pos negb andb Nat.eqb length
+                              tokens prompt outputs app r4 set_draft r3 set_table r2 r1 draft Nat.sub].
+  rewrite Hlg. cbn [firstn seq_of tokens prompt outputs app r4 set_draft r3 set_table r2 r1 draft].
+  fold d0. rewrite Nat.eqb_refl. reflexivity.
+Qed.
+
 End Engine.
