@@ -41,22 +41,22 @@ MUTANTS = [
      "      (length (block_table r) + 1) * block_size <= length (tokens r) ->"),
     ("share-partial-block",
      "registering (sharing) a partially filled block",
-     "      (j + 1) * block_size <= num_computed r ->\n      step s (mkState (requests s)",
-     "      j * block_size < num_computed r ->\n      step s (mkState (requests s)"),
+     "nth_error (block_table r) j = Some b ->\n      (j + 1) * block_size <= num_computed r ->",
+     "nth_error (block_table r) j = Some b ->\n      j * block_size < num_computed r ->"),
     ("reuse-before-refcount-zero",
      "allocation reuses a block whose ref count has not reached zero",
-     "b < num_blocks -> ref_count s b = 0 ->",
-     "b < num_blocks -> ref_count s b <= 1 ->"),
+     "finished r = false -> b < num_blocks -> ref_count s b = 0 ->\n      step s (mkState (upd (requests s) x (Some (set_table",
+     "finished r = false -> b < num_blocks -> ref_count s b <= 1 ->\n      step s (mkState (upd (requests s) x (Some (set_table"),
     ("evict-keeps-cache-entry",
      "allocation reuses a cached free block without dropping its prefix-cache entry",
-     "(request_ids s) (kv_mem s) (upd (ref_count s) b 1)\n"
+     "(num_computed r) false)))\n                      (request_ids s) (kv_mem s) (upd (ref_count s) b 1)\n"
      "                      (upd (cached_prefix s) b None) (key_map s))",
-     "(request_ids s) (kv_mem s) (upd (ref_count s) b 1)\n"
+     "(num_computed r) false)))\n                      (request_ids s) (kv_mem s) (upd (ref_count s) b 1)\n"
      "                      (cached_prefix s) (key_map s))"),
     ("preempt-keeps-computed",
      "preemption releases the blocks but keeps num_computed_tokens",
-     "step s (mkState (upd (requests s) x (Some (set_table r [] 0 fin)))",
-     "step s (mkState (upd (requests s) x (Some (set_table r [] (num_computed r) fin)))"),
+     "step s (mkState (upd (requests s) x (Some (release_tables r fin)))",
+     "step s (mkState (upd (requests s) x (Some (set_table (release_tables r fin) [] (num_computed r) fin)))"),
     ("logits-before-kv-write",
      "logits computed from the cache as it was before the step's KV writes",
      "step s (mkState (fun x => option_map (advance batch (write_rows batch 0 batch (kv_mem s)) x)",
@@ -84,9 +84,34 @@ MUTANTS = [
     ("contract-chunk-offset",
      "kernel contract broken: logits depend on the row's offset in its chunk "
      "(a KV tile boundary at the chunk start)",
-     "  kernel_logits batch k m = logits_fn (r_tok row) (read_kv m (r_table row) (S (r_pos row))).",
+     "  kernel_logits batch k m = logits_fn (r_tok row) (read_kv m (r_table row) (S (r_pos row)))\n",
      "  kernel_logits batch k m = logits_fn (r_tok row + cnt (r_req row) (firstn k batch))\n"
-     "                              (read_kv m (r_table row) (S (r_pos row)))."),
+     "                              (read_kv m (r_table row) (S (r_pos row)))\n"),
+    ("window-release-inside-window",
+     "window-local KV: the release frees the first block a query at num_computed still reads",
+     "      window_released r < first_window_block (num_computed r) ->\n      step s (mkState (upd (requests s) x (Some (set_window r (window_table r) (S (window_released r)))))",
+     "      window_released r <= first_window_block (num_computed r) ->\n      step s (mkState (upd (requests s) x (Some (set_window r (window_table r) (S (window_released r)))))"),
+    ("window-release-keeps-readable",
+     "window-local KV: a released block's ref count drops but the table keeps reading it "
+     "(an evicted window block still readable)",
+     "      step s (mkState (upd (requests s) x (Some (set_window r (window_table r) (S (window_released r)))))\n"
+     "                      (request_ids s) (kv_mem s) (upd (ref_count s) b (ref_count s b - 1))",
+     "      step s (mkState (upd (requests s) x (Some (set_window r (window_table r) (window_released r))))\n"
+     "                      (request_ids s) (kv_mem s) (upd (ref_count s) b (ref_count s b - 1))"),
+    ("window-hole-inside-window",
+     "window-local KV: a prefix hit leaves a hole at a window entry the next query reads",
+     "      length (window_table r) < first_window_block (num_computed r) ->",
+     "      length (window_table r) <= first_window_block (num_computed r) ->"),
+    ("window-register-uncomputed",
+     "window-local KV: a window block registered in the prefix cache before its KV is computed",
+     "      requests s x = Some r -> window_released r <= j -> nth_error (window_table r) j = Some b ->\n"
+     "      (j + 1) * block_size <= num_computed r ->",
+     "      requests s x = Some r -> window_released r <= j -> nth_error (window_table r) j = Some b ->\n"
+     "      j * block_size < num_computed r ->"),
+    ("window-reads-before-window",
+     "window hypothesis too weak: the window layers also read the position just before the window",
+     "  (forall q, window_first (length w) <= q -> nth_error w q = nth_error w' q) ->",
+     "  (forall q, window_first (length w) <= S q -> nth_error w q = nth_error w' q) ->"),
 ]
 
 
