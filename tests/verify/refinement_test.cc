@@ -58,8 +58,16 @@ class Lockstep {
  public:
   explicit Lockstep(uint64_t seed) : rng_(seed) {
     test_support::RandomSchedulerConfig random = test_support::random_scheduler_config(rng_);
-    const SchedulerConfig& c = random.config;
+    SchedulerConfig& c = random.config;
     description_ = random.description;
+    if (uniform(0, 2) == 0) {  // window-local KV: a window pool of its own, just large enough or a little more
+      c.window.window = static_cast<int32_t>(uniform(1, 3L * c.pool.block_size + 2));
+      const int64_t reach =
+          std::min<int64_t>(c.max_model_len, c.pool.block_size + c.window.window - 2 + c.max_num_batched_tokens);
+      c.window.num_blocks = (reach + c.pool.block_size - 1) / c.pool.block_size + uniform(0, 3);
+      description_ +=
+          " window=" + std::to_string(c.window.window) + " window_blocks=" + std::to_string(c.window.num_blocks);
+    }
     Result<Scheduler> s = Scheduler::create(c);
     VOSTI_CHECK(s.ok(), s.status().to_string());
     sched_ = std::make_unique<Scheduler>(std::move(s).value());
@@ -73,7 +81,10 @@ class Lockstep {
       }
       return key;
     };
-    model_ = std::make_unique<EngineModel>(c.pool.block_size, static_cast<int32_t>(c.pool.num_blocks), hash, &sample);
+    // The model has one pool: full blocks 0 .. F-1, then the window pool's blocks as F + b.
+    num_full_ = static_cast<int32_t>(c.pool.num_blocks);
+    model_ = std::make_unique<EngineModel>(c.pool.block_size, num_full_ + static_cast<int32_t>(c.window.num_blocks),
+                                           hash, &sample, c.window.window);
     for (auto& doc : documents_) {
       doc.resize(static_cast<size_t>(c.max_model_len));
       for (int32_t& t : doc) t = static_cast<int32_t>(uniform(0, 3));
@@ -81,10 +92,14 @@ class Lockstep {
   }
 
   const std::string& description() const { return description_; }
-  struct SpeculationStats {
-    int64_t num_draft_tokens = 0;     // draft rows computed
-    int64_t num_accepted_tokens = 0;  // tokens emitted after an accepted draft
-    int64_t num_roll_backs = 0;       // truncations that freed blocks
+  struct SpeculationStats {            // speculative decoding and window-local KV
+    int64_t num_draft_tokens = 0;      // draft rows computed
+    int64_t num_accepted_tokens = 0;   // tokens emitted after an accepted draft
+    int64_t num_roll_backs = 0;        // truncations that freed blocks
+    int64_t num_window_sequences = 0;  // sequences with window-local KV
+    int64_t num_window_releases = 0;   // window entries released (step_window_release)
+    int64_t num_window_hits = 0;       // window-pool prefix hits (step_window_hit)
+    int64_t num_window_holes = 0;      // a hit's leading entries no window reads (step_window_hole)
   };
   const SpeculationStats& speculation_stats() const { return stats_; }
   bool has_work() const { return sched_->has_work(); }
@@ -132,6 +147,7 @@ class Lockstep {
   // Random drafts for about half the running requests: k tokens, of which the first a are what
   // the model's sampler will emit (so they are accepted) and the next is not.
   void propose_drafts() {
+    if (sched_->window_local()) return;  // Engine::create refuses speculation with window tables
     for (const RequestState* r : sched_->running()) {
       if (uniform(0, 1) == 0) continue;
       const model::Request& m = model_->state().requests.at(r->id);
@@ -212,8 +228,35 @@ class Lockstep {
             i < num_hits ? model_->step_hit(s.id, s.block_table[i]) : model_->step_allocate(s.id, s.block_table[i]);
         if (!e.empty()) return e;
       }
+      // The window table: a hit's leading holes, its window-pool hits, then fresh blocks.
+      const std::vector<BlockId>& wbefore = model_->state().requests.at(s.id).window_table;
+      for (size_t i = wbefore.size(); i < s.window_block_table.size(); ++i) {
+        const BlockId b = s.window_block_table[i];
+        if (b == kNoBlock) {
+          ++stats_.num_window_holes;
+        } else if (i < num_hits) {
+          ++stats_.num_window_hits;
+        }
+        const std::string e = b == kNoBlock  ? model_->step_window_hole(s.id)
+                              : i < num_hits ? model_->step_window_hit(s.id, num_full_ + b)
+                                             : model_->step_window_allocate(s.id, num_full_ + b);
+        if (!e.empty()) return "window table: " + e;
+      }
     }
     return replay_registrations();
+  }
+
+  // What a row's window layers read (Coq window_view), from the C++ window table: a released
+  // entry (kNoBlock) keeps the block id the model's table had there.
+  std::vector<BlockId> window_view(const ScheduledRequest& s) const {
+    if (!sched_->window_local()) return s.block_table;
+    const std::vector<BlockId>& m = model_->state().requests.at(s.id).window_table;
+    std::vector<BlockId> out;
+    for (size_t j = 0; j < s.window_block_table.size(); ++j) {
+      const BlockId b = s.window_block_table[j];
+      out.push_back(b != kNoBlock ? num_full_ + b : j < m.size() ? m[j] : kNoBlock);
+    }
+    return out;
   }
 
   // Every block the pool newly caches is a model step_register of its holder's block j.
@@ -233,6 +276,33 @@ class Lockstep {
       }
       if (!found) return "block " + std::to_string(b) + " became cached without a holder";
     }
+    if (!sched_->window_local()) return "";
+    // Window blocks registered since (on_step_done registers before it releases, so the holder
+    // is found in the model's table), then the window releases (release_leading).
+    const BlockPool& wpool = sched_->window_pool();
+    for (BlockId b = 0; b < wpool.num_blocks(); ++b) {
+      if (!wpool.is_cached(b) || model_->state().cached_prefix[static_cast<size_t>(num_full_ + b)].has_value())
+        continue;
+      bool found = false;
+      for (RequestId id : live_) {
+        const model::Request& m = model_->state().requests.at(id);
+        for (size_t j = static_cast<size_t>(m.window_released); j < m.window_table.size() && !found; ++j) {
+          if (m.window_table[j] != num_full_ + b) continue;
+          if (std::string e = model_->step_window_register(id, static_cast<int32_t>(j), num_full_ + b); !e.empty())
+            return e;
+          found = true;
+        }
+        if (found) break;
+      }
+      if (!found) return "window block " + std::to_string(b) + " became cached without a holder";
+    }
+    for (RequestId id : live_) {
+      const int32_t released = sched_->find(id)->window_table.num_released_blocks();
+      while (model_->state().requests.at(id).window_released < released) {
+        if (std::string e = model_->step_window_release(id); !e.empty()) return e;
+        ++stats_.num_window_releases;
+      }
+    }
     return "";
   }
 
@@ -246,10 +316,11 @@ class Lockstep {
     std::vector<int32_t> next(plan.requests.size(), 0);
     std::vector<Row> batch;
     for (size_t o : owners) {
-      if (uniform(0, 7) == 0) batch.push_back(Row{0, true, static_cast<int32_t>(uniform(0, 63)), 0, {}});
+      if (uniform(0, 7) == 0) batch.push_back(Row{0, true, static_cast<int32_t>(uniform(0, 63)), 0, {}, {}});
       const ScheduledRequest& s = plan.requests[o];
       const int32_t k = next[o]++;
-      batch.push_back(Row{s.id, false, s.num_computed_tokens + k, s.token_ids[static_cast<size_t>(k)], s.block_table});
+      batch.push_back(Row{s.id, false, s.num_computed_tokens + k, s.token_ids[static_cast<size_t>(k)], s.block_table,
+                          window_view(s)});
     }
     return batch;
   }
@@ -301,6 +372,22 @@ class Lockstep {
       if (r->tokens != m.tokens()) return at + "tokens of " + std::to_string(id) + " differ";
       if (r->num_computed_tokens != m.num_computed) return at + "num_computed of " + std::to_string(id) + " differs";
       if (r->block_table.blocks() != m.block_table) return at + "block table of " + std::to_string(id) + " differs";
+      const std::vector<BlockId>& w = r->window_table.blocks();
+      if (w.size() != m.window_table.size() || r->window_table.num_released_blocks() != m.window_released)
+        return at + "window table of " + std::to_string(id) + " differs";
+      for (size_t j = static_cast<size_t>(m.window_released); j < w.size(); ++j) {
+        if (num_full_ + w[j] != m.window_table[j]) return at + "window table of " + std::to_string(id) + " differs";
+      }
+    }
+    if (sched_->window_local()) {
+      const BlockPool& wpool = sched_->window_pool();
+      for (BlockId b = 0; b < wpool.num_blocks(); ++b) {
+        const auto mb = static_cast<size_t>(num_full_ + b);
+        if (wpool.ref_count(b) != model_->state().ref_count[mb])
+          return at + "ref count of window block " + std::to_string(b);
+        if (wpool.is_cached(b) != model_->state().cached_prefix[mb].has_value())
+          return at + "cached status of window block " + std::to_string(b);
+      }
     }
     const BlockPool& pool = sched_->pool();
     for (BlockId b = 0; b < pool.num_blocks(); ++b) {
@@ -328,6 +415,7 @@ class Lockstep {
   std::unordered_map<RequestId, int32_t> max_tokens_;
   SpeculationStats stats_;
   std::vector<int32_t> documents_[3];
+  int32_t num_full_ = 0;  // full-pool blocks: the model's ids of window block b is num_full_ + b
   RequestId next_id_ = 1;
 };
 
@@ -347,9 +435,14 @@ std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats, Lockst
     stats->num_steps += h.scheduler().stats().num_steps;
   }
   if (spec != nullptr) {
-    spec->num_draft_tokens += h.speculation_stats().num_draft_tokens;
-    spec->num_accepted_tokens += h.speculation_stats().num_accepted_tokens;
-    spec->num_roll_backs += h.speculation_stats().num_roll_backs;
+    const Lockstep::SpeculationStats& h_stats = h.speculation_stats();
+    spec->num_draft_tokens += h_stats.num_draft_tokens;
+    spec->num_accepted_tokens += h_stats.num_accepted_tokens;
+    spec->num_roll_backs += h_stats.num_roll_backs;
+    spec->num_window_sequences += h.scheduler().window_local() ? 1 : 0;
+    spec->num_window_releases += h_stats.num_window_releases;
+    spec->num_window_hits += h_stats.num_window_hits;
+    spec->num_window_holes += h_stats.num_window_holes;
   }
   return "";
 }
@@ -378,13 +471,21 @@ TEST(RefinementTest, SchedulerAndBlockPoolRefineTheProvenModel) {
     EXPECT_GT(spec.num_draft_tokens, 1000);
     EXPECT_GT(spec.num_accepted_tokens, 1000);
     EXPECT_GT(spec.num_roll_backs, 1000);
+    // ... and window-local KV: releases, window-pool hits and the holes before them.
+    EXPECT_GT(spec.num_window_sequences, 200);
+    EXPECT_GT(spec.num_window_releases, 1000);
+    EXPECT_GT(spec.num_window_hits, 100);
+    EXPECT_GT(spec.num_window_holes, 100);
   }
   std::printf(
       "refinement: %zu sequences, %lld steps, %lld preemptions, %lld prefix-hit tokens, %lld draft tokens, "
-      "%lld accepted, %lld roll-backs\n",
+      "%lld accepted, %lld roll-backs; %lld with window-local KV: %lld window releases, %lld window hits, "
+      "%lld holes\n",
       seeds.size(), static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_preemptions),
       static_cast<long long>(stats.num_prefix_hit_tokens), static_cast<long long>(spec.num_draft_tokens),
-      static_cast<long long>(spec.num_accepted_tokens), static_cast<long long>(spec.num_roll_backs));
+      static_cast<long long>(spec.num_accepted_tokens), static_cast<long long>(spec.num_roll_backs),
+      static_cast<long long>(spec.num_window_sequences), static_cast<long long>(spec.num_window_releases),
+      static_cast<long long>(spec.num_window_hits), static_cast<long long>(spec.num_window_holes));
 }
 
 }  // namespace

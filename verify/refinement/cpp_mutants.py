@@ -63,6 +63,18 @@ MUTANTS = [
      [("pool_.truncate(r.block_table, pool_.blocks_for(r.num_computed_tokens));",
        "pool_.truncate(r.block_table, r.num_computed_tokens / config_.pool.block_size);")],
      "speculative roll-back frees the block holding the last verified positions"),
+    ("window-release-inside-window", "src/sched/scheduler.cc",
+     [("          r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));",
+       "          r.window_table, std::min(r.window_table.num_blocks(), first_window_block(r.num_computed_tokens,\n"
+       "                                   config_.window.window, config_.pool.block_size) + 1));")],
+     "window-local KV: the release frees the first window block a later query still reads"),
+    ("window-hit-past-full-hit", "src/sched/scheduler.cc",
+     [("      window_match.truncate(n);\n", "")],
+     "window-local KV: the window table takes hit blocks past the full table's hit (positions not computed)"),
+    ("window-hole-inside-window", "src/sched/scheduler.cc",
+     [("        first_window_block(window_match.num_tokens, config_.window.window, config_.pool.block_size));",
+       "        first_window_block(window_match.num_tokens, config_.window.window, config_.pool.block_size) + 1);")],
+     "window-local KV: a prefix hit leaves a hole where the window still reads"),
 ]
 
 
