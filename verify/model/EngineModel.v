@@ -6,16 +6,26 @@
      Sample_D (those logits, sampler state of r, i, prompt r ++ outputs r [0..i)).
 
    The model is parameterised (Section variables) by the deployment D: block size,
-   pool size, the prefix-cache hash, the logical kernel functions and the sampler. The
-   ONLY hypotheses are the kernel contract (kernel_kv_contract, kernel_logits_contract)
-   and a positive block size. Everything else (which requests arrive, when they abort,
-   what the scheduler batches, chunk sizes, which free block allocation evicts, which
-   cached block a hash lookup returns, whether the prefix cache is used at all, which draft
-   tokens speculative decoding proposes, how many of them a verify chunk computes and
-   where the table is truncated after a rejection) is universally quantified through the
-   nondeterministic step relation [step]. Speculative decoding: step_draft, verify (a
-   draft token is accepted iff it equals the token sampled from the row before it),
-   advance (rejected rows are never counted computed) and step_truncate (the roll-back).
+   pool size, the prefix-cache hash, the logical kernel functions, the sampler, and
+   whether window-local KV is on (window_local) with the window W of the window layers.
+   The ONLY hypotheses are the kernel contract (kernel_kv_contract, kernel_logits_contract),
+   a positive block size, and, with window-local KV only, the window hypotheses (window_pos,
+   window_kv_fn, window_logits_fn: the window layers ignore positions before their window,
+   a property of the model). Everything else (which requests arrive, when they abort, what
+   the scheduler batches, chunk sizes, which free block allocation evicts, which cached
+   block a hash lookup returns, whether the prefix cache is used at all, which draft tokens
+   speculative decoding proposes, how many of them a verify chunk computes, where the table
+   is truncated after a rejection, when window entries are released) is universally
+   quantified through the nondeterministic step relation [step]. Speculative decoding:
+   step_draft, verify (a draft token is accepted iff it equals the token sampled from the
+   row before it), advance (rejected rows are never counted computed) and step_truncate
+   (the roll-back). Window-local KV: a window table per request, read by the window layers,
+   with step_window_allocate / _hit / _hole / _register / _release.
+
+   One pool and one block-id space hold both tables' blocks: the C++ window pool is the
+   special case of blocks the full table never takes (the refinement test maps window
+   block b to F + b), which allocation (ANY free block) and hits (ANY cached block with
+   equal tokens) over-approximate.
 
    Names mirror src/cache and src/sched: block_table, num_computed (num_computed_tokens),
    ref_count, cached_prefix (BlockPool's cached metadata), key_map (BlockPool::cache_). *)
