@@ -17,6 +17,11 @@
 // one), so verify chunks accept a random prefix; the model's step_draft / verify / advance /
 // step_truncate must accept every C++ change (Scheduler::set_draft, append_token,
 // BlockPool::truncate).
+// Window-local KV: about a third of the sequences run a scheduler with a window pool (random
+// window); window block b is the model's block F + b (F full-pool blocks). Admissions' window
+// tables replay as step_window_hole / _hit / _allocate, on_step_done's window registrations and
+// release_leading as step_window_register / _release; rows read the window view; window tables,
+// window-pool ref counts and cached status are part of the abstraction relation.
 // A failure prints the seed; rerun one with VOSTI_TEST_SEED=<seed>.
 #include <gtest/gtest.h>
 

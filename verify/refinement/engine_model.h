@@ -10,6 +10,10 @@
 // trie (PrefixTrie), and is valid only if the entries it was computed from were the KV
 // of its own prefix. So a wrong read anywhere shows up as an invalid or different value.
 //
+// Window-local KV (window > 0) is Coq's window_local = true: one pool of num_blocks holds both
+// tables' blocks (the caller maps the C++ window pool after the full one), and kv_fn / logits_fn
+// are valid only if the window view holds the full chain's entries within the window.
+//
 // Invariants: none beyond the Coq ones; step_* leave the state unchanged when their guard
 // fails. Thread safety: none (a test-local value).
 #pragma once
