@@ -21,7 +21,8 @@ std::vector<Row> rows(const EngineModel& m, RequestIdM x, int32_t from, int32_t 
   const Request& r = m.state().requests.at(x);
   const std::vector<Token> T = r.tokens();
   std::vector<Row> out;
-  for (int32_t p = from; p < to; ++p) out.push_back(Row{x, false, p, T[static_cast<size_t>(p)], r.block_table});
+  for (int32_t p = from; p < to; ++p)
+    out.push_back(Row{x, false, p, T[static_cast<size_t>(p)], r.block_table, r.block_table});
   return out;
 }
 
@@ -32,7 +33,7 @@ TEST(EngineModelTest, ANormalTraceKeepsTheInvariantAndEmitsFD) {
   ASSERT_EQ(m.step_allocate(1, 0), "");
   std::vector<Emission> out;
   std::vector<Row> batch = rows(m, 1, 0, 3);
-  batch.insert(batch.begin() + 1, Row{0, true, 7, 0, {}});  // a padding row
+  batch.insert(batch.begin() + 1, Row{0, true, 7, 0, {}, {}});  // a padding row
   ASSERT_EQ(m.step_forward(batch, &out), "");
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].logits, m.F_D({1, 2, 3}));
@@ -42,6 +43,33 @@ TEST(EngineModelTest, ANormalTraceKeepsTheInvariantAndEmitsFD) {
   ASSERT_EQ(m.step_arrive(2, {1, 2, 4}, 9), "");
   ASSERT_EQ(m.step_hit(2, 3), "");
   EXPECT_EQ(m.state().ref_count[3], 2);
+  EXPECT_EQ(m.check_inv(), "");
+}
+
+TEST(EngineModelTest, AVerifyChunkEmitsTheAcceptedRunAndRollsBackTheRest) {
+  EngineModel m(2, 4, &constant_hash, &first_token_sampler);
+  ASSERT_EQ(m.step_arrive(1, {1, 2, 3}, 9), "");
+  for (BlockId b : {0, 1, 2}) ASSERT_EQ(m.step_allocate(1, b), "");
+  const Token e0 = first_token_sampler(m.F_D({1, 2, 3}), 9, 0, {});
+  const Token e1 = first_token_sampler(m.F_D({1, 2, 3, e0}), 9, 1, {});
+  const Token wrong = static_cast<Token>((e1 + 1) % 5);
+  ASSERT_EQ(m.step_draft(1, {e0, wrong}), "");  // e0 is accepted, wrong is not
+  const std::vector<Token> seq = {1, 2, 3, e0, wrong};
+  std::vector<Row> batch;
+  for (int32_t p = 0; p < 5; ++p) batch.push_back(Row{1, false, p, seq[static_cast<size_t>(p)], {0, 1, 2}, {0, 1, 2}});
+  std::vector<Emission> out;
+  ASSERT_EQ(m.step_forward(batch, &out), "");
+  ASSERT_EQ(out.size(), 2u);  // e0, then the row of the accepted draft e0 gives e1
+  EXPECT_EQ(out[0].token, e0);
+  EXPECT_EQ(out[1].token, e1);
+  EXPECT_EQ(out[1].logits, m.F_D({1, 2, 3, e0}));
+  const Request& r = m.state().requests.at(1);
+  EXPECT_EQ(r.tokens(), (std::vector<Token>{1, 2, 3, e0, e1}));
+  EXPECT_EQ(r.num_computed, 4);  // position 4 holds the rejected draft's KV: not computed
+  EXPECT_EQ(m.check_inv(), "");
+  EXPECT_NE(m.step_truncate(1, 1).find("drops computed positions"), std::string::npos);
+  ASSERT_EQ(m.step_truncate(1, 2), "");  // the roll-back frees block 2 (position 4 only)
+  EXPECT_EQ(m.state().ref_count[2], 0);
   EXPECT_EQ(m.check_inv(), "");
 }
 

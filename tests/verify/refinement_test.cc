@@ -12,6 +12,16 @@
 //      the model's physical KV memory,
 //   4. the C++ check_invariants() passes.
 // Forward batches interleave the plan's rows at random and add padding rows.
+// Speculative decoding: before a step, running requests get random drafts (random length, a
+// random number of leading tokens equal to what the model's sampler will emit, then a wrong
+// one), so verify chunks accept a random prefix; the model's step_draft / verify / advance /
+// step_truncate must accept every C++ change (Scheduler::set_draft, append_token,
+// BlockPool::truncate).
+// Window-local KV: about a third of the sequences run a scheduler with a window pool (random
+// window); window block b is the model's block F + b (F full-pool blocks). Admissions' window
+// tables replay as step_window_hole / _hit / _allocate, on_step_done's window registrations and
+// release_leading as step_window_register / _release; rows read the window view; window tables,
+// window-pool ref counts and cached status are part of the abstraction relation.
 // A failure prints the seed; rerun one with VOSTI_TEST_SEED=<seed>.
 #include <gtest/gtest.h>
 
@@ -53,8 +63,16 @@ class Lockstep {
  public:
   explicit Lockstep(uint64_t seed) : rng_(seed) {
     test_support::RandomSchedulerConfig random = test_support::random_scheduler_config(rng_);
-    const SchedulerConfig& c = random.config;
+    SchedulerConfig& c = random.config;
     description_ = random.description;
+    if (uniform(0, 2) == 0) {  // window-local KV: a window pool of its own, just large enough or a little more
+      c.window.window = static_cast<int32_t>(uniform(1, 3L * c.pool.block_size + 2));
+      const int64_t reach =
+          std::min<int64_t>(c.max_model_len, c.pool.block_size + c.window.window - 2 + c.max_num_batched_tokens);
+      c.window.num_blocks = (reach + c.pool.block_size - 1) / c.pool.block_size + uniform(0, 3);
+      description_ +=
+          " window=" + std::to_string(c.window.window) + " window_blocks=" + std::to_string(c.window.num_blocks);
+    }
     Result<Scheduler> s = Scheduler::create(c);
     VOSTI_CHECK(s.ok(), s.status().to_string());
     sched_ = std::make_unique<Scheduler>(std::move(s).value());
@@ -68,7 +86,10 @@ class Lockstep {
       }
       return key;
     };
-    model_ = std::make_unique<EngineModel>(c.pool.block_size, static_cast<int32_t>(c.pool.num_blocks), hash, &sample);
+    // The model has one pool: full blocks 0 .. F-1, then the window pool's blocks as F + b.
+    num_full_ = static_cast<int32_t>(c.pool.num_blocks);
+    model_ = std::make_unique<EngineModel>(c.pool.block_size, num_full_ + static_cast<int32_t>(c.window.num_blocks),
+                                           hash, &sample, c.window.window);
     for (auto& doc : documents_) {
       doc.resize(static_cast<size_t>(c.max_model_len));
       for (int32_t& t : doc) t = static_cast<int32_t>(uniform(0, 3));
@@ -76,6 +97,16 @@ class Lockstep {
   }
 
   const std::string& description() const { return description_; }
+  struct SpeculationStats {            // speculative decoding and window-local KV
+    int64_t num_draft_tokens = 0;      // draft rows computed
+    int64_t num_accepted_tokens = 0;   // tokens emitted after an accepted draft
+    int64_t num_roll_backs = 0;        // truncations that freed blocks
+    int64_t num_window_sequences = 0;  // sequences with window-local KV
+    int64_t num_window_releases = 0;   // window entries released (step_window_release)
+    int64_t num_window_hits = 0;       // window-pool prefix hits (step_window_hit)
+    int64_t num_window_holes = 0;      // a hit's leading entries no window reads (step_window_hole)
+  };
+  const SpeculationStats& speculation_stats() const { return stats_; }
   bool has_work() const { return sched_->has_work(); }
   const Scheduler& scheduler() const { return *sched_; }
 
@@ -90,8 +121,14 @@ class Lockstep {
     if (!live_.empty() && uniform(0, 19) == 0) {
       if (std::string e = abort_random(); !e.empty()) return "abort: " + e;
     }
+    propose_drafts();
     const StepPlan plan = sched_->schedule();
     if (std::string e = replay_schedule(plan); !e.empty()) return "schedule: " + e;
+    for (const ScheduledRequest& s : plan.requests) {  // the drafts this step verifies
+      std::vector<model::Token> d(s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+      if (std::string e = model_->step_draft(s.id, std::move(d)); !e.empty()) return "draft: " + e;
+    }
+    stats_.num_draft_tokens += plan.num_draft_tokens;
     std::vector<model::Emission> emitted;
     if (std::string e = model_->step_forward(random_batch(plan), &emitted); !e.empty()) return "forward: " + e;
     if (std::string e = check_emissions(plan, emitted); !e.empty()) return "forward: " + e;
@@ -111,6 +148,38 @@ class Lockstep {
     return *(v.begin() + uniform(0, static_cast<int64_t>(v.size()) - 1));
   }
   int32_t bs() const { return sched_->config().pool.block_size; }
+
+  // Random drafts for about half the running requests: k tokens, of which the first a are what
+  // the model's sampler will emit (so they are accepted) and the next is not.
+  void propose_drafts() {
+    if (sched_->window_local()) return;  // Engine::create refuses speculation with window tables
+    for (const RequestState* r : sched_->running()) {
+      if (uniform(0, 1) == 0) continue;
+      const model::Request& m = model_->state().requests.at(r->id);
+      std::vector<model::Token> T = m.tokens();
+      const int64_t k = uniform(1, 6);
+      const int64_t a = uniform(0, k);
+      std::vector<int32_t> d;
+      for (int64_t i = 0; i < k; ++i) {
+        const model::Token e = sample(model_->F_D(T), mix(r->id), static_cast<int32_t>(m.outputs.size() + i), T);
+        const model::Token t = i < a    ? e
+                               : i == a ? static_cast<model::Token>((e + uniform(1, 3)) % 4)
+                                        : static_cast<model::Token>(uniform(0, 3));
+        d.push_back(t);
+        T.push_back(t);
+      }
+      sched_->set_draft(r->id, std::move(d));
+    }
+  }
+
+  // A roll-back (BlockPool::truncate) is the model's step_truncate to the C++ table's length.
+  std::string replay_truncation(RequestId id) {
+    const auto& table = sched_->find(id)->block_table.blocks();
+    const std::vector<BlockId>& m = model_->state().requests.at(id).block_table;
+    if (table.size() >= m.size()) return "";
+    ++stats_.num_roll_backs;
+    return model_->step_truncate(id, static_cast<int32_t>(table.size()));
+  }
 
   std::string add_random() {
     const RequestId id = next_id_++;
@@ -143,6 +212,17 @@ class Lockstep {
     }
     for (const ScheduledRequest& s : plan.requests) {
       const model::Request& m = model_->state().requests.at(s.id);
+      // A draft rolled back at schedule() (no token appended after a verify step) truncates
+      // first: the model truncates to the longest common prefix, then allocates as below.
+      size_t common = 0;
+      while (common < m.block_table.size() && common < s.block_table.size() &&
+             m.block_table[common] == s.block_table[common]) {
+        ++common;
+      }
+      if (common < m.block_table.size()) {
+        ++stats_.num_roll_backs;
+        if (std::string e = model_->step_truncate(s.id, static_cast<int32_t>(common)); !e.empty()) return e;
+      }
       const std::vector<BlockId> before = m.block_table;
       if (before.size() > s.block_table.size() || !std::equal(before.begin(), before.end(), s.block_table.begin())) {
         return "request " + std::to_string(s.id) + "'s block table was not extended append-only";
@@ -153,8 +233,35 @@ class Lockstep {
             i < num_hits ? model_->step_hit(s.id, s.block_table[i]) : model_->step_allocate(s.id, s.block_table[i]);
         if (!e.empty()) return e;
       }
+      // The window table: a hit's leading holes, its window-pool hits, then fresh blocks.
+      const std::vector<BlockId>& wbefore = model_->state().requests.at(s.id).window_table;
+      for (size_t i = wbefore.size(); i < s.window_block_table.size(); ++i) {
+        const BlockId b = s.window_block_table[i];
+        if (b == kNoBlock) {
+          ++stats_.num_window_holes;
+        } else if (i < num_hits) {
+          ++stats_.num_window_hits;
+        }
+        const std::string e = b == kNoBlock  ? model_->step_window_hole(s.id)
+                              : i < num_hits ? model_->step_window_hit(s.id, num_full_ + b)
+                                             : model_->step_window_allocate(s.id, num_full_ + b);
+        if (!e.empty()) return "window table: " + e;
+      }
     }
     return replay_registrations();
+  }
+
+  // What a row's window layers read (Coq window_view), from the C++ window table: a released
+  // entry (kNoBlock) keeps the block id the model's table had there.
+  std::vector<BlockId> window_view(const ScheduledRequest& s) const {
+    if (!sched_->window_local()) return s.block_table;
+    const std::vector<BlockId>& m = model_->state().requests.at(s.id).window_table;
+    std::vector<BlockId> out;
+    for (size_t j = 0; j < s.window_block_table.size(); ++j) {
+      const BlockId b = s.window_block_table[j];
+      out.push_back(b != kNoBlock ? num_full_ + b : j < m.size() ? m[j] : kNoBlock);
+    }
+    return out;
   }
 
   // Every block the pool newly caches is a model step_register of its holder's block j.
@@ -174,6 +281,33 @@ class Lockstep {
       }
       if (!found) return "block " + std::to_string(b) + " became cached without a holder";
     }
+    if (!sched_->window_local()) return "";
+    // Window blocks registered since (on_step_done registers before it releases, so the holder
+    // is found in the model's table), then the window releases (release_leading).
+    const BlockPool& wpool = sched_->window_pool();
+    for (BlockId b = 0; b < wpool.num_blocks(); ++b) {
+      if (!wpool.is_cached(b) || model_->state().cached_prefix[static_cast<size_t>(num_full_ + b)].has_value())
+        continue;
+      bool found = false;
+      for (RequestId id : live_) {
+        const model::Request& m = model_->state().requests.at(id);
+        for (size_t j = static_cast<size_t>(m.window_released); j < m.window_table.size() && !found; ++j) {
+          if (m.window_table[j] != num_full_ + b) continue;
+          if (std::string e = model_->step_window_register(id, static_cast<int32_t>(j), num_full_ + b); !e.empty())
+            return e;
+          found = true;
+        }
+        if (found) break;
+      }
+      if (!found) return "window block " + std::to_string(b) + " became cached without a holder";
+    }
+    for (RequestId id : live_) {
+      const int32_t released = sched_->find(id)->window_table.num_released_blocks();
+      while (model_->state().requests.at(id).window_released < released) {
+        if (std::string e = model_->step_window_release(id); !e.empty()) return e;
+        ++stats_.num_window_releases;
+      }
+    }
     return "";
   }
 
@@ -187,10 +321,11 @@ class Lockstep {
     std::vector<int32_t> next(plan.requests.size(), 0);
     std::vector<Row> batch;
     for (size_t o : owners) {
-      if (uniform(0, 7) == 0) batch.push_back(Row{0, true, static_cast<int32_t>(uniform(0, 63)), 0, {}});
+      if (uniform(0, 7) == 0) batch.push_back(Row{0, true, static_cast<int32_t>(uniform(0, 63)), 0, {}, {}});
       const ScheduledRequest& s = plan.requests[o];
       const int32_t k = next[o]++;
-      batch.push_back(Row{s.id, false, s.num_computed_tokens + k, s.token_ids[static_cast<size_t>(k)], s.block_table});
+      batch.push_back(Row{s.id, false, s.num_computed_tokens + k, s.token_ids[static_cast<size_t>(k)], s.block_table,
+                          window_view(s)});
     }
     return batch;
   }
@@ -205,13 +340,18 @@ class Lockstep {
   }
 
   std::string postprocess(const std::vector<model::Emission>& emitted) {
+    std::unordered_map<RequestId, int32_t> num_emitted;  // this step's tokens per request so far
     for (const model::Emission& em : emitted) {
       if (!live_.contains(em.id)) continue;  // aborted mid-step
       const RequestState* r = sched_->find(em.id);
       const int32_t num_out = r->num_output_tokens();
       bool done = num_out >= max_tokens_[em.id] || uniform(0, 15) == 0;
       if (!done) {
+        if (num_emitted[em.id]++ > 0) ++stats_.num_accepted_tokens;  // follows an accepted draft
         done = sched_->append_token(em.id, em.token);
+        // append_token registers verified full blocks and, at a rejection, truncates.
+        if (std::string e = replay_registrations(); !e.empty()) return "append_token: " + e;
+        if (std::string e = replay_truncation(em.id); !e.empty()) return "append_token: " + e;
       }
       if (done) {
         if (!sched_->finish(em.id)) return "finish() did not know a running request";
@@ -237,6 +377,22 @@ class Lockstep {
       if (r->tokens != m.tokens()) return at + "tokens of " + std::to_string(id) + " differ";
       if (r->num_computed_tokens != m.num_computed) return at + "num_computed of " + std::to_string(id) + " differs";
       if (r->block_table.blocks() != m.block_table) return at + "block table of " + std::to_string(id) + " differs";
+      const std::vector<BlockId>& w = r->window_table.blocks();
+      if (w.size() != m.window_table.size() || r->window_table.num_released_blocks() != m.window_released)
+        return at + "window table of " + std::to_string(id) + " differs";
+      for (size_t j = static_cast<size_t>(m.window_released); j < w.size(); ++j) {
+        if (num_full_ + w[j] != m.window_table[j]) return at + "window table of " + std::to_string(id) + " differs";
+      }
+    }
+    if (sched_->window_local()) {
+      const BlockPool& wpool = sched_->window_pool();
+      for (BlockId b = 0; b < wpool.num_blocks(); ++b) {
+        const auto mb = static_cast<size_t>(num_full_ + b);
+        if (wpool.ref_count(b) != model_->state().ref_count[mb])
+          return at + "ref count of window block " + std::to_string(b);
+        if (wpool.is_cached(b) != model_->state().cached_prefix[mb].has_value())
+          return at + "cached status of window block " + std::to_string(b);
+      }
     }
     const BlockPool& pool = sched_->pool();
     for (BlockId b = 0; b < pool.num_blocks(); ++b) {
@@ -262,11 +418,13 @@ class Lockstep {
   std::string description_;
   std::set<RequestId> live_;
   std::unordered_map<RequestId, int32_t> max_tokens_;
+  SpeculationStats stats_;
   std::vector<int32_t> documents_[3];
+  int32_t num_full_ = 0;  // full-pool blocks: the model's ids of window block b is num_full_ + b
   RequestId next_id_ = 1;
 };
 
-std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats) {
+std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats, Lockstep::SpeculationStats* spec) {
   Lockstep h(seed);
   const std::string where = "seed " + std::to_string(seed) + " (" + h.description() + ")";
   for (int i = 0; i < num_steps; ++i) {
@@ -280,6 +438,16 @@ std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats) {
     stats->num_preemptions += h.scheduler().stats().num_preemptions;
     stats->num_prefix_hit_tokens += h.scheduler().stats().num_prefix_hit_tokens;
     stats->num_steps += h.scheduler().stats().num_steps;
+  }
+  if (spec != nullptr) {
+    const Lockstep::SpeculationStats& h_stats = h.speculation_stats();
+    spec->num_draft_tokens += h_stats.num_draft_tokens;
+    spec->num_accepted_tokens += h_stats.num_accepted_tokens;
+    spec->num_roll_backs += h_stats.num_roll_backs;
+    spec->num_window_sequences += h.scheduler().window_local() ? 1 : 0;
+    spec->num_window_releases += h_stats.num_window_releases;
+    spec->num_window_hits += h_stats.num_window_hits;
+    spec->num_window_holes += h_stats.num_window_holes;
   }
   return "";
 }
@@ -295,18 +463,34 @@ TEST(RefinementTest, SchedulerAndBlockPoolRefineTheProvenModel) {
     for (uint64_t s = 1; s <= count; ++s) seeds.push_back(s);
   }
   SchedulerStats stats;
+  Lockstep::SpeculationStats spec;
   for (uint64_t seed : seeds) {
-    const std::string e = run_seed(seed, 300, &stats);
+    const std::string e = run_seed(seed, 300, &stats, &spec);
     ASSERT_EQ(e, "") << "reproduce with VOSTI_TEST_SEED=" << seed;
   }
   // The sequences really exercised preemption and prefix hits.
   if (seeds.size() >= 1000) {
     EXPECT_GT(stats.num_preemptions, 1000);
     EXPECT_GT(stats.num_prefix_hit_tokens, 1000);
+    // ... and speculative verify chunks with accepted drafts and roll-backs.
+    EXPECT_GT(spec.num_draft_tokens, 1000);
+    EXPECT_GT(spec.num_accepted_tokens, 1000);
+    EXPECT_GT(spec.num_roll_backs, 1000);
+    // ... and window-local KV: releases, window-pool hits and the holes before them.
+    EXPECT_GT(spec.num_window_sequences, 200);
+    EXPECT_GT(spec.num_window_releases, 1000);
+    EXPECT_GT(spec.num_window_hits, 100);
+    EXPECT_GT(spec.num_window_holes, 100);
   }
-  std::printf("refinement: %zu sequences, %lld steps, %lld preemptions, %lld prefix-hit tokens\n", seeds.size(),
-              static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_preemptions),
-              static_cast<long long>(stats.num_prefix_hit_tokens));
+  std::printf(
+      "refinement: %zu sequences, %lld steps, %lld preemptions, %lld prefix-hit tokens, %lld draft tokens, "
+      "%lld accepted, %lld roll-backs; %lld with window-local KV: %lld window releases, %lld window hits, "
+      "%lld holes\n",
+      seeds.size(), static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_preemptions),
+      static_cast<long long>(stats.num_prefix_hit_tokens), static_cast<long long>(spec.num_draft_tokens),
+      static_cast<long long>(spec.num_accepted_tokens), static_cast<long long>(spec.num_roll_backs),
+      static_cast<long long>(spec.num_window_sequences), static_cast<long long>(spec.num_window_releases),
+      static_cast<long long>(spec.num_window_hits), static_cast<long long>(spec.num_window_holes));
 }
 
 }  // namespace

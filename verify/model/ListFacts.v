@@ -142,3 +142,49 @@ Lemma div_lt_blocks : forall B q n, B <> 0 -> q < n * B -> q / B < n.
 Proof.
   intros B q n HB H. apply Nat.div_lt_upper_bound; auto. rewrite Nat.mul_comm; auto.
 Qed.
+
+(* ---------- prefixes and suffixes of a list ---------- *)
+
+Lemma nth_error_firstn_lt : forall (A : Type) (l : list A) n j,
+  j < n -> nth_error (firstn n l) j = nth_error l j.
+Proof.
+  intros A l; induction l as [|a l IH]; intros n j Hj; destruct n as [|n]; try lia;
+    destruct j as [|j]; simpl; auto. apply IH; lia.
+Qed.
+
+Lemma nth_error_firstn_some : forall (A : Type) (l : list A) n j a,
+  nth_error (firstn n l) j = Some a -> j < n /\ nth_error l j = Some a.
+Proof.
+  intros A l n j a H. assert (Hj : j < length (firstn n l)) by (apply nth_error_Some; congruence).
+  rewrite firstn_length in Hj. split; [lia|]. rewrite <- H. symmetry. apply nth_error_firstn_lt. lia.
+Qed.
+
+Lemma In_skipn_In : forall (A : Type) (l : list A) n a, In a (skipn n l) -> In a l.
+Proof.
+  intros A l n a H. rewrite <- (firstn_skipn n l). apply in_or_app. right. exact H.
+Qed.
+
+Lemma nth_error_skipn_add : forall (A : Type) (l : list A) n i,
+  nth_error (skipn n l) i = nth_error l (n + i).
+Proof.
+  intros A l; induction l as [|a l IH]; intros n i; destruct n as [|n]; simpl; auto.
+  destruct i; reflexivity.
+Qed.
+
+Lemma skipn_app_le : forall (A : Type) (l u : list A) n,
+  n <= length l -> skipn n (l ++ u) = skipn n l ++ u.
+Proof.
+  intros A l; induction l as [|a l IH]; intros u n Hn; destruct n as [|n]; simpl in *; auto; try lia.
+  apply IH; lia.
+Qed.
+
+Lemma skipn_nth_cons : forall (A : Type) (l : list A) n a,
+  nth_error l n = Some a -> skipn n l = a :: skipn (S n) l.
+Proof.
+  intros A l; induction l as [|b l IH]; intros n a H; destruct n as [|n]; simpl in *; try discriminate.
+  - inversion H; reflexivity.
+  - apply IH; auto.
+Qed.
+
+Lemma occ_two : forall l1 l2 x, In x l1 -> In x l2 -> 2 <= occ (l1 ++ l2) x.
+Proof. intros l1 l2 x H1 H2. rewrite occ_app. pose proof (occ_In _ _ H1). pose proof (occ_In _ _ H2). lia. Qed.

@@ -48,6 +48,33 @@ MUTANTS = [
     ("preempt-keeps-computed", "src/sched/scheduler.cc",
      [("  victim.num_computed_tokens = 0;\n", "")],
      "preemption releases the blocks but keeps num_computed_tokens"),
+    ("spec-accept-without-equality", "src/sched/scheduler.cc",
+     [("if (r.unverified.front() == token) {", "if (true) {")],
+     "speculative decoding: a draft position counted computed without comparing its token"),
+    ("spec-cache-unverified-draft", "src/sched/scheduler.cc",
+     [("r.num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;  // drafts wait for append_token\n"
+       "    pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);",
+       "r.num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;\n"
+       "    std::vector<int32_t> seq = r.tokens;\n"
+       "    seq.insert(seq.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());\n"
+       "    pool_.register_full_blocks(r.block_table, seq, r.num_computed_tokens + s.num_draft_tokens);")],
+     "speculative decoding: blocks holding unverified draft tokens registered in the prefix cache"),
+    ("spec-rollback-drops-computed-block", "src/sched/scheduler.cc",
+     [("pool_.truncate(r.block_table, pool_.blocks_for(r.num_computed_tokens));",
+       "pool_.truncate(r.block_table, r.num_computed_tokens / config_.pool.block_size);")],
+     "speculative roll-back frees the block holding the last verified positions"),
+    ("window-release-inside-window", "src/sched/scheduler.cc",
+     [("          r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));",
+       "          r.window_table, std::min(r.window_table.num_blocks(), first_window_block(r.num_computed_tokens,\n"
+       "                                   config_.window.window, config_.pool.block_size) + 1));")],
+     "window-local KV: the release frees the first window block a later query still reads"),
+    ("window-hit-past-full-hit", "src/sched/scheduler.cc",
+     [("      window_match.truncate(n);\n", "")],
+     "window-local KV: the window table takes hit blocks past the full table's hit (positions not computed)"),
+    ("window-hole-inside-window", "src/sched/scheduler.cc",
+     [("        first_window_block(window_match.num_tokens, config_.window.window, config_.pool.block_size));",
+       "        first_window_block(window_match.num_tokens, config_.window.window, config_.pool.block_size) + 1);")],
+     "window-local KV: a prefix hit leaves a hole where the window still reads"),
 ]
 
 

@@ -28,6 +28,12 @@ std::vector<Token> Request::tokens() const {
   return t;
 }
 
+std::vector<Token> Request::seq() const {
+  std::vector<Token> t = tokens();
+  t.insert(t.end(), draft.begin(), draft.end());
+  return t;
+}
+
 namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
@@ -46,8 +52,12 @@ std::vector<Token> firstn(const std::vector<Token>& T, size_t n) {
 
 }  // namespace
 
-EngineModel::EngineModel(int32_t block_size, int32_t num_blocks, HashFn hash, SampleFn sample)
-    : block_size_(block_size), num_blocks_(num_blocks), hash_(std::move(hash)), sample_(std::move(sample)) {
+EngineModel::EngineModel(int32_t block_size, int32_t num_blocks, HashFn hash, SampleFn sample, int32_t window)
+    : block_size_(block_size),
+      num_blocks_(num_blocks),
+      window_(window),
+      hash_(std::move(hash)),
+      sample_(std::move(sample)) {
   s_.ref_count.assign(static_cast<size_t>(num_blocks), 0);
   s_.cached_prefix.assign(static_cast<size_t>(num_blocks), std::nullopt);
 }
@@ -81,15 +91,33 @@ bool is_chain(const PrefixTrie& trie, const std::vector<std::optional<Value>>& k
 }
 }  // namespace
 
-// Coq: kv_fn, instantiated: the KV of (the prefix the entries belong to) ++ [t].
-Value EngineModel::kv_fn(Token t, const std::vector<std::optional<Value>>& kvs) {
+// The window view holds the full view's entries at positions first .. (the window; before it,
+// what the window layers read is ignored: Coq's window hypotheses). Without window-local KV
+// the window layers read everything (first = 0).
+bool EngineModel::window_agrees(const std::vector<std::optional<Value>>& kvs,
+                                const std::vector<std::optional<Value>>& wkvs, int32_t first) const {
+  if (!window_local()) first = 0;
+  if (wkvs.size() != kvs.size()) return false;
+  for (size_t q = static_cast<size_t>(std::max(0, first)); q < kvs.size(); ++q) {
+    if (!wkvs[q] || *wkvs[q] != *kvs[q]) return false;
+  }
+  return true;
+}
+
+// Coq: kv_fn, instantiated: the KV of (the prefix the entries belong to) ++ [t], valid only if
+// the window layers read the same entries within the window of position p = |kvs|.
+Value EngineModel::kv_fn(Token t, const std::vector<std::optional<Value>>& kvs,
+                         const std::vector<std::optional<Value>>& wkvs) {
   if (!is_chain(trie_, kvs, kvs.size())) return Value{};
+  if (!window_agrees(kvs, wkvs, static_cast<int32_t>(kvs.size()) + 1 - window_)) return Value{};
   return Value{true, trie_.child(kvs.empty() ? 0 : kvs.back()->prefix, t)};
 }
 
 // Coq: logits_fn, instantiated: the logits at t identify the whole prefix 0..p.
-Value EngineModel::logits_fn(Token t, const std::vector<std::optional<Value>>& kvs) {
+Value EngineModel::logits_fn(Token t, const std::vector<std::optional<Value>>& kvs,
+                             const std::vector<std::optional<Value>>& wkvs) {
   if (kvs.empty() || !is_chain(trie_, kvs, kvs.size())) return Value{};
+  if (!window_agrees(kvs, wkvs, static_cast<int32_t>(kvs.size()) - window_)) return Value{};
   const int32_t before = kvs.size() == 1 ? 0 : kvs[kvs.size() - 2]->prefix;
   if (trie_.child(before, t) != kvs.back()->prefix) return Value{};
   return Value{true, kvs.back()->prefix};
@@ -132,6 +160,7 @@ std::string EngineModel::step_hit(RequestIdM x, BlockId b) {
   const int32_t L = static_cast<int32_t>(r.block_table.size());
   const std::vector<Token> T = r.tokens();
   if (r.num_computed != L * block_size_) return "step_hit: num_computed is not the table's end";
+  if (r.window_table.size() > r.block_table.size()) return "step_hit: the window table is ahead of the block table";
   if ((L + 1) * block_size_ > static_cast<int32_t>(T.size())) return "step_hit: the hit block is not full";
   if (b < 0 || b >= num_blocks_) return "step_hit: block out of range";
   const std::vector<Token> pre = firstn(T, static_cast<size_t>((L + 1) * block_size_));
@@ -162,13 +191,128 @@ std::string EngineModel::step_register(RequestIdM x, int32_t j, BlockId b) {
   return "";
 }
 
+// Coq: step_draft.
+std::string EngineModel::step_draft(RequestIdM x, std::vector<Token> d) {
+  auto it = s_.requests.find(x);
+  if (it == s_.requests.end() || it->second.finished) return "step_draft: request " + str(x) + " not live";
+  it->second.draft = std::move(d);
+  return "";
+}
+
+// Coq: step_truncate.
+std::string EngineModel::step_truncate(RequestIdM x, int32_t n) {
+  auto it = s_.requests.find(x);
+  if (it == s_.requests.end() || it->second.finished) return "step_truncate: request " + str(x) + " not live";
+  Request& r = it->second;
+  if (n < 0 || r.num_computed > n * block_size_) {
+    return "step_truncate: keeping " + std::to_string(n) + " blocks drops computed positions (" +
+           std::to_string(r.num_computed) + " computed)";
+  }
+  while (static_cast<int32_t>(r.block_table.size()) > n) {
+    s_.ref_count[static_cast<size_t>(r.block_table.back())] -= 1;
+    r.block_table.pop_back();
+  }
+  return "";
+}
+
+// Coq: held (the entries counted in ref_count).
+std::vector<BlockId> EngineModel::held(const Request& r) const {
+  std::vector<BlockId> h = r.block_table;
+  h.insert(h.end(), r.window_table.begin() + r.window_released, r.window_table.end());
+  return h;
+}
+
+// Coq: step_window_allocate.
+std::string EngineModel::step_window_allocate(RequestIdM x, BlockId b) {
+  auto it = s_.requests.find(x);
+  if (!window_local()) return "step_window_allocate: no window-local KV";
+  if (it == s_.requests.end() || it->second.finished) return "step_window_allocate: request " + str(x) + " not live";
+  Request& r = it->second;
+  if (b < 0 || b >= num_blocks_) return "step_window_allocate: block out of range";
+  if (s_.ref_count[static_cast<size_t>(b)] != 0) {
+    return "step_window_allocate: block " + std::to_string(b) + " has ref count " +
+           std::to_string(s_.ref_count[static_cast<size_t>(b)]) + " (reused before it reached 0)";
+  }
+  if (r.num_computed > static_cast<int32_t>(r.window_table.size()) * block_size_)
+    return "step_window_allocate: a fresh block inside the computed positions";
+  r.window_table.push_back(b);
+  s_.ref_count[static_cast<size_t>(b)] = 1;
+  s_.cached_prefix[static_cast<size_t>(b)].reset();
+  return "";
+}
+
+// Coq: step_window_hit.
+std::string EngineModel::step_window_hit(RequestIdM x, BlockId b) {
+  auto it = s_.requests.find(x);
+  if (!window_local()) return "step_window_hit: no window-local KV";
+  if (it == s_.requests.end() || it->second.finished) return "step_window_hit: request " + str(x) + " not live";
+  Request& r = it->second;
+  const auto end = static_cast<int32_t>(r.window_table.size() + 1) * block_size_;
+  if (end > r.num_computed) return "step_window_hit: the hit block is not within the computed positions";
+  if (b < 0 || b >= num_blocks_) return "step_window_hit: block out of range";
+  if (s_.cached_prefix[static_cast<size_t>(b)] != firstn(r.tokens(), static_cast<size_t>(end))) {
+    return "step_window_hit: block " + std::to_string(b) + "'s stored prefix differs from the request's (false hit)";
+  }
+  r.window_table.push_back(b);
+  s_.ref_count[static_cast<size_t>(b)] += 1;
+  return "";
+}
+
+// Coq: step_window_hole.
+std::string EngineModel::step_window_hole(RequestIdM x) {
+  auto it = s_.requests.find(x);
+  if (!window_local()) return "step_window_hole: no window-local KV";
+  if (it == s_.requests.end() || it->second.finished) return "step_window_hole: request " + str(x) + " not live";
+  Request& r = it->second;
+  if (r.window_released != static_cast<int32_t>(r.window_table.size()))
+    return "step_window_hole: a hole after a held entry";
+  if (static_cast<int32_t>(r.window_table.size()) >= first_window_block(r.num_computed))
+    return "step_window_hole: a hole at an entry the window still reads";
+  r.window_table.push_back(0);
+  r.window_released += 1;
+  return "";
+}
+
+// Coq: step_window_register.
+std::string EngineModel::step_window_register(RequestIdM x, int32_t j, BlockId b) {
+  auto it = s_.requests.find(x);
+  if (it == s_.requests.end()) return "step_window_register: unknown request " + str(x);
+  const Request& r = it->second;
+  if (j < r.window_released || j >= static_cast<int32_t>(r.window_table.size()) ||
+      r.window_table[static_cast<size_t>(j)] != b) {
+    return "step_window_register: block " + std::to_string(b) + " is not held entry " + std::to_string(j) +
+           " of the window table";
+  }
+  if ((j + 1) * block_size_ > r.num_computed)
+    return "step_window_register: block is not full and computed (partial block shared)";
+  s_.cached_prefix[static_cast<size_t>(b)] = firstn(r.tokens(), static_cast<size_t>((j + 1) * block_size_));
+  return "";
+}
+
+// Coq: step_window_release (its block b is the first held entry).
+std::string EngineModel::step_window_release(RequestIdM x) {
+  auto it = s_.requests.find(x);
+  if (it == s_.requests.end() || it->second.finished) return "step_window_release: request " + str(x) + " not live";
+  Request& r = it->second;
+  if (r.window_released >= static_cast<int32_t>(r.window_table.size())) return "step_window_release: no held entry";
+  if (r.window_released >= first_window_block(r.num_computed)) {
+    return "step_window_release: entry " + std::to_string(r.window_released) +
+           " is still read by a query at position " + std::to_string(r.num_computed) + " (inside the window)";
+  }
+  s_.ref_count[static_cast<size_t>(r.window_table[static_cast<size_t>(r.window_released)])] -= 1;
+  r.window_released += 1;
+  return "";
+}
+
 // Coq: step_release.
 std::string EngineModel::step_release(RequestIdM x, bool fin) {
   auto it = s_.requests.find(x);
   if (it == s_.requests.end() || it->second.finished) return "step_release: request " + str(x) + " not live";
   Request& r = it->second;
-  for (BlockId b : r.block_table) s_.ref_count[static_cast<size_t>(b)] -= 1;
+  for (BlockId b : held(r)) s_.ref_count[static_cast<size_t>(b)] -= 1;
   r.block_table.clear();
+  r.window_table.clear();
+  r.window_released = 0;
   r.num_computed = 0;
   r.finished = fin;
   return "";
@@ -184,27 +328,36 @@ std::string EngineModel::rows_ok(const std::vector<Row>& batch) const {
     const std::string at = "rows_ok: row " + std::to_string(k) + " of request " + str(row.r_req) + ": ";
     if (it == s_.requests.end() || it->second.finished) return at + "request not live";
     const Request& r = it->second;
-    const std::vector<Token> T = r.tokens();
+    const std::vector<Token> T = r.seq();
     if (row.r_pos != r.num_computed + seen[row.r_req]) return at + "not the next uncomputed position";
-    if (row.r_pos >= static_cast<int32_t>(T.size())) return at + "position past the request's tokens";
+    if (row.r_pos >= static_cast<int32_t>(T.size())) return at + "position past the request's tokens and draft";
     if (row.r_pos >= static_cast<int32_t>(r.block_table.size()) * block_size_)
       return at + "position past the block table";
     if (row.r_tok != T[static_cast<size_t>(row.r_pos)]) return at + "wrong token";
     if (row.r_table != r.block_table) return at + "not the request's block table";
+    if (row.r_wtable != window_view(r)) return at + "not the request's window view";
+    if (window_local() && row.r_pos >= static_cast<int32_t>(r.window_table.size()) * block_size_)
+      return at + "position past the window table";
     ++seen[row.r_req];
   }
   return "";
 }
 
 // Coq: bounds_ok. Requests without rows are skipped: for them the guard is
-// ri_computed_tokens / ri_computed_table, which check_inv() verifies.
+// ri_computed_tokens / ri_computed_table, which check_inv() verifies. Rows are consecutive
+// from num_computed (rows_ok), so a chunk that goes past the known tokens from
+// num_computed < |T| holds the row of the last known token (Coq's find_row <> None).
 std::string EngineModel::bounds_ok(const std::map<RequestIdM, int32_t>& counts) const {
   for (const auto& [x, n] : counts) {
     const Request& r = s_.requests.at(x);
     const int32_t end = r.num_computed + n;
-    if (end > static_cast<int32_t>(r.prompt.size() + r.outputs.size()) ||
+    const auto num_tokens = static_cast<int32_t>(r.prompt.size() + r.outputs.size());
+    if (end > num_tokens + static_cast<int32_t>(r.draft.size()) ||
         end > static_cast<int32_t>(r.block_table.size()) * block_size_) {
-      return "bounds_ok: request " + str(x) + " computes past its tokens or table";
+      return "bounds_ok: request " + str(x) + " computes past its tokens and draft or its table";
+    }
+    if (end > num_tokens && r.num_computed >= num_tokens) {
+      return "bounds_ok: request " + str(x) + " computes draft rows without its last known token";
     }
   }
   return "";
@@ -212,7 +365,7 @@ std::string EngineModel::bounds_ok(const std::map<RequestIdM, int32_t>& counts) 
 
 // Coq: step_forward (write_rows, then advance). advance is the identity for requests
 // without rows (cnt = 0, find_row finds nothing), so only requests with rows are visited.
-std::string EngineModel::step_forward(const std::vector<Row>& batch, std::vector<Emission>* emitted) {
+std::string EngineModel::step_forward(const std::vector<Row>& batch, std::vector<Emission>* emitted_out) {
   if (std::string e = rows_ok(batch); !e.empty()) return e;
   std::map<RequestIdM, int32_t> counts;  // cnt x batch, for x with rows
   for (const Row& row : batch) {
@@ -221,23 +374,38 @@ std::string EngineModel::step_forward(const std::vector<Row>& batch, std::vector
   if (std::string e = bounds_ok(counts); !e.empty()) return e;
   for (const Row& row : batch) {  // write_rows: kernel_kv through the contract
     if (row.r_pad) continue;
-    const Value v = kv_fn(row.r_tok, read_kv(row.r_table, row.r_pos));
-    const size_t idx = static_cast<size_t>(row.r_pos / block_size_);
+    const Value v = kv_fn(row.r_tok, read_kv(row.r_table, row.r_pos), read_kv(row.r_wtable, row.r_pos));
+    const size_t idx = static_cast<size_t>(row.r_pos / block_size_);  // write_row: both tables
     s_.kv_mem[{row.r_table[idx], row.r_pos % block_size_}] = v;
+    s_.kv_mem[{row.r_wtable[idx], row.r_pos % block_size_}] = v;
   }
   for (const auto& [x, n] : counts) {  // advance
     Request& r = s_.requests.at(x);
-    const std::vector<Token> T = r.tokens();
-    for (const Row& row : batch) {  // find_row x (|T| - 1)
-      if (row.r_pad || row.r_req != x || row.r_pos != static_cast<int32_t>(T.size()) - 1) continue;
-      const Value lg = logits_fn(row.r_tok, read_kv(row.r_table, row.r_pos + 1));
+    const int32_t end = r.num_computed + n;
+    const std::vector<Token> d = r.draft;
+    bool emitted = false;
+    for (size_t i = 0;; ++i) {  // verify: the row of the last known token, then each accepted draft's
+      const std::vector<Token> T = r.tokens();
+      const Row* last = nullptr;  // find_row x (|T| - 1)
+      for (const Row& row : batch) {
+        if (!row.r_pad && row.r_req == x && row.r_pos == static_cast<int32_t>(T.size()) - 1) {
+          last = &row;
+          break;
+        }
+      }
+      if (last == nullptr) break;
+      const Value lg =
+          logits_fn(last->r_tok, read_kv(last->r_table, last->r_pos + 1), read_kv(last->r_wtable, last->r_pos + 1));
       const Token t = sample_(lg, r.sampler, static_cast<int32_t>(r.outputs.size()), T);
-      r.outputs.push_back(t);
+      r.outputs.push_back(t);  // emit
       r.output_logits.push_back(lg);
-      if (emitted != nullptr) emitted->push_back(Emission{x, lg, t});
-      break;
+      r.draft.clear();
+      emitted = true;
+      if (emitted_out != nullptr) emitted_out->push_back(Emission{x, lg, t});
+      if (i >= d.size() || d[i] != t) break;  // accepted iff equal
     }
-    r.num_computed += n;
+    // Only verified positions count as computed: the rows of rejected drafts are rolled back.
+    r.num_computed = emitted ? std::min(end, static_cast<int32_t>(r.prompt.size() + r.outputs.size()) - 1) : end;
   }
   return "";
 }
@@ -260,6 +428,24 @@ std::string EngineModel::check_request(RequestIdM x, Request& r) {
     if (r.num_computed < (static_cast<int32_t>(j) + 1) * block_size_ &&
         (s_.cached_prefix[static_cast<size_t>(b)].has_value() || s_.ref_count[static_cast<size_t>(b)] != 1)) {
       return at + "ri_private: block " + std::to_string(b) + " may still be written but is shared or cached";
+    }
+  }
+  if (!window_local() && (!r.window_table.empty() || r.window_released != 0)) return at + "ri_wnone";
+  if (r.window_released > first_window_block(r.num_computed)) return at + "ri_wrel: a released entry the window reads";
+  if (r.window_released > static_cast<int32_t>(r.window_table.size())) return at + "ri_wrel_len";
+  for (int32_t q = 0; q < r.num_computed; ++q) {
+    const int32_t j = q / block_size_;
+    if (j < r.window_released || j >= static_cast<int32_t>(r.window_table.size())) continue;
+    const std::optional<Value> v = read(r.window_table, q);
+    if (!v || *v != Value{true, ids[static_cast<size_t>(q)]}) {
+      return at + "ri_wslots: window position " + std::to_string(q) + " does not read the KV of its own prefix";
+    }
+  }
+  for (size_t j = static_cast<size_t>(r.window_released); j < r.window_table.size(); ++j) {
+    const BlockId b = r.window_table[j];
+    if (r.num_computed < (static_cast<int32_t>(j) + 1) * block_size_ &&
+        (s_.cached_prefix[static_cast<size_t>(b)].has_value() || s_.ref_count[static_cast<size_t>(b)] != 1)) {
+      return at + "ri_wprivate: window block " + std::to_string(b) + " may still be written but is shared or cached";
     }
   }
   if (r.output_logits.size() != r.outputs.size()) return at + "ri_outputs: logits and outputs differ in length";
@@ -285,7 +471,7 @@ std::string EngineModel::check_inv() {
   }
   std::vector<int32_t> held(static_cast<size_t>(num_blocks_), 0);  // tables holding each block
   for (const auto& [x, r] : s_.requests) {
-    for (BlockId b : r.block_table) ++held[static_cast<size_t>(b)];
+    for (BlockId b : this->held(r)) ++held[static_cast<size_t>(b)];
   }
   for (BlockId b = 0; b < num_blocks_; ++b) {
     if (s_.ref_count[static_cast<size_t>(b)] != held[static_cast<size_t>(b)]) {

@@ -10,10 +10,15 @@
 // trie (PrefixTrie), and is valid only if the entries it was computed from were the KV
 // of its own prefix. So a wrong read anywhere shows up as an invalid or different value.
 //
+// Window-local KV (window > 0) is Coq's window_local = true: one pool of num_blocks holds both
+// tables' blocks (the caller maps the C++ window pool after the full one), and kv_fn / logits_fn
+// are valid only if the window view holds the full chain's entries within the window.
+//
 // Invariants: none beyond the Coq ones; step_* leave the state unchanged when their guard
 // fails. Thread safety: none (a test-local value).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -64,6 +69,7 @@ struct Row {
   int32_t r_pos = 0;
   Token r_tok = 0;
   std::vector<BlockId> r_table;
+  std::vector<BlockId> r_wtable;  // what the window layers read: window_view (the block table without window-local KV)
 };
 
 // Coq: Request.
@@ -75,8 +81,12 @@ struct Request {
   int32_t num_computed = 0;
   std::vector<BlockId> block_table;
   bool finished = false;
+  std::vector<Token> draft;           // speculative decoding: draft tokens after the known ones
+  std::vector<BlockId> window_table;  // window-local KV: the window layers' table
+  int32_t window_released = 0;        // its leading entries released (kNoBlock in C++)
 
   std::vector<Token> tokens() const;  // prompt ++ outputs
+  std::vector<Token> seq() const;     // Coq seq_of: tokens() ++ draft
 };
 
 // Coq: State. kv_mem is the finite map (block, slot) -> KV entry; absent = never written.
@@ -94,7 +104,7 @@ using SampleFn = std::function<Token(const Value&, uint64_t, int32_t, const std:
 // hash: the prefix-cache key of a full-block prefix.
 using HashFn = std::function<BlockKey(const std::vector<Token>&)>;
 
-// What step_forward emitted for one request.
+// What step_forward emitted for one request (a verify chunk emits several, in order).
 struct Emission {
   RequestIdM id = 0;
   Value logits;
@@ -103,10 +113,18 @@ struct Emission {
 
 class EngineModel {
  public:
-  EngineModel(int32_t block_size, int32_t num_blocks, HashFn hash, SampleFn sample);
+  // window > 0: window-local KV (Coq window_local = true) with window layers reading `window` positions.
+  EngineModel(int32_t block_size, int32_t num_blocks, HashFn hash, SampleFn sample, int32_t window = 0);
 
   const State& state() const { return s_; }
   int32_t block_size() const { return block_size_; }
+  bool window_local() const { return window_ > 0; }
+  // Coq window_view: the table a row's window layers read.
+  const std::vector<BlockId>& window_view(const Request& r) const {
+    return window_local() ? r.window_table : r.block_table;
+  }
+  // Coq first_window_block.
+  int32_t first_window_block(int32_t c) const { return std::max(0, c + 1 - window_) / block_size_; }
 
   // The transitions; "" when the guard held and the effect was applied, else which guard
   // failed (the state is then unchanged).
@@ -114,6 +132,13 @@ class EngineModel {
   std::string step_allocate(RequestIdM x, BlockId b);
   std::string step_hit(RequestIdM x, BlockId b);
   std::string step_register(RequestIdM x, int32_t j, BlockId b);
+  std::string step_draft(RequestIdM x, std::vector<Token> d);
+  std::string step_truncate(RequestIdM x, int32_t n);
+  std::string step_window_allocate(RequestIdM x, BlockId b);
+  std::string step_window_hit(RequestIdM x, BlockId b);
+  std::string step_window_hole(RequestIdM x);
+  std::string step_window_register(RequestIdM x, int32_t j, BlockId b);
+  std::string step_window_release(RequestIdM x);
   std::string step_release(RequestIdM x, bool fin);
   std::string step_forward(const std::vector<Row>& batch, std::vector<Emission>* emitted);
 
@@ -128,14 +153,18 @@ class EngineModel {
  private:
   std::optional<Value> read(const std::vector<BlockId>& tbl, int32_t q) const;
   std::vector<std::optional<Value>> read_kv(const std::vector<BlockId>& tbl, int32_t n) const;
-  Value kv_fn(Token t, const std::vector<std::optional<Value>>& kvs);
-  Value logits_fn(Token t, const std::vector<std::optional<Value>>& kvs);
+  Value kv_fn(Token t, const std::vector<std::optional<Value>>& kvs, const std::vector<std::optional<Value>>& wkvs);
+  Value logits_fn(Token t, const std::vector<std::optional<Value>>& kvs, const std::vector<std::optional<Value>>& wkvs);
+  bool window_agrees(const std::vector<std::optional<Value>>& kvs, const std::vector<std::optional<Value>>& wkvs,
+                     int32_t first) const;
+  std::vector<BlockId> held(const Request& r) const;
   std::string rows_ok(const std::vector<Row>& batch) const;
   std::string bounds_ok(const std::map<RequestIdM, int32_t>& counts) const;  // counts: cnt x batch
   std::string check_request(RequestIdM x, Request& r);
 
   int32_t block_size_;
   int32_t num_blocks_;
+  int32_t window_;  // 0: no window-local KV
   HashFn hash_;
   SampleFn sample_;
   PrefixTrie trie_;
