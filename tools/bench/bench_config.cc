@@ -165,8 +165,8 @@ constexpr BenchPreset kPresets[] = {
     {"cpu-paper-replay", "paper-replay at 1/16 of its tokens (513 + 512, +16, 48 out) for the CPU", cpu_paper_replay},
     {"cpu-paper-phases", "paper-phases at 1/16: cached 0/256/512/768/1,024, 16 new tokens, 8 out", cpu_paper_phases},
     {"cpu-copy",
-     "24 built-in chat prompts whose answers copy the prompt (code edits, extraction), greedy, one at a time, "
-     "<= 384 out: for n-gram speculation on the CPU",
+     "24 built-in prompts whose answers copy the prompt (code edits, extraction), greedy, one at a time, <= 384 "
+     "out",
      cpu_copy},
     {"copy", "the copy prompts (all 33) for a real instruct model on a GPU: greedy, one at a time, <= 1,024 out",
      copy_gpu},
