@@ -101,10 +101,12 @@ void add_workload_options(CLI::App& app, BenchConfig& c, CliExtras& x) {
   app.add_option("--preset", c.preset, "a named preset (--list-presets); other flags override it");
   app.add_flag("--list-presets", x.list_presets, "print the presets and exit");
   app.add_option("--workload", w.kind,
-                 "random, shared-prefix, file, or the paper's: sessions (multi-session replay), phases (aligned)")
-      ->check(CLI::IsMember({"random", "shared-prefix", "file", "sessions", "phases"}))
+                 "random, shared-prefix, file, copy (built-in prompts whose answers copy the prompt: code edits, "
+                 "extraction), or the paper's: sessions (multi-session replay), phases (aligned)")
+      ->check(CLI::IsMember({"random", "shared-prefix", "file", "copy", "sessions", "phases"}))
       ->capture_default_str();
-  app.add_option("--num-prompts,-n", w.num_prompts, "requests (file: at most this many, 0: all)")
+  app.add_option("--num-prompts,-n", w.num_prompts,
+                 "requests (file: at most this many, 0: all; copy: past its prompts they repeat)")
       ->capture_default_str();
   app.add_option("--input-len", c.input_len, "random: prompt tokens, N or MIN:MAX (uniform)")->capture_default_str();
   x.output_len = app.add_option("--output-len", c.output_len, "max output tokens, N or MIN:MAX (file: overrides)")

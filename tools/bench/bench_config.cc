@@ -122,6 +122,30 @@ void cpu_paper_phases(BenchConfig& c) {
   c.engine.max_model_len = 4096;
 }
 
+// Prompt-lookup speculation's workload (issue 43): the built-in copy prompts (code edits,
+// extraction, reformatting; copy_workload.h) through the chat template, greedy, one request at a
+// time (batch-1 decode, where speculation pays), the answers ending at EOS or 384 tokens. The 24
+// prompts cover the 11 documents twice; 1-2 minutes on 2 cores with the default model. Compare
+// it with and without --speculative-config.
+void cpu_copy(BenchConfig& c) {
+  c.workload.kind = "copy";
+  c.workload.num_prompts = 24;
+  c.output_len = "384";
+  c.temperature = 0;
+  c.max_concurrency = 1;
+  c.engine.max_num_seqs = 1;
+}
+
+// The same on a GPU with a real instruct model: all 33 prompts, answers up to 1,024 tokens,
+// batch 1, one warm-up request.
+void copy_gpu(BenchConfig& c) {
+  cpu_copy(c);
+  c.workload.num_prompts = 33;
+  c.output_len = "1024";
+  c.num_warmups = 1;
+  c.engine.max_num_batched_tokens = 8192;
+}
+
 constexpr BenchPreset kPresets[] = {
     {"cpu-small", "64 random requests (32-256 in, 16-128 out), Poisson 1.5 req/s, 16 at once: ~1 min on 2 cores",
      cpu_small},
@@ -140,6 +164,12 @@ constexpr BenchPreset kPresets[] = {
      paper_phases},
     {"cpu-paper-replay", "paper-replay at 1/16 of its tokens (513 + 512, +16, 48 out) for the CPU", cpu_paper_replay},
     {"cpu-paper-phases", "paper-phases at 1/16: cached 0/256/512/768/1,024, 16 new tokens, 8 out", cpu_paper_phases},
+    {"cpu-copy",
+     "24 built-in prompts whose answers copy the prompt (code edits, extraction), greedy, one at a time, <= 384 "
+     "out",
+     cpu_copy},
+    {"copy", "the copy prompts (all 33) for a real instruct model on a GPU: greedy, one at a time, <= 1,024 out",
+     copy_gpu},
 };
 
 }  // namespace

@@ -8,6 +8,34 @@
 namespace vosti::bench {
 namespace {
 
+constexpr uint64_t kFnvOffset = 14695981039346656037ull, kFnvPrime = 1099511628211ull;
+
+// FNV-1a over the 8 little-endian bytes of v.
+uint64_t fnv_mix(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    h ^= (v >> (8 * i)) & 0xff;
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+bool has_all_ids(const RequestRecord& r) {
+  return static_cast<int64_t>(r.content.token_ids.size()) == r.num_output_tokens;
+}
+
+uint64_t mix_request(uint64_t h, const RequestRecord& r) {
+  h = fnv_mix(h, static_cast<uint64_t>(r.index));
+  h = fnv_mix(h, r.content.token_ids.size());
+  for (int32_t id : r.content.token_ids) h = fnv_mix(h, static_cast<uint32_t>(id));
+  return h;
+}
+
+std::string hex64(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 enum class Basis : uint8_t { kDigests, kIdsAndLogprobs, kPiecesAndLogprobs, kIds, kCounts };
 
 const char* basis_name(Basis b) {
@@ -96,6 +124,25 @@ DeterminismReport compare_runs(std::span<const RequestRecord> a, std::span<const
   report.compared = basis_name(weakest);
   report.weaker_than_digests = weakest != Basis::kDigests;
   return report;
+}
+
+std::optional<OutputsDigest> outputs_digest(std::span<const RequestRecord> records) {
+  OutputsDigest d;
+  uint64_t h = kFnvOffset;
+  for (const RequestRecord& r : records) {
+    if (!r.success) continue;
+    if (!has_all_ids(r)) return std::nullopt;
+    h = mix_request(h, r);
+    ++d.num_requests;
+    d.num_tokens += r.num_output_tokens;
+  }
+  if (d.num_requests == 0) return std::nullopt;
+  d.hex = hex64(h);
+  return d;
+}
+
+std::string output_digest(const RequestRecord& record) {
+  return has_all_ids(record) ? hex64(mix_request(kFnvOffset, record)) : "";
 }
 
 }  // namespace vosti::bench

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,5 +29,20 @@ struct DeterminismReport {
 
 // Compares records of the same workload (same indices). REQUIRES: a.size() == b.size().
 DeterminismReport compare_runs(std::span<const RequestRecord> a, std::span<const RequestRecord> b);
+
+// The output tokens of a run as one digest, to compare runs that --check-determinism cannot pair:
+// two commands with other engine options (speculation on and off, another thread count) on the
+// same workload print equal digests iff every answered request has the same output token ids.
+// FNV-1a 64 over each answered request's (index, token count, token ids), in index order.
+struct OutputsDigest {
+  std::string hex;  // 16 hex digits
+  int64_t num_requests = 0;
+  int64_t num_tokens = 0;
+};
+// nullopt when an answered request has no (or not all of its) token ids: the target did not
+// report them.
+std::optional<OutputsDigest> outputs_digest(std::span<const RequestRecord> records);
+// One request's part of it ("" when its token ids are missing).
+std::string output_digest(const RequestRecord& record);
 
 }  // namespace vosti::bench

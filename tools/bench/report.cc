@@ -158,6 +158,10 @@ void print_run(FILE* out, const RunResult& run, const std::string& title) {
                  static_cast<long long>(*c.accepted_tokens), static_cast<long long>(*c.draft_tokens),
                  percent(*c.acceptance_rate).c_str());
   }
+  if (const auto d = outputs_digest(run.records)) {
+    std::fprintf(out, "outputs         digest %s over the %lld tokens of %lld answered requests (token ids)\n",
+                 d->hex.c_str(), static_cast<long long>(d->num_tokens), static_cast<long long>(d->num_requests));
+  }
   if (c.bookkeeping_fraction) {
     std::fprintf(out, "engine steps    %.2f s: forward %s, sampling %s, bookkeeping %s\n", *c.step_s,
                  percent_2(*c.forward_fraction).c_str(), percent_2(*c.sampling_fraction).c_str(),
@@ -265,6 +269,7 @@ ordered_json run_json(const RunResult& run, const bool detailed) {
                                                                     : ordered_json(run.options.arrivals.request_rate);
   j["stopped_early"] = run.stopped_early;
   const CounterDelta c = counter_delta(run.before, run.after);
+  const std::optional<OutputsDigest> digest = outputs_digest(run.records);
   j["metrics"] = {
       {"num_requests", m.num_requests},
       {"completed", m.num_completed},
@@ -284,6 +289,7 @@ ordered_json run_json(const RunResult& run, const bool detailed) {
       {"spec_accepted_tokens", c.accepted_tokens ? ordered_json(*c.accepted_tokens) : ordered_json(nullptr)},
       {"spec_acceptance_rate", optional_json(c.acceptance_rate)},
       {"counters_source", c.source},
+      {"outputs_digest", digest ? ordered_json(digest->hex) : ordered_json(nullptr)},
       {"engine_step_s", optional_json(c.step_s)},
       {"engine_forward_fraction", optional_json(c.forward_fraction)},
       {"engine_sampling_fraction", optional_json(c.sampling_fraction)},
@@ -306,6 +312,7 @@ ordered_json run_json(const RunResult& run, const bool detailed) {
     q["tpot_ms"] = tpot_s(r) ? ordered_json(*tpot_s(r) * 1e3) : ordered_json(nullptr);
     q["e2e_ms"] = e2e_s(r) ? ordered_json(*e2e_s(r) * 1e3) : ordered_json(nullptr);
     q["finish_reason"] = r.finish_reason;
+    if (const std::string d = output_digest(r); r.success && !d.empty()) q["output_digest"] = d;
     if (detailed) q["delivery_s"] = r.delivery_s;
     requests.push_back(std::move(q));
   }

@@ -87,6 +87,9 @@ RunOptions base_options(const BenchConfig& c, const std::atomic<bool>& interrupt
   o.arrivals.seed = c.workload.seed;
   o.sampling.temperature = c.temperature;
   o.sampling.ignore_eos = c.ignore_eos;
+  // In-process the ids cost nothing; they give the run's outputs digest (a Vosti server returns
+  // them anyway).
+  o.sampling.want_token_ids = c.http.base_url.empty();
   o.progress = c.progress;
   o.interrupted = &interrupted;
   return o;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tokenizer/tokenizer.h"
+#include "tools/bench/copy_workload.h"
 
 namespace vosti::bench {
 namespace {
@@ -23,10 +24,6 @@ int32_t draw_length(std::mt19937_64& rng, const LengthRange& r) {
 
 std::vector<int32_t> random_ids(std::mt19937_64& rng, int32_t n, const Tokenizer& tok) {
   return random_token_ids(rng, n, tok);
-}
-
-uint64_t request_seed(uint64_t workload_seed, int64_t index) {
-  return 1 + workload_seed * 1000003ull + static_cast<uint64_t>(index);
 }
 
 Status need_tokenizer(const Tokenizer* tok, const std::string& kind) {
@@ -171,6 +168,10 @@ Result<std::vector<BenchRequest>> file_workload(const WorkloadConfig& c, const T
 
 }  // namespace
 
+uint64_t request_seed(uint64_t workload_seed, int64_t index) {
+  return 1 + workload_seed * 1000003ull + static_cast<uint64_t>(index);
+}
+
 std::vector<int32_t> random_token_ids(std::mt19937_64& rng, int32_t n, const Tokenizer& tok) {
   std::vector<int32_t> ids;
   ids.reserve(static_cast<size_t>(n));
@@ -209,7 +210,8 @@ Result<std::vector<BenchRequest>> make_workload(const WorkloadConfig& config, co
   if (config.kind == "random") return random_workload(config, tokenizer);
   if (config.kind == "shared-prefix") return shared_prefix_workload(config, tokenizer);
   if (config.kind == "file") return file_workload(config, tokenizer);
-  return invalid_argument("unknown workload '" + config.kind + "' (random, shared-prefix or file)");
+  if (config.kind == "copy") return copy_workload(config);
+  return invalid_argument("unknown workload '" + config.kind + "' (random, shared-prefix, file or copy)");
 }
 
 }  // namespace vosti::bench

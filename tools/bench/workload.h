@@ -9,6 +9,8 @@
 //                  [{"from": "system"|"human"|"gpt", "value"}, ...]} (the turns before the first
 //                  "gpt" reply are the prompt; that reply's token count its output length).
 //                  An entry's "max_tokens" (or "output_len") sets its output length.
+//   copy           built-in chat prompts whose answers copy long spans of the prompt (code
+//                  editing, extraction, reformatting: copy_workload.h), for n-gram speculation.
 // Everything random comes from one generator seeded by `seed`: two runs send the same prompts.
 // Thread safety: pure functions.
 #pragma once
@@ -49,8 +51,8 @@ struct BenchRequest {
 };
 
 struct WorkloadConfig {
-  std::string kind = "random";  // random | shared-prefix | file
-  int64_t num_prompts = 64;     // random; file: at most this many (0: all)
+  std::string kind = "random";  // random | shared-prefix | file | copy
+  int64_t num_prompts = 64;     // random, copy; file: at most this many (0: all)
   LengthRange input_len{128, 128};
   LengthRange output_len{128, 128};
   bool output_len_given = false;  // file: --output-len overrides the entries' lengths
@@ -61,6 +63,9 @@ struct WorkloadConfig {
   std::string file;
   uint64_t seed = 0;
 };
+
+// The sampling seed of request `index`: 1 + workload_seed * 1,000,003 + index (never 0).
+uint64_t request_seed(uint64_t workload_seed, int64_t index);
 
 // n random ids in [0, vocab) that are not special tokens (BOS, EOS, chat markers...), drawn
 // from `rng` the same way on every standard library.
