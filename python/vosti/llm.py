@@ -166,12 +166,12 @@ class LLM:
         **engine_options: max_num_seqs, max_num_batched_tokens, max_model_len, block_size,
             enable_prefix_caching, gpu_memory_utilization, kv_cache_dtype, enforce_eager,
             num_gpu_blocks_override, logprobs_mode ("raw_logprobs", "raw_logits",
-            "processed_logprobs", "processed_logits": what logprobs report, vLLM's), and Vosti's num_threads, backend ("cpu" | "ref"),
-            kv_cache_bytes, num_blocks, attention_split, check_invariants, window_local_kv,
-            speculative_config (vLLM's dict, e.g. {"method": "ngram", "num_speculative_tokens": 4,
-            "prompt_lookup_max": 4}: lossless speculative decoding, the same tokens and logprobs as
-            without it; cpu only) (the vosti CLI's engine options, `vosti engine-options`). Unknown
-            options raise TypeError.
+            "processed_logprobs", "processed_logits": what logprobs report, vLLM's), and Vosti's
+            num_threads, structured_output_threads, backend ("cpu" | "ref"), kv_cache_bytes,
+            num_blocks, attention_split, check_invariants, window_local_kv, speculative_config
+            (vLLM's dict, e.g. {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}:
+            lossless speculative decoding, the same tokens and logprobs as without it) (the vosti
+            CLI's engine options, `vosti engine-options`). Unknown options raise TypeError.
     """
 
     def __init__(self, model: Optional[str] = None, *, device: str = "cpu", tokenizer: Optional[str] = None,
