@@ -31,9 +31,9 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
   if (j.empty()) return c;
   for (const auto& [key, value] : j.items()) {
     if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_min" &&
-        key != "prompt_lookup_max" && key != "model")
+        key != "prompt_lookup_max" && key != "model" && key != "disable_by_batch_size")
       return bad("unknown field \"" + key + "\" (known: method, num_speculative_tokens, prompt_lookup_min, " +
-                 "prompt_lookup_max, model)");
+                 "prompt_lookup_max, model, disable_by_batch_size)");
   }
   const bool has_model = j.contains("model") && !j.at("model").is_null();
   if (has_model) {
@@ -54,6 +54,11 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens)
     return bad("\"num_speculative_tokens\" must be in [1, " + std::to_string(kMaxSpeculativeTokens) + "], got " +
                std::to_string(c.num_speculative_tokens));
+  if (j.contains("disable_by_batch_size") && !j.at("disable_by_batch_size").is_null()) {
+    VOSTI_ASSIGN_OR_RETURN(c.disable_by_batch_size, read_int(j, "disable_by_batch_size"));
+    if (c.disable_by_batch_size < 2)
+      return bad("\"disable_by_batch_size\" must be >= 2, got " + std::to_string(c.disable_by_batch_size));
+  }
   const bool has_min = j.contains("prompt_lookup_min") && !j.at("prompt_lookup_min").is_null();
   const bool has_max = j.contains("prompt_lookup_max") && !j.at("prompt_lookup_max").is_null();
   if (has_min) {

@@ -437,6 +437,10 @@ void EngineImpl::propose_draft(const LiveRequest& r) {
   const auto left = static_cast<int64_t>(r.spec().max_tokens) - static_cast<int64_t>(r.outputs().size()) - 1;
   const auto max_draft = static_cast<int32_t>(std::min<int64_t>(speculative_.num_speculative_tokens, left));
   if (max_draft <= 0) return;
+  // The deployment's rule for full batches (SpeculativeConfig::disable_by_batch_size): no drafts.
+  if (speculative_.disable_by_batch_size > 0 &&
+      scheduler_.num_running() + scheduler_.num_waiting() >= speculative_.disable_by_batch_size)
+    return;
   std::vector<int32_t> draft = drafter_->propose(state->tokens, max_draft);
   if (!draft.empty()) scheduler_.set_draft(r.id(), std::move(draft));
 }

@@ -297,6 +297,28 @@ TEST(Speculation, DraftsAlwaysRightOrAlwaysWrongGiveTheReferenceOutput) {
   EXPECT_EQ(wrong.stats.num_accepted_tokens, 0);
 }
 
+// vLLM's disable_by_batch_size: while that many requests run or wait, none gets drafts; the rule
+// changes when drafts happen, never a token or a digest.
+TEST(Speculation, DisableByBatchSizeDraftsOnlyOnceTheBatchHasThinned) {
+  std::vector<RequestSpec> specs = request_set();
+  for (size_t i = 0; i < specs.size(); ++i) specs[i].max_tokens = 8 + 6 * static_cast<int32_t>(i);
+  const Outcome plain = run("qwen3-tiny", specs, base_config());
+  EngineConfig c = base_config();
+  c.speculative_config = ngram(4);
+  const Outcome always = run("qwen3-tiny", specs, c, replay(specs, plain, false));
+  c.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 4, "disable_by_batch_size": 3})";
+  const Outcome thinned = run("qwen3-tiny", specs, c, replay(specs, plain, false));
+  expect_same(plain, always, "speculation on");
+  expect_same(plain, thinned, "speculation off while 3 or more requests");
+  EXPECT_GT(thinned.stats.num_draft_tokens, 0) << "the last two requests speculate";
+  EXPECT_LT(thinned.stats.num_draft_tokens, always.stats.num_draft_tokens);
+  EXPECT_GT(thinned.stats.num_steps, always.stats.num_steps);
+  auto bad =
+      parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 4, "disable_by_batch_size": 1})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("disable_by_batch_size"), std::string::npos) << bad.status().message();
+}
+
 TEST(Speculation, StopTokensAndMaxTokensInsideAnAcceptedRunEndWhereTheyEndWithout) {
   std::vector<RequestSpec> specs = request_set(24);
   const Outcome free_run = run("qwen3-tiny", specs, base_config());
