@@ -2,12 +2,14 @@
 """Planted bugs in the engine model: each must make the proof fail to check.
 
 Each mutant replaces one exact snippet of EngineModel.v (it must occur exactly once)
-and recompiles it with coqc in a scratch copy. A mutant is KILLED when coqc rejects a
+and recompiles it with coqc in a scratch copy of its own (the mutants run in parallel, one
+per core; the report keeps their order). A mutant is KILLED when coqc rejects a
 proof (any error other than a syntax error); it SURVIVES if everything still checks.
 Run by scripts/check-proof; prints one line per mutant and exits 1 if any survives or
 cannot be applied.
   python3 verify/model/mutants.py
 """
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -120,35 +122,46 @@ def coqc(workdir, name):
                           cwd=workdir, capture_output=True, text=True)
 
 
-def main():
-    source = open(os.path.join(HERE, "EngineModel.v")).read()
+def check(base, source, mutant):
+    """Compiles one mutant in a scratch copy of `base` (ListFacts compiled); its report line and
+    whether it failed."""
+    name, bug, old, new = mutant
+    if source.count(old) != 1:
+        return f"  FAIL  mutant {name}: snippet found {source.count(old)} times (model changed?)", True
     work = tempfile.mkdtemp()
-    bad = 0
     try:
-        shutil.copy(os.path.join(HERE, "ListFacts.v"), work)
-        if coqc(work, "ListFacts.v").returncode != 0:
-            print("  FAIL  mutants: ListFacts.v does not compile")
-            return 1
-        for name, bug, old, new in MUTANTS:
-            if source.count(old) != 1:
-                print(f"  FAIL  mutant {name}: snippet found {source.count(old)} times (model changed?)")
-                bad += 1
-                continue
-            with open(os.path.join(work, "EngineModel.v"), "w") as f:
-                f.write(source.replace(old, new))
-            r = coqc(work, "EngineModel.v")
-            out = r.stdout + r.stderr
-            if r.returncode != 0 and "Syntax error" not in out:
-                where = next((l for l in out.splitlines() if l.startswith("File ")), "")
-                print(f"  ok    mutant {name} killed ({bug}); {where.strip()}")
-            elif r.returncode != 0:
-                print(f"  FAIL  mutant {name}: syntax error, the mutant is malformed\n{out}")
-                bad += 1
-            else:
-                print(f"  FAIL  mutant {name} SURVIVED: the proof still checks with: {bug}")
-                bad += 1
+        for f in os.listdir(base):
+            shutil.copy(os.path.join(base, f), work)
+        with open(os.path.join(work, "EngineModel.v"), "w") as f:
+            f.write(source.replace(old, new))
+        r = coqc(work, "EngineModel.v")
     finally:
         shutil.rmtree(work)
+    out = r.stdout + r.stderr
+    if r.returncode != 0 and "Syntax error" not in out:
+        where = next((l for l in out.splitlines() if l.startswith("File ")), "")
+        return f"  ok    mutant {name} killed ({bug}); {where.strip()}", False
+    if r.returncode != 0:
+        return f"  FAIL  mutant {name}: syntax error, the mutant is malformed\n{out}", True
+    return f"  FAIL  mutant {name} SURVIVED: the proof still checks with: {bug}", True
+
+
+def main():
+    source = open(os.path.join(HERE, "EngineModel.v")).read()
+    base = tempfile.mkdtemp()
+    bad = 0
+    try:
+        shutil.copy(os.path.join(HERE, "ListFacts.v"), base)
+        if coqc(base, "ListFacts.v").returncode != 0:
+            print("  FAIL  mutants: ListFacts.v does not compile")
+            return 1
+        # Each mutant compiles in its own copy, one per core; the report keeps the list's order.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for line, failed in pool.map(lambda m: check(base, source, m), MUTANTS):
+                print(line, flush=True)
+                bad += 1 if failed else 0
+    finally:
+        shutil.rmtree(base)
     print(f"mutants: {len(MUTANTS) - bad} killed, {bad} not")
     return 1 if bad else 0
 
