@@ -106,6 +106,28 @@ EngineConfig decode_config(const Options& o) {
   return c;
 }
 
+// Runs one greedy request of `prompt` for max_tokens tokens (EOS ignored) to its end: the times its
+// tokens arrived, from the request's submission, and (with `tokens`) the tokens. Empty on failure.
+std::vector<double> timed_request(Engine& engine, std::vector<int32_t> prompt, int max_tokens,
+                                  std::vector<int32_t>* tokens = nullptr) {
+  RequestSpec spec;
+  spec.prompt = std::move(prompt);
+  spec.max_tokens = max_tokens;
+  spec.ignore_eos = true;
+  spec.sampling.temperature = 0.0f;
+  std::vector<double> times;
+  const double t0 = now_s();
+  const auto on_output = [&](const RequestOutput& out) {
+    for (const int32_t token : out.new_tokens) {
+      times.push_back(now_s() - t0);
+      if (tokens != nullptr) tokens->push_back(token);
+    }
+  };
+  if (!engine.add_request(spec, on_output).ok()) return {};
+  while (engine.has_work()) engine.step();
+  return times;
+}
+
 int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model, double copy_bw) {
   const EngineConfig c = decode_config(o);
   auto engine = Engine::create(model, c);
@@ -114,24 +136,8 @@ int run_decode(const Options& o, const std::shared_ptr<const DeviceModel>& model
     return 1;
   }
   std::mt19937_64 rng(1);
-  // Runs one request to its end; the times its tokens arrived, from the request's submission.
-  const auto timed = [&](int max_tokens) -> std::vector<double> {
-    RequestSpec spec;
-    spec.prompt = random_prompt(rng, o.prompt_len, model->config().vocab_size);  // no prefix shared
-    spec.max_tokens = max_tokens;
-    spec.ignore_eos = true;
-    spec.sampling.temperature = 0.0f;
-    std::vector<double> times;
-    const double t0 = now_s();
-    if (!(*engine)
-             ->add_request(spec,
-                           [&](const RequestOutput& out) {
-                             for (size_t i = 0; i < out.new_tokens.size(); ++i) times.push_back(now_s() - t0);
-                           })
-             .ok())
-      return {};
-    while ((*engine)->has_work()) (*engine)->step();
-    return times;
+  const auto timed = [&](int max_tokens) {  // a prompt of its own: no prefix shared
+    return timed_request(**engine, random_prompt(rng, o.prompt_len, model->config().vocab_size), max_tokens);
   };
   const std::vector<double> warm_up = timed(2);
   const EngineStats before = (*engine)->stats();
@@ -241,28 +247,9 @@ SpecRun decode_once(const Options& o, const std::shared_ptr<const DeviceModel>& 
     return {};
   }
   SpecRun run;
-  for (const bool measured : {false, true}) {
-    RequestSpec spec;
-    spec.prompt = measured ? prompt : warm_prompt;
-    spec.max_tokens = measured ? o.output_len : 2;
-    spec.ignore_eos = true;
-    spec.sampling.temperature = 0.0f;
-    std::vector<double> times;
-    const double t0 = now_s();
-    if (!(*engine)
-             ->add_request(spec,
-                           [&](const RequestOutput& out) {
-                             for (size_t i = 0; i < out.new_tokens.size(); ++i) {
-                               times.push_back(now_s() - t0);
-                               if (measured) run.tokens.push_back(out.new_tokens[i]);
-                             }
-                           })
-             .ok())
-      return {};
-    while ((*engine)->has_work()) (*engine)->step();
-    if (measured && times.size() >= 2)
-      run.tpot = (times.back() - times.front()) / static_cast<double>(times.size() - 1);
-  }
+  if (timed_request(**engine, warm_prompt, 2).empty()) return {};
+  const std::vector<double> times = timed_request(**engine, prompt, o.output_len, &run.tokens);
+  if (times.size() >= 2) run.tpot = (times.back() - times.front()) / static_cast<double>(times.size() - 1);
   run.stats = (*engine)->stats();
   return run;
 }
