@@ -24,7 +24,7 @@
 //     sum in that order) is < top_p * Z: the shortest prefix reaching top_p * Z, never empty.
 //  7. min_p (0: off): keep tokens with w_i >= min_p (that is p_i >= min_p * p_max).
 //  8. draw: u = sampling_uniform(seed, output_position) (philox.h); lanes l_j = lane sums
-//     of w over the kept tokens, W = ((l_0 + l_1) + ...) + l_7, t = u * W. The lane is the
+//     of w over the kept tokens, W = ((l_0 + l_1) + ...) + l_127, t = u * W. The lane is the
 //     first j whose running sum R_j = R_{j-1} + l_j exceeds t (R_{-1} = 0; the last lane if
 //     none before). Within it, t' = t - R_{j-1}; the token is the first kept id of the lane
 //     (ascending) whose running double sum of w exceeds t', or, if rounding leaves none,

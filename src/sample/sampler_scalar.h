@@ -169,7 +169,10 @@ VOSTI_HD float exp_from_max(float x, float m) {
 // Sums of weights use one fixed order that is not a single chain ("lane sums"):
 //   lane j (0 <= j < kSumLanes) = double sum, in ascending id order, of the weights of the
 //   ids i with i % kSumLanes == j;  total = ((lane 0 + lane 1) + lane 2) + ... (from 0.0).
-inline constexpr int kSumLanes = 8;
+// 128 lanes: the device sampler runs one chain a thread, V / 128 dependent adds (2,048 at
+// Gemma's 262,144 tokens; with 8 lanes a row cost ~0.22 ms at 128k, docs/BENCHMARKS.md), and
+// a draw walks V / 128 ids; the host's loops still vectorise.
+inline constexpr int kSumLanes = 128;
 
 // The total of the lanes, in that order.
 VOSTI_HD double lanes_total(const double* lane) {

@@ -19,8 +19,8 @@ float reference_logprob(const std::vector<float>& logits, size_t token) {
   for (float& x : l) x = std::isnan(x) ? -kInf : x;
   float m = -kInf;
   for (const float x : l) m = x > m ? x : m;
-  double lanes[8] = {};  // lane sums: ids i % 8 == j in ascending order
-  for (size_t i = 0; i < l.size(); ++i) lanes[i % 8] += exp_from_max(l[i], m);
+  double lanes[128] = {};  // lane sums: ids i % 128 == j in ascending order (kSumLanes)
+  for (size_t i = 0; i < l.size(); ++i) lanes[i % 128] += exp_from_max(l[i], m);
   double z = 0.0;
   for (const double lane : lanes) z += lane;
   const float d = l[token] == m ? 0.0f : l[token] - m;

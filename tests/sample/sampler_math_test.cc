@@ -57,7 +57,7 @@ TEST(SamplerMath, MaxValue) {
 }
 
 TEST(SamplerMath, LaneSumsFollowTheDocumentedOrder) {
-  std::vector<float> w(1001);
+  std::vector<float> w(8 * kSumLanes + 105);  // several ids a lane, the last lanes one fewer
   for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0f / static_cast<float>(i + 1) + static_cast<float>(i % 7) * 1e-3f;
   double lanes[kSumLanes] = {};
   for (size_t i = 0; i < w.size(); ++i) lanes[i % kSumLanes] += static_cast<double>(w[i]);
@@ -66,8 +66,9 @@ TEST(SamplerMath, LaneSumsFollowTheDocumentedOrder) {
   // All at once, in chunks that start on lane boundaries, and over an id list.
   LaneSums whole, chunked;
   add_lane_sums(w.data(), w.size(), whole);
-  for (size_t begin = 0; begin < w.size(); begin += 96)
-    add_lane_sums(w.data() + begin, std::min<size_t>(96, w.size() - begin), chunked);
+  constexpr size_t kPiece = 3 * kSumLanes;
+  for (size_t begin = 0; begin < w.size(); begin += kPiece)
+    add_lane_sums(w.data() + begin, std::min<size_t>(kPiece, w.size() - begin), chunked);
   std::vector<int32_t> ids(w.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
   const LaneSums listed = lane_sums_of(w.data(), ids);

@@ -18,21 +18,25 @@
 
 namespace vosti::testing {
 
+// The specification's lane count, written out (sampler.h step 8; sampler_scalar.h kSumLanes).
+inline constexpr int kReferenceLanes = 128;
+static_assert(kReferenceLanes == kSumLanes, "the reference follows the documented lane count");
+
 struct ReferenceDraw {
   std::vector<int32_t> kept;  // ascending ids (may include weight-0 tokens)
   std::vector<float> w;       // [vocab] weights (valid for kept)
-  double lanes[8] = {};       // lane j: ids with id % 8 == j, ascending
+  double lanes[kReferenceLanes] = {};  // lane j: ids with id % kReferenceLanes == j, ascending
   double total = 0.0;
   int32_t greedy = -1;  // the token when greedy, else -1
 };
 
-// The lane sums of sampler_math.h, written out: lane j sums ids == j mod 8 in id order.
+// The lane sums of sampler_math.h, written out: lane j sums ids == j mod kReferenceLanes in id order.
 inline double reference_lane_total(const std::vector<float>& w, const std::vector<int32_t>& ascending_ids,
                                    double* lanes_out = nullptr) {
-  double lanes[8] = {};
-  for (const int32_t t : ascending_ids) lanes[t % 8] += w[static_cast<size_t>(t)];
+  double lanes[kReferenceLanes] = {};
+  for (const int32_t t : ascending_ids) lanes[t % kReferenceLanes] += w[static_cast<size_t>(t)];
   double total = 0.0;
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < kReferenceLanes; ++j) {
     total += lanes[j];
     if (lanes_out != nullptr) lanes_out[j] = lanes[j];
   }
@@ -102,11 +106,11 @@ inline int32_t reference_choose(const ReferenceDraw& r, double u) {
   const double t = u * r.total;
   int lane = 0;
   double before = 0.0;
-  while (lane < 7 && !(before + r.lanes[lane] > t)) before += r.lanes[lane++];
+  while (lane < kReferenceLanes - 1 && !(before + r.lanes[lane] > t)) before += r.lanes[lane++];
   double acc = 0.0;
   int32_t last = -1;
   for (const int32_t id : r.kept) {
-    if (id % 8 != lane) continue;
+    if (id % kReferenceLanes != lane) continue;
     acc += r.w[id];
     if (r.w[id] > 0.0f) last = id;
     if (acc > t - before) return id;

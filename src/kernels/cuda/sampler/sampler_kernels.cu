@@ -14,15 +14,11 @@ namespace {
 
 constexpr int kThreads = kSamplerThreads;
 constexpr int kWarps = kThreads / 32;
-constexpr int kChunk = 4096;                                             // elements staged per lane-sum round
-constexpr int kMaxChunks = static_cast<int>(kMaxSamplerVocab / kChunk);  // checkpoints per lane
 constexpr int kCand = kMaxSamplerCandidates;
-static_assert(kSumLanes == 8, "SamplerRowResult::lanes holds eight lane sums");
+static_assert(kSumLanes <= kThreads, "the lane chains run one a thread");
 static_assert(kCand <= 2 * kThreads, "the bitonic sort gives each thread at most two elements per step");
 
 struct Smem {
-  float chunk[kChunk];                 // [kChunk] weights of one round of the lane chains
-  double ckpt[kSumLanes][kMaxChunks];  // running lane sum at the end of each round
   double lanes[kSumLanes];             // lane sums of the last chains run
   int32_t last_pos[kSumLanes];         // last id with a positive weight per lane (-1: none)
   unsigned long long sort[kCand];      // sort keys (bitonic)
@@ -103,60 +99,45 @@ __device__ int next_pow2(int n) {
   return p;
 }
 
-// ---- the lane chains (sampler_math.h add_lane_sums: lane j = ids i % 8 == j, ascending) ----
+// ---- the lane chains (sampler_math.h add_lane_sums: lane j = ids i % kSumLanes == j, ascending) ----
 
-// sm.lanes = lane sums of weight(i), i < vocab; sm.ckpt[j][c] = lane j's running sum after round
-// c; sm.last_pos[j] = the last id of lane j with weight > 0.
+// sm.lanes = lane sums of weight(i), i < vocab; sm.last_pos[j] = the last id of lane j with
+// weight > 0. Thread j < kSumLanes runs lane j's chain, vocab / kSumLanes dependent adds, reading
+// the weights straight from the row (a step of the kSumLanes chains reads kSumLanes adjacent ids).
+// The leading barrier orders the writes after every thread's earlier reads of sm.lanes.
 template <class Weight>
 __device__ void lane_chains(const Weight& weight, int vocab, Smem& sm) {
-  double acc = 0.0;
-  int32_t last = -1;
-  const int num_chunks = (vocab + kChunk - 1) / kChunk;
-  for (int c = 0; c < num_chunks; ++c) {
-    const int base = c * kChunk;
-    const int n = min(kChunk, vocab - base);
-    for (int e = threadIdx.x; e < n; e += kThreads) sm.chunk[e] = weight(base + e);
-    __syncthreads();
-    if (threadIdx.x < kSumLanes) {
-      const int j = threadIdx.x;
-#pragma unroll 8
-      for (int e = j; e < n; e += kSumLanes) {
-        const float w = sm.chunk[e];
-        acc = dadd(acc, static_cast<double>(w));
-        if (w > 0.0f) last = base + e;
-      }
-      sm.ckpt[j][c] = acc;
-    }
-    __syncthreads();
-  }
+  __syncthreads();
   if (threadIdx.x < kSumLanes) {
-    sm.lanes[threadIdx.x] = acc;
-    sm.last_pos[threadIdx.x] = last;
+    const int j = threadIdx.x;
+    double acc = 0.0;
+    int32_t last = -1;
+#pragma unroll 8
+    for (int i = j; i < vocab; i += kSumLanes) {
+      const float w = weight(i);
+      acc = dadd(acc, static_cast<double>(w));
+      if (w > 0.0f) last = i;
+    }
+    sm.lanes[j] = acc;
+    sm.last_pos[j] = last;
   }
   __syncthreads();
 }
 
 // sampler.cc draw() on the dense path, by one thread after lane_chains(weight): the lane, then
-// the walk from the checkpoint before the round where the lane's running sum passes the target.
-// Returns -1 where the host would fail its check (no positive weight in the lane).
+// its walk from its first id until the running sum passes the target (vocab / kSumLanes ids at
+// most); the lane's last positive id if rounding kept it from passing. Returns -1 where the host
+// would fail its check (no positive weight in the lane).
 template <class Weight>
 __device__ int32_t dense_draw(const Weight& weight, int vocab, double u, const Smem& sm) {
   const LanePick p = pick_lane(sm.lanes, u);
   const int j = p.lane;
-  const int num_chunks = (vocab + kChunk - 1) / kChunk;
-  int c = 0;
-  while (c < num_chunks && !(sm.ckpt[j][c] > p.lane_target)) ++c;
-  if (c == num_chunks) return sm.last_pos[j];
-  double acc = c == 0 ? 0.0 : sm.ckpt[j][c - 1];
-  int32_t last = -1;
-  const int end = min(vocab, (c + 1) * kChunk);
-  for (int i = c * kChunk + j; i < end; i += kSumLanes) {
-    const float w = weight(i);
-    acc = dadd(acc, static_cast<double>(w));
-    if (w > 0.0f) last = i;
+  double acc = 0.0;
+  for (int i = j; i < vocab; i += kSumLanes) {
+    acc = dadd(acc, static_cast<double>(weight(i)));
     if (acc > p.lane_target) return i;
   }
-  return last >= 0 ? last : sm.last_pos[j];  // not reached: the round's sum passes the target
+  return sm.last_pos[j];
 }
 
 // ---- selection: the L best under (value desc, id asc) ----
@@ -261,7 +242,7 @@ __device__ void kept_by_id(int n, float min_p, Smem& sm) {
 
 // sampler.cc draw() over the kept candidates (ascending id in sm.sort), one thread.
 __device__ int32_t sparse_draw(double u, const Smem& sm) {
-  double lanes[kSumLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double lanes[kSumLanes] = {};
   for (int t = 0; t < sm.num_kept; ++t) {
     const auto idx = static_cast<int>(static_cast<uint32_t>(sm.sort[t]));
     const int32_t id = sm.cand_id[idx];
@@ -425,7 +406,7 @@ __global__ void __launch_bounds__(kThreads)
         if (top_k_on) {
           kept_by_id(L, -1.0f, sm);  // every top-k candidate, by id: Z over the top-k set
           if (threadIdx.x == 0) {
-            double lanes[kSumLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+            double lanes[kSumLanes] = {};
             for (int t = 0; t < sm.num_kept; ++t) {
               const auto idx = static_cast<int>(static_cast<uint32_t>(sm.sort[t]));
               const int32_t id = sm.cand_id[idx];

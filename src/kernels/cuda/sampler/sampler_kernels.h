@@ -4,7 +4,7 @@
 //
 // What the device computes, per row l[0..V) (l' = l with NaN -> -inf):
 //   max   = max of l' (order_key: -0 < +0), lanes[j] = the double lane sums of
-//           exp_from_max(l'_i, max) (sampler_math.h: lane j = ids i % 8 == j, ascending);
+//           exp_from_max(l'_i, max) (sampler_scalar.h: lane j = ids i % kSumLanes == j, ascending);
 //           the host then takes log_sum = log(total(lanes)) with the CPU's log, so logprobs are
 //           the host's function of (max, lanes, the token's l'), exactly logprobs.h's.
 //   top   = the num_top best ids under (l' desc, id asc) with their l'.
@@ -17,8 +17,9 @@
 // top-p nucleus longer than that) comes back with status kSamplerHostFallback: the runner then
 // samples it on the host from the same row. Vocabularies above kMaxSamplerVocab are refused
 // (sample_rows and the CUDA runner name the limit).
-// Work: one CTA of kSamplerThreads threads per row; the lane sums are eight sequential double
-// chains (the host's order), so a row costs about V / 8 dependent adds per chain it needs.
+// Work: one CTA of kSamplerThreads threads per row; the lane sums are kSumLanes (128) sequential
+// double chains, one a thread (the host's order), so a row costs about V / 128 dependent adds per
+// chain it needs, and a draw walks one lane.
 // Order of a row's result never depends on other rows, the row's index or the row count.
 // Thread safety: stateless; calls are enqueued on the given stream.
 #pragma once
@@ -28,20 +29,21 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "sample/sampler_scalar.h"
 #include "sample/sampler_task.h"
 
 namespace vosti {
 
 inline constexpr int kSamplerThreads = 512;
 inline constexpr int kMaxSamplerCandidates = 1024;   // top_k / nucleus length the device sorts
-inline constexpr int64_t kMaxSamplerVocab = 327680;  // 80 rounds of 4,096: lane-sum checkpoints fit shared memory
+inline constexpr int64_t kMaxSamplerVocab = 327680;  // above Gemma's 262,144; ids and counts stay int32
 inline constexpr int kMaxSamplerTop = 20;            // sampling_params.h kMaxTopLogprobs
 
 enum SamplerRowStatus : int32_t { kSamplerOk = 0, kSamplerHostFallback = 1 };
 
 // What comes back per row (device memory; copied to the host in one transfer).
 struct SamplerRowResult {
-  double lanes[8];   // raw log-softmax lane sums
+  double lanes[kSumLanes];  // raw log-softmax lane sums (sample/sampler_scalar.h's lanes)
   float max = 0.0f;  // raw sanitized max
   int32_t token = -1;
   float token_logit = 0.0f;  // l'[token]
