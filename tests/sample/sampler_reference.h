@@ -23,8 +23,8 @@ inline constexpr int kReferenceLanes = 128;
 static_assert(kReferenceLanes == kSumLanes, "the reference follows the documented lane count");
 
 struct ReferenceDraw {
-  std::vector<int32_t> kept;  // ascending ids (may include weight-0 tokens)
-  std::vector<float> w;       // [vocab] weights (valid for kept)
+  std::vector<int32_t> kept;           // ascending ids (may include weight-0 tokens)
+  std::vector<float> w;                // [vocab] weights (valid for kept)
   double lanes[kReferenceLanes] = {};  // lane j: ids with id % kReferenceLanes == j, ascending
   double total = 0.0;
   int32_t greedy = -1;  // the token when greedy, else -1

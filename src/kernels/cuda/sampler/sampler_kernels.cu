@@ -19,10 +19,10 @@ static_assert(kSumLanes <= kThreads, "the lane chains run one a thread");
 static_assert(kCand <= 2 * kThreads, "the bitonic sort gives each thread at most two elements per step");
 
 struct Smem {
-  double lanes[kSumLanes];             // lane sums of the last chains run
-  int32_t last_pos[kSumLanes];         // last id with a positive weight per lane (-1: none)
-  unsigned long long sort[kCand];      // sort keys (bitonic)
-  float cand_s[kCand];                 // candidates, best first: values, weights, ids
+  double lanes[kSumLanes];         // lane sums of the last chains run
+  int32_t last_pos[kSumLanes];     // last id with a positive weight per lane (-1: none)
+  unsigned long long sort[kCand];  // sort keys (bitonic)
+  float cand_s[kCand];             // candidates, best first: values, weights, ids
   float cand_w[kCand];
   int32_t cand_id[kCand];
   uint32_t hist[256];

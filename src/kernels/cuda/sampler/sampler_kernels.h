@@ -44,7 +44,7 @@ enum SamplerRowStatus : int32_t { kSamplerOk = 0, kSamplerHostFallback = 1 };
 // What comes back per row (device memory; copied to the host in one transfer).
 struct SamplerRowResult {
   double lanes[kSumLanes];  // raw log-softmax lane sums (sample/sampler_scalar.h's lanes)
-  float max = 0.0f;  // raw sanitized max
+  float max = 0.0f;         // raw sanitized max
   int32_t token = -1;
   float token_logit = 0.0f;  // l'[token]
   int32_t status = kSamplerOk;
