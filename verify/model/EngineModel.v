@@ -20,7 +20,8 @@
    step_draft, verify (a draft token is accepted iff it equals the token sampled from the
    row before it), advance (rejected rows are never counted computed) and step_truncate
    (the roll-back). Window-local KV: a window table per request, read by the window layers,
-   with step_window_allocate / _hit / _hole / _register / _release.
+   with step_window_allocate / _hit / _hole / _register / _release, and step_window_truncate
+   (speculation's roll-back of the window table: both together are covered).
 
    One pool and one block-id space hold both tables' blocks: the C++ window pool is the
    special case of blocks the full table never takes (the refinement test maps window
@@ -397,6 +398,17 @@ Inductive step : State -> State -> Prop :=
       window_released r < first_window_block (num_computed r) ->
       step s (mkState (upd (requests s) x (Some (set_window r (window_table r) (S (window_released r)))))
                       (request_ids s) (kv_mem s) (upd (ref_count s) b (ref_count s b - 1))
+                      (cached_prefix s) (key_map s))
+  (* Speculative roll-back of a window table (BlockPool::truncate on it): it keeps its first n
+     entries, which hold every released entry and cover every computed position; the held
+     entries after them (draft positions only) are freed. *)
+  | step_window_truncate : forall s x r n,
+      window_local = true ->
+      requests s x = Some r -> finished r = false ->
+      window_released r <= n -> num_computed r <= n * block_size ->
+      step s (mkState (upd (requests s) x (Some (set_window r (firstn n (window_table r)) (window_released r))))
+                      (request_ids s) (kv_mem s)
+                      (fun b => ref_count s b - occ (skipn n (window_table r)) b)
                       (cached_prefix s) (key_map s))
   (* Release a request's blocks: preemption by recomputation (fin = false: it keeps its
      outputs and recomputes from position 0 later), or finish/abort (fin = true). *)
@@ -1374,6 +1386,72 @@ Proof.
 Qed.
 
 
+(* The window table's roll-back: the dropped entries hold no computed position and no released
+   entry, so they are held, private (held once, by this table): freeing them touches no other
+   request and no cached block, and the kept entries read what they read before. *)
+Lemma inv_window_truncate : forall s x r n,
+  inv s -> window_local = true -> requests s x = Some r ->
+  window_released r <= n -> num_computed r <= n * block_size ->
+  inv (mkState (upd (requests s) x (Some (set_window r (firstn n (window_table r)) (window_released r))))
+               (request_ids s) (kv_mem s)
+               (fun b => ref_count s b - occ (skipn n (window_table r)) b)
+               (cached_prefix s) (key_map s)).
+Proof.
+  intros s x r n Hinv Hwlocal Hx Hrn Hn.
+  assert (Hxi : In x (request_ids s)) by (apply (inv_ids _ Hinv); congruence).
+  destruct (inv_requests _ Hinv _ _ Hx) as [Ht Htb Hs Hp Ho Hwr Hwl Hws Hwp Hwn].
+  set (r' := set_window r (firstn n (window_table r)) (window_released r)).
+  assert (Hocc : forall b, occ (held r) b = occ (held r') b + occ (skipn n (window_table r)) b).
+  { intros b. unfold held, r', set_window. cbn [window_table window_released block_table].
+    rewrite <- (skipn_firstn_skipn _ (window_table r) _ _ Hrn). rewrite !occ_app. lia. }
+  assert (Hin_skip : forall b, In b (skipn n (window_table r)) -> In b (held r)).
+  { intros b H. unfold held. apply in_or_app. right.
+    rewrite <- (skipn_firstn_skipn _ (window_table r) _ _ Hrn). apply in_or_app. right. exact H. }
+  constructor; simpl.
+  - apply (inv_nodup _ Hinv).
+  - apply ids_upd; auto.
+  - intros b. pose proof (held_of_upd (requests s) (request_ids s) x r r' b
+        (inv_nodup _ Hinv) Hxi Hx) as Hh.
+    pose proof (inv_ref_count _ Hinv b). specialize (Hocc b). lia.
+  - apply (inv_cached _ Hinv).
+  - intros y ry Hy. destruct (Nat.eq_dec y x) as [->|Hne].
+    + rewrite upd_eq in Hy. inversion Hy; subst ry; clear Hy.
+      constructor.
+      * exact Ht.
+      * exact Htb.
+      * exact Hs.
+      * intros j b Hj Hlt. destruct (Hp j b Hj Hlt) as [Hc Hr]. split; auto.
+        destruct (exclusive s x r x r b Hinv Hx (in_held_table r j b Hj) Hr Hx (in_held_table r j b Hj))
+          as [_ H1].
+        assert (Hb' : In b (held r')) by (apply (in_held_table r' j b); exact Hj).
+        pose proof (occ_In _ _ Hb'). specialize (Hocc b). lia.
+      * exact Ho.
+      * exact Hwr.
+      * cbn [r' set_window window_table window_released]. rewrite firstn_length.
+        destruct (Nat.min_spec n (length (window_table r))) as [[_ ->]|[_ ->]]; lia.
+      * intros q Hq Hr Hl. cbn [r' set_window window_table window_released num_computed] in *.
+        rewrite read_firstn by lia. apply Hws; auto.
+        rewrite firstn_length in Hl. destruct (Nat.min_spec n (length (window_table r))) as [[_ E]|[_ E]];
+          rewrite E in Hl; lia.
+      * intros j b Hr Hj Hlt. cbn [r' set_window window_table window_released num_computed] in *.
+        destruct (nth_error_firstn_some _ _ _ _ _ Hj) as [Hjn Hj'].
+        destruct (Hwp j b Hr Hj' Hlt) as [Hc Hrc]. split; auto.
+        destruct (exclusive s x r x r b Hinv Hx (in_held_window _ _ _ Hr Hj') Hrc Hx (in_held_window _ _ _ Hr Hj'))
+          as [_ H1].
+        assert (Hb' : In b (held r')) by (apply (in_held_window r' j b); assumption).
+        pose proof (occ_In _ _ Hb'). specialize (Hocc b). lia.
+      * intros E. congruence.
+    + rewrite upd_neq in Hy by auto.
+      assert (Hfr : forall b, In b (held ry) -> ref_count s b = 1 ->
+                      ref_count s b - occ (skipn n (window_table r)) b = 1).
+      { intros b Hb Hr. destruct (in_dec Nat.eq_dec b (skipn n (window_table r))) as [Hin|Hnin].
+        - exfalso. destruct (exclusive s y ry x r b Hinv Hy Hb Hr Hx (Hin_skip _ Hin)). congruence.
+        - apply (count_occ_not_In Nat.eq_dec) in Hnin. unfold occ. rewrite Hnin. lia. }
+      apply (req_inv_frame _ _ _ _ _ _ (inv_requests _ Hinv _ _ Hy)).
+      * intros j b Hj _ Hc Hr. split; auto. apply Hfr; auto. eapply in_held_table; eauto.
+      * intros j b Hr' Hj _ Hc Hr. split; auto. apply Hfr; auto. eapply in_held_window; eauto.
+Qed.
+
 (* ---------------- the forward pass ---------------- *)
 
 Lemma cnt_app : forall x l1 l2, cnt x (l1 ++ l2) = cnt x l1 + cnt x l2.
@@ -1850,6 +1928,7 @@ Proof.
   - apply inv_window_hole; auto.
   - eapply inv_window_register; eauto.
   - apply inv_window_release; auto.
+  - apply inv_window_truncate; auto.
   - apply inv_release; auto.
   - apply inv_forward; auto.
 Qed.
