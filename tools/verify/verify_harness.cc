@@ -280,7 +280,7 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
   for (const auto& [k, rest] : {std::pair<int32_t, const char*>{3, ",warm"}, {8, ",tiny_cache,budget=16"}}) {
     Variation x = speculative_variation(ref, R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
                                                  R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 3})");
-    x.name = "window_kv," + x.name + rest;
+    x.name = "window_kv,ngram,k=" + std::to_string(k) + rest;
     x.config.window_local_kv = true;
     if (k == 3) {
       x.warm_prefix_cache = true;
