@@ -2119,4 +2119,75 @@ Proof.
   fold d0. rewrite Nat.eqb_refl. reflexivity.
 Qed.
 
+(* Speculation with window-local KV is not vacuous either: with four physical blocks, a request
+   with a one-token prompt and a WRONG draft gets a verify chunk of two rows written through both
+   tables; the forward step emits the target's token and counts one position computed, and the
+   window table is then rolled back past the rejected position (step_window_truncate). *)
+Lemma nonvacuous_window_speculation : window_local = true -> 3 < num_blocks ->
+  forall (m0 : Mem) (t : Token) (ss : SamplerState),
+  exists s r, reachable s /\ requests s 0 = Some r /\ outputs r = [sample (F_D [t]) ss 0 [t]] /\
+              num_computed r = 1 /\ block_table r = [0; 1] /\ window_table r = [2].
+Proof.
+  intros Hwl Hnb m0 t ss.
+  assert (Hne : [t] <> []) by discriminate.
+  pose proof (reach_step _ _ (reach_init m0)
+                (step_arrive (init_state m0) 0 [t] ss (fun H => H) Hne)) as R1.
+  match type of R1 with reachable ?s => set (s1 := s) in R1 end.
+  set (r1 := mkRequest [t] ss [] [] 0 [] false [] [] 0).
+  pose proof (reach_step _ _ R1 (step_allocate s1 0 r1 0 eq_refl eq_refl ltac:(lia) eq_refl)) as R2.
+  match type of R2 with reachable ?s => set (s2 := s) in R2 end.
+  set (r2 := set_table r1 ([] ++ [0]) 0 false).
+  pose proof (reach_step _ _ R2 (step_allocate s2 0 r2 1 eq_refl eq_refl ltac:(lia) eq_refl)) as R3.
+  match type of R3 with reachable ?s => set (s3 := s) in R3 end.
+  set (r3 := set_table r2 (block_table r2 ++ [1]) 0 false).
+  pose proof (reach_step _ _ R3 (step_window_allocate s3 0 r3 2 Hwl eq_refl eq_refl ltac:(lia) eq_refl
+                                   ltac:(simpl; lia))) as R4.
+  match type of R4 with reachable ?s => set (s4 := s) in R4 end.
+  set (r4 := set_window r3 (window_table r3 ++ [2]) (window_released r3)).
+  pose proof (reach_step _ _ R4 (step_window_allocate s4 0 r4 3 Hwl eq_refl eq_refl ltac:(lia) eq_refl
+                                   ltac:(simpl; lia))) as R5.
+  match type of R5 with reachable ?s => set (s5 := s) in R5 end.
+  set (r5 := set_window r4 (window_table r4 ++ [3]) (window_released r4)).
+  set (e0 := sample (F_D [t]) ss 0 [t]).
+  set (d := S e0).
+  assert (Hneq : Nat.eqb d e0 = false) by (apply Nat.eqb_neq; unfold d; lia).
+  clearbody d.
+  pose proof (reach_step _ _ R5 (step_draft s5 0 r5 [d] eq_refl eq_refl)) as R6.
+  match type of R6 with reachable ?s => set (s6 := s) in R6 end.
+  set (r6 := set_draft r5 [d]).
+  set (batch := [mkRow 0 false 0 t [0; 1] [2; 3]; mkRow 0 false 1 d [0; 1] [2; 3]]).
+  assert (Hrows : rows_ok s6 batch).
+  { intros k row Hk Hpad.
+    destruct k as [|[|k]]; simpl in Hk; try (destruct k; discriminate); inversion Hk; subst row;
+      exists r6; split; try reflexivity; unfold window_view; rewrite Hwl;
+      repeat split; simpl; try reflexivity; try lia. }
+  assert (Hbounds : bounds_ok s6 batch).
+  { intros x r Hx. destruct (Nat.eq_dec x 0) as [->|Hx0].
+    - unfold s6 in Hx. simpl in Hx. inversion Hx; subst r. unfold batch, cnt. simpl.
+      split; [lia|]. split; [lia|]. right. split; [lia|discriminate].
+    - unfold s6, s5, s4, s3, s2, s1 in Hx. simpl in Hx. unfold upd in Hx. apply Nat.eqb_neq in Hx0.
+      rewrite Hx0 in Hx. discriminate. }
+  destruct (every_row_logits s6 batch 0 (mkRow 0 false 0 t [0; 1] [2; 3]) R6 Hrows Hbounds eq_refl eq_refl)
+    as [r [Hr Hlg]].
+  simpl in Hr. inversion Hr; subst r. clear Hr.
+  pose proof (reach_step _ _ R6 (step_forward s6 batch Hrows Hbounds)) as R7.
+  match type of R7 with reachable ?s => set (s7 := s) in R7 end.
+  set (r7 := advance batch (write_rows batch 0 batch (kv_mem s6)) 0 r6).
+  assert (E7 : requests s7 0 = Some r7) by reflexivity.
+  assert (Hr7 : outputs r7 = [e0] /\ num_computed r7 = 1 /\ block_table r7 = [0; 1] /\
+                window_table r7 = [2; 3] /\ window_released r7 = 0 /\ finished r7 = false).
+  { unfold r7, advance, verify. cbn [find_row batch is_row_of r_pad r_req r_pos negb andb Nat.eqb length
+                              tokens prompt outputs app r6 set_draft r5 r4 set_window r3 set_table r2 r1 draft
+                              Nat.sub].
+    rewrite Hlg. cbn [firstn seq_of tokens prompt outputs app r6 set_draft r5 r4 set_window r3 set_table r2 r1 draft
+                      r_pos sampler].
+    fold e0. rewrite Hneq. repeat split; reflexivity. }
+  destruct Hr7 as [Ho7 [Hc7 [Hb7 [Hw7 [Hwr7 Hf7]]]]].
+  pose proof (reach_step _ _ R7 (step_window_truncate s7 0 r7 1 Hwl E7 Hf7 ltac:(lia)
+                                   ltac:(rewrite Hc7; lia))) as R8.
+  eexists. eexists. split; [exact R8|]. split; [reflexivity|].
+  cbn [set_window outputs num_computed block_table window_table].
+  rewrite Ho7, Hc7, Hb7, Hw7. repeat split; reflexivity.
+Qed.
+
 End Engine.
