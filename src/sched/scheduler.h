@@ -31,7 +31,8 @@
 // the known tokens, append_token one accepted draft position at a time), and a roll-back truncates
 // the window table to blocks_for(computed) as well (the blocks it drops held draft positions only,
 // private and never registered). Once a draft is settled (rejected, or accepted to its end) both
-// tables, both pools and the prefix cache are what plain decoding holds at that num_computed_tokens.
+// tables, both pools and the prefix cache are what plain decoding holds at that num_computed_tokens
+// (up to which physical blocks they name).
 //
 // Invariants (check_invariants): every request is in exactly one of the running list
 // (sorted by (priority, arrival), at most max_num_seqs) or the waiting queue; positions
