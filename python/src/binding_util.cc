@@ -93,6 +93,8 @@ nb::dict stats_dict(const EngineStats& s) {
   d["num_waiting"] = s.num_waiting;
   d["num_blocks_total"] = s.num_blocks_total;
   d["num_blocks_used"] = s.num_blocks_used;
+  d["num_window_blocks_total"] = s.num_window_blocks_total;
+  d["num_window_blocks_used"] = s.num_window_blocks_used;
   d["num_preemptions"] = s.num_preemptions;
   d["num_prefix_queries"] = s.num_prefix_queries;
   d["num_prefix_hits"] = s.num_prefix_hits;

@@ -208,6 +208,7 @@ uint64_t BlockPool::parent_serial_of(const BlockTable& table, size_t i) const {
 
 void BlockPool::truncate(BlockTable& table, int32_t num_blocks) {
   VOSTI_CHECK(num_blocks >= table.num_hashed_blocks(), "truncating a table into its hashed blocks");
+  VOSTI_CHECK(num_blocks >= table.num_released_, "truncating a window table into its released blocks");
   while (table.num_blocks() > num_blocks) {
     const BlockId b = table.blocks_.back();
     BlockMeta& m = meta(b);

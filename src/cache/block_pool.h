@@ -117,7 +117,8 @@ class BlockPool {
   void release_leading(BlockTable& table, int32_t num_blocks);
   // Drops the references of table's blocks past its first num_blocks (last first) and keeps the
   // rest: speculative decoding's roll-back of blocks that held only rejected draft positions.
-  // REQUIRES: num_blocks >= table.num_hashed_blocks() (a registered block is never dropped so).
+  // A window table keeps its released entries. REQUIRES: num_blocks >= table.num_hashed_blocks() (a
+  // registered block is never dropped so) and >= table.num_released_blocks().
   void truncate(BlockTable& table, int32_t num_blocks);
 
   // Forgets every prefix-cache entry (free and used blocks alike: no later match finds a block

@@ -40,7 +40,7 @@ struct EngineConfig {
   // {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, "prompt_lookup_max": b}
   // drafts by prompt lookup, {"model": PATH, "num_speculative_tokens": k} with a small model. Never
   // changes a bit: drafts are kept only where they equal the tokens the request samples anyway.
-  // Not with window_local_kv yet (a rejected draft would roll back the window tables too).
+  // With window_local_kv too: a rejected draft rolls the window tables back as well (scheduler.h).
   std::string speculative_config;
   // (D) What logprobs report, as vLLM's --logprobs-mode (sample/logprobs.h): "raw_logprobs",
   // "raw_logits", "processed_logprobs" or "processed_logits". Never changes a token or a logit.

@@ -473,6 +473,8 @@ void EngineImpl::publish_stats() {
   stats_.num_waiting = scheduler_.num_waiting() + static_cast<int64_t>(pending_.size());
   stats_.num_blocks_total = scheduler_.pool().num_blocks();
   stats_.num_blocks_used = scheduler_.pool().num_used_blocks();
+  stats_.num_window_blocks_total = scheduler_.window_local() ? scheduler_.window_pool().num_blocks() : 0;
+  stats_.num_window_blocks_used = scheduler_.window_local() ? scheduler_.window_pool().num_used_blocks() : 0;
   stats_.num_preemptions = retired_stats_.num_preemptions + s.num_preemptions;
   stats_.num_prefix_queries = retired_stats_.num_prefix_query_tokens + s.num_prefix_query_tokens;
   stats_.num_prefix_hits = retired_stats_.num_prefix_hit_tokens + s.num_prefix_hit_tokens;
@@ -638,10 +640,6 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
   sc.window.window = info.kv_window;
   sc.window.num_blocks = info.num_window_blocks;
   sc.window.full_layers = info.full_kv_layers;
-  if (speculative.enabled() && sc.window.window > 0)
-    return invalid_argument(
-        "speculative decoding (speculative_config) cannot be combined with window_local_kv yet: a rejected "
-        "draft would have to roll back the window tables too; turn one of them off");
   VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
   return std::unique_ptr<Engine>(new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc,
                                                 std::move(scheduler), std::move(speculative), std::move(drafter)));

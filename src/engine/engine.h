@@ -28,6 +28,10 @@ struct EngineStats {
   int64_t num_waiting = 0;
   int64_t num_blocks_total = 0;
   int64_t num_blocks_used = 0;
+  // Window-local KV (EngineConfig::window_local_kv on a model with sliding-window layers): the
+  // window layers' pool; 0 without it.
+  int64_t num_window_blocks_total = 0;
+  int64_t num_window_blocks_used = 0;
   int64_t num_preemptions = 0;
   int64_t num_prefix_queries = 0;  // prompt tokens looked up in the prefix cache
   int64_t num_prefix_hits = 0;     // of which served from it

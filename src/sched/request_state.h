@@ -9,7 +9,7 @@
 // a step that computes all known tokens may also compute (some of) them, as positions
 // num_tokens() onwards. Their KV is then written but unverified (`unverified`): append_token
 // keeps a position exactly when the appended token equals the draft token it was computed for,
-// and rolls the rest back (block table trimmed, blocks freed).
+// and rolls the rest back (block table and window table trimmed, blocks freed).
 // Invariants: 0 <= num_computed_tokens <= num_tokens(); waiting/preempted requests hold
 // no blocks and no draft; a running request's table covers at least num_computed_tokens positions.
 // Thread safety: none; owned by the Scheduler.

@@ -116,6 +116,19 @@ int32_t Scheduler::drafts_to_schedule(const RequestState& r, int32_t num_compute
 void Scheduler::roll_back_draft(RequestState& r) {
   r.unverified.clear();
   pool_.truncate(r.block_table, pool_.blocks_for(r.num_computed_tokens));
+  // The window table keeps the same entries: its released ones all lie before
+  // first_window_block(computed) <= blocks_for(computed), and what follows held drafts only.
+  if (window_pool_) window_pool_->truncate(r.window_table, window_pool_->blocks_for(r.num_computed_tokens));
+}
+
+// What follows a change of num_computed_tokens (a step, or a draft position verified): newly
+// full computed blocks are registered, then the window blocks no later query can read are released.
+void Scheduler::settle_computed(RequestState& r) {
+  pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);
+  if (!window_pool_) return;
+  window_pool_->register_full_blocks(r.window_table, r.tokens, r.num_computed_tokens);  // cached before released
+  window_pool_->release_leading(
+      r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));
 }
 
 // Returns whether any request was preempted.
@@ -248,12 +261,7 @@ void Scheduler::on_step_done(const StepPlan& plan) {
     VOSTI_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.num_computed_tokens,
                 "on_step_done() with a plan that is not the latest schedule() for " + req(s.id));
     r.num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;  // drafts wait for append_token
-    pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);
-    if (window_pool_) {  // register first: a block is cached before its window lets it go
-      window_pool_->register_full_blocks(r.window_table, r.tokens, r.num_computed_tokens);
-      window_pool_->release_leading(
-          r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));
-    }
+    settle_computed(r);
     r.unverified.assign(s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
     r.draft.clear();
   }
@@ -269,7 +277,7 @@ bool Scheduler::append_token(RequestId id, int32_t token) {
     if (r.unverified.front() == token) {  // the KV written for the draft token is this token's
       r.unverified.erase(r.unverified.begin());
       ++r.num_computed_tokens;
-      pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);
+      settle_computed(r);  // releases only up to the verified positions: as plain decode would here
     } else {
       roll_back_draft(r);
     }
@@ -278,8 +286,6 @@ bool Scheduler::append_token(RequestId id, int32_t token) {
 }
 
 void Scheduler::set_draft(RequestId id, std::vector<int32_t> draft) {
-  // Drafts roll back the full table only (Engine::create refuses speculation with window tables).
-  VOSTI_CHECK(!window_pool_ || draft.empty(), "draft tokens with window-local KV");
   const auto it = requests_.find(id);
   if (it == requests_.end() || it->second->status != RequestStatus::kRunning) return;
   it->second->draft = std::move(draft);

@@ -26,6 +26,13 @@
 // it, and at the first difference rolls the rest back: the table keeps blocks_for(computed)
 // blocks, the others are freed. Only computed positions are ever registered in the prefix cache,
 // so no cached block holds an unverified token.
+// With window-local KV the window table follows the same rule: a window block is released only
+// once the positions that push it out of every window are verified (on_step_done releases up to
+// the known tokens, append_token one accepted draft position at a time), and a roll-back truncates
+// the window table to blocks_for(computed) as well (the blocks it drops held draft positions only,
+// private and never registered). Once a draft is settled (rejected, or accepted to its end) both
+// tables, both pools and the prefix cache are what plain decoding holds at that num_computed_tokens
+// (up to which physical blocks they name).
 //
 // Invariants (check_invariants): every request is in exactly one of the running list
 // (sorted by (priority, arrival), at most max_num_seqs) or the waiting queue; positions
@@ -134,6 +141,7 @@ class Scheduler {
   int32_t tokens_to_schedule(const RequestState& r, int32_t num_computed, int32_t budget) const;
   int32_t drafts_to_schedule(const RequestState& r, int32_t num_computed, int32_t num_new, int32_t budget) const;
   void roll_back_draft(RequestState& r);
+  void settle_computed(RequestState& r);
   bool schedule_running(StepPlan& plan, int32_t& budget);
   // Grows r's tables (both pools) to num_tokens positions, sharing the matches first; changes
   // nothing and returns false when either pool is short.

@@ -108,6 +108,12 @@ std::string ServerMetrics::render(const EngineLoopStats& engine, int64_t num_con
                 static_cast<double>(s.num_blocks_total));
   append_metric(out, "vosti_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks held by requests.",
                 s.num_blocks_total > 0 ? static_cast<double>(s.num_blocks_used) / s.num_blocks_total : 0.0);
+  append_metric(out, "vosti_kv_window_blocks_used", "gauge",
+                "Window-local KV: sliding-window layers' blocks held by requests (0 without it).",
+                static_cast<double>(s.num_window_blocks_used));
+  append_metric(out, "vosti_kv_window_blocks_total", "gauge",
+                "Window-local KV: blocks in the sliding-window layers' pool (0 without it).",
+                static_cast<double>(s.num_window_blocks_total));
   append_metric(out, "vosti_num_preemptions_total", "counter", "Requests preempted (recomputed later).",
                 static_cast<double>(s.num_preemptions));
   append_metric(out, "vosti_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",

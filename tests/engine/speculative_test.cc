@@ -5,6 +5,7 @@
 // request where it ends without speculation; aborts and finishes leave no KV block behind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -51,6 +52,7 @@ struct Record {
 struct Outcome {
   std::vector<Record> records;
   EngineStats stats;
+  int64_t max_window_blocks_used = 0;  // window-local KV: the window pool's peak after a step
 };
 
 EngineConfig base_config() {
@@ -94,9 +96,11 @@ Outcome run(const std::string& model, const std::vector<RequestSpec>& specs, con
     if (abort_after > 0 && step == abort_after)
       for (RequestId id : ids) (*engine)->abort(id);
     (*engine)->step();
+    out.max_window_blocks_used = std::max(out.max_window_blocks_used, (*engine)->stats().num_window_blocks_used);
   }
   out.stats = (*engine)->stats();
   EXPECT_EQ(out.stats.num_blocks_used, 0) << "a finished or aborted request left KV blocks behind";
+  EXPECT_EQ(out.stats.num_window_blocks_used, 0) << "a finished or aborted request left window KV blocks behind";
   return out;
 }
 
@@ -348,6 +352,57 @@ TEST(Speculation, AbortMidRunLeavesNoKvBlock) {
       const Outcome aborted = run("qwen3-tiny", specs, c, replay(specs, plain, abort_after % 2 == 0), abort_after);
       for (const Record& r : aborted.records) EXPECT_EQ(r.finish, FinishReason::kAbort);
       // run() checks num_blocks_used == 0 after the aborts.
+    }
+  }
+}
+
+// Window-local KV (the sliding-window layers keep only the blocks their window reads, in a pool of
+// their own): a verify chunk claims window blocks for draft positions, and a window block is let go
+// only once the positions that push it out of the window are verified. Drafts always right, always
+// wrong and n-gram give plain decoding's tokens, logprobs, digests and logits on a model with window
+// and global layers (gemma3-tiny) and one whose every layer has the window (mistral-tiny-window,
+// no full table); no window block is left behind, and the window pool really released blocks.
+TEST(Speculation, WindowLocalKvGivesThePlainOutputAndLeavesNoWindowBlock) {
+  // The seeded requests' prompts one token longer: every replayed draft then follows its own
+  // request (a seeded output that starts as the greedy one would otherwise get the greedy drafts).
+  std::vector<RequestSpec> specs = request_set();
+  for (RequestSpec& s : specs)
+    if (s.sampling.seed != 0) s.prompt.push_back(7);
+  for (const char* model : {"gemma3-tiny", "mistral-tiny-window"}) {
+    const Outcome plain = run(model, specs, base_config());
+    EngineConfig c = base_config();
+    c.window_local_kv = true;
+    EXPECT_GT(run(model, specs, c).stats.num_window_blocks_total, 0) << model << ": no window pool";
+    c.speculative_config = ngram(4);
+    const Outcome right = run(model, specs, c, replay(specs, plain, false));
+    expect_same(plain, right, std::string(model) + " window_kv, drafts always right");
+    EXPECT_GT(right.stats.num_draft_tokens, 0) << model;
+    EXPECT_EQ(right.stats.num_accepted_tokens, right.stats.num_draft_tokens) << model;
+    const Outcome wrong = run(model, specs, c, replay(specs, plain, true));
+    expect_same(plain, wrong, std::string(model) + " window_kv, drafts always wrong");
+    EXPECT_GT(wrong.stats.num_draft_tokens, 0) << model;
+    EXPECT_EQ(wrong.stats.num_accepted_tokens, 0) << model;
+    for (const int k : {1, 3, 8}) {
+      c.speculative_config = ngram(k);
+      const Outcome spec = run(model, specs, c);
+      expect_same(plain, spec, std::string(model) + " window_kv, ngram k=" + std::to_string(k));
+      EXPECT_GT(spec.stats.num_accepted_tokens, 0) << model << " k=" << k;
+    }
+    // One request of 36 + 100 tokens (34 blocks of 4): its window table (window 24) holds the
+    // prompt's 9 blocks at most, then a decode step's 6 to 8, drafts included.
+    std::vector<RequestSpec> one(specs.begin(), specs.begin() + 1);
+    one[0].max_tokens = 100;
+    const Outcome one_plain = run(model, one, base_config());
+    for (const bool wrong_drafts : {false, true}) {
+      c.speculative_config = ngram(4);
+      const Outcome alone = run(model, one, c, replay(one, one_plain, wrong_drafts));
+      expect_same(one_plain, alone, std::string(model) + " window_kv, one long request");
+      EXPECT_GT(alone.max_window_blocks_used, 0) << model;
+      EXPECT_LE(alone.max_window_blocks_used, 9) << model << ": window blocks were not released";
+      std::printf("%s window_kv, drafts always %s: %lld of %lld accepted, window pool peak %lld blocks for 34\n", model,
+                  wrong_drafts ? "wrong" : "right", static_cast<long long>(alone.stats.num_accepted_tokens),
+                  static_cast<long long>(alone.stats.num_draft_tokens),
+                  static_cast<long long>(alone.max_window_blocks_used));
     }
   }
 }

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "sched/scheduler.h"
@@ -147,6 +149,78 @@ TEST(SchedulerWindowTest, PreemptionAndFinishReleaseBothPools) {
   EXPECT_GT(s.stats().num_preemptions, 0);
   EXPECT_EQ(s.window_pool().num_used_blocks(), 0);
   EXPECT_EQ(s.pool().num_used_blocks(), 0);
+}
+
+// Speculation (scheduler.h): whatever a verify chunk claimed in the window pool, once its draft is
+// settled (rejected at any position, or accepted to its end) the request's tables, both pools and
+// the prefix cache hold what plain decoding holds at the same computed length: block counts,
+// released entries, chain keys, used and cached blocks. (Pools large enough that neither run
+// evicts: which cached block allocation reuses first is the free order, a physical variation.)
+TEST(SchedulerWindowTest, SettledDraftsLeaveWhatPlainDecodingHolds) {
+  struct Snapshot {
+    int32_t window_blocks = 0, window_released = 0, full_blocks = 0;
+    int64_t window_used = 0, window_cached = 0, full_used = 0, full_cached = 0;
+    std::vector<BlockKey> window_keys, full_keys;
+    bool operator==(const Snapshot&) const = default;
+  };
+  auto snapshot = [](const Scheduler& s) {
+    const RequestState& r = *s.find(1);
+    return Snapshot{r.window_table.num_blocks(),
+                    r.window_table.num_released_blocks(),
+                    r.block_table.num_blocks(),
+                    s.window_pool().num_used_blocks(),
+                    s.window_pool().num_cached_blocks(),
+                    s.pool().num_used_blocks(),
+                    s.pool().num_cached_blocks(),
+                    r.window_table.keys(),
+                    r.block_table.keys()};
+  };
+  const std::vector<int32_t> truth = toks(110);
+  const std::vector<int32_t> prompt(truth.begin(), truth.begin() + 30);
+  std::map<int32_t, Snapshot> plain_at;  // num_computed_tokens -> what plain decoding holds then
+  Scheduler plain = make(config(200, 200, true));
+  ASSERT_TRUE(plain.add_request(1, prompt).ok());
+  while (plain.find(1)->num_tokens() < 110) {
+    plain.on_step_done(plain.schedule());
+    const int32_t n = plain.find(1)->num_tokens();
+    if (plain.find(1)->num_computed_tokens < n) continue;  // a prefill chunk
+    plain.append_token(1, truth[static_cast<size_t>(n)]);
+    plain_at.emplace(plain.find(1)->num_computed_tokens, snapshot(plain));
+  }
+  Scheduler spec = make(config(200, 200, true));
+  ASSERT_TRUE(spec.add_request(1, prompt).ok());
+  int32_t num_steps = 0, num_rejected = 0, num_released = 0;
+  while (spec.find(1)->num_tokens() < 100) {
+    const StepPlan plan = spec.schedule();
+    spec.on_step_done(plan);
+    if (spec.find(1)->num_computed_tokens < spec.find(1)->num_tokens()) continue;
+    const ScheduledRequest& s = plan.requests.front();
+    const std::vector<int32_t> draft(s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+    for (size_t k = 0;; ++k) {  // the engine's emission: the truth, while the draft matched it
+      const int32_t n = spec.find(1)->num_tokens();
+      spec.append_token(1, truth[static_cast<size_t>(n)]);
+      if (k == draft.size() || draft[k] != truth[static_cast<size_t>(n)]) {
+        num_rejected += k < draft.size() ? 1 : 0;
+        break;
+      }
+    }
+    ASSERT_TRUE(spec.check_invariants().ok()) << spec.check_invariants().to_string();
+    const int32_t c = spec.find(1)->num_computed_tokens;
+    ASSERT_TRUE(plain_at.contains(c)) << c;
+    EXPECT_TRUE(snapshot(spec) == plain_at.at(c)) << "computed " << c << " after verify step " << num_steps;
+    num_released = spec.find(1)->window_table.num_released_blocks();
+    // The next draft: 4 tokens of the truth, the one at (step % 5) wrong (none at 4).
+    const int32_t n = spec.find(1)->num_tokens();
+    std::vector<int32_t> d(truth.begin() + n, truth.begin() + n + 4);
+    if (num_steps % 5 < 4) d[static_cast<size_t>(num_steps % 5)] += 1000;
+    spec.set_draft(1, std::move(d));
+    ++num_steps;
+  }
+  EXPECT_GT(num_rejected, 5);
+  EXPECT_GT(num_released, 10);  // the window moved on: 100 positions, a window of 10
+  ASSERT_TRUE(spec.finish(1));
+  EXPECT_EQ(spec.window_pool().num_used_blocks(), 0);
+  EXPECT_EQ(spec.pool().num_used_blocks(), 0);
 }
 
 TEST(SchedulerWindowTest, CreateRejectsAWindowPoolTooSmallForOneStep) {

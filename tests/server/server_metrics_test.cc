@@ -32,6 +32,8 @@ TEST(ServerMetricsTest, RendersEngineStatsAndCounters) {
   s.engine.num_running = 3;
   s.engine.num_blocks_used = 10;
   s.engine.num_blocks_total = 40;
+  s.engine.num_window_blocks_used = 5;
+  s.engine.num_window_blocks_total = 20;
   s.engine.num_prefix_queries = 8;
   s.engine.num_prefix_hits = 2;
   s.engine.num_drafts = 3;
@@ -45,6 +47,8 @@ TEST(ServerMetricsTest, RendersEngineStatsAndCounters) {
   EXPECT_NE(out.find("vosti_num_requests_running 3\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_kv_blocks_used 10\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_kv_cache_usage_ratio 0.25\n"), std::string::npos);
+  EXPECT_NE(out.find("vosti_kv_window_blocks_used 5\n"), std::string::npos);
+  EXPECT_NE(out.find("vosti_kv_window_blocks_total 20\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_prefix_cache_hit_rate 0.25\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_http_responses_total{code=\"200\"} 2\n"), std::string::npos);
   EXPECT_NE(out.find("vosti_request_finished_total{finished_reason=\"length\"} 1\n"), std::string::npos);

@@ -73,6 +73,37 @@ TEST(EngineModelTest, AVerifyChunkEmitsTheAcceptedRunAndRollsBackTheRest) {
   EXPECT_EQ(m.check_inv(), "");
 }
 
+// Speculation with window-local KV: the verify chunk writes through both tables; the window
+// table's roll-back may keep neither fewer entries than it released nor fewer than the computed
+// positions need, and frees what it drops.
+TEST(EngineModelTest, AWindowTableRollBackKeepsItsReleasedAndComputedEntries) {
+  EngineModel m(2, 8, &constant_hash, &first_token_sampler, /*window=*/2);
+  ASSERT_EQ(m.step_arrive(1, {1, 2, 3}, 9), "");
+  for (BlockId b : {0, 1, 2}) ASSERT_EQ(m.step_allocate(1, b), "");
+  for (BlockId b : {3, 4, 5}) ASSERT_EQ(m.step_window_allocate(1, b), "");
+  const Token e0 = first_token_sampler(m.F_D({1, 2, 3}), 9, 0, {});
+  const Token e1 = first_token_sampler(m.F_D({1, 2, 3, e0}), 9, 1, {});
+  const Token wrong = static_cast<Token>((e1 + 1) % 5);
+  ASSERT_EQ(m.step_draft(1, {e0, wrong}), "");
+  const std::vector<Token> seq = {1, 2, 3, e0, wrong};
+  std::vector<Row> batch;
+  for (int32_t p = 0; p < 5; ++p) batch.push_back(Row{1, false, p, seq[static_cast<size_t>(p)], {0, 1, 2}, {3, 4, 5}});
+  std::vector<Emission> out;
+  ASSERT_EQ(m.step_forward(batch, &out), "");
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(m.state().requests.at(1).num_computed, 4);
+  ASSERT_EQ(m.step_window_release(1), "");  // entry 0 ends before the window of position 4
+  EXPECT_NE(m.step_window_release(1).find("inside the window"), std::string::npos);
+  EXPECT_NE(m.step_window_truncate(1, 0).find("released"), std::string::npos);
+  EXPECT_NE(m.step_window_truncate(1, 1).find("drops computed positions"), std::string::npos);
+  ASSERT_EQ(m.step_window_truncate(1, 2), "");  // frees window block 5 (position 4 only)
+  ASSERT_EQ(m.step_truncate(1, 2), "");
+  EXPECT_EQ(m.state().ref_count[5], 0);
+  EXPECT_EQ(m.state().ref_count[3], 0);
+  EXPECT_EQ(m.state().ref_count[4], 1);
+  EXPECT_EQ(m.check_inv(), "");
+}
+
 TEST(EngineModelTest, HitOnACollidingKeyWithOtherTokensIsRejected) {
   EngineModel m(2, 4, &constant_hash, &first_token_sampler);
   ASSERT_EQ(m.step_arrive(1, {1, 2, 3}, 0), "");

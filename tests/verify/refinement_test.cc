@@ -16,7 +16,8 @@
 // random number of leading tokens equal to what the model's sampler will emit, then a wrong
 // one), so verify chunks accept a random prefix; the model's step_draft / verify / advance /
 // step_truncate must accept every C++ change (Scheduler::set_draft, append_token,
-// BlockPool::truncate).
+// BlockPool::truncate). With window-local KV too: a roll-back truncates the window table
+// (step_window_truncate), and a verified draft position may release window entries at once.
 // Window-local KV: about a third of the sequences run a scheduler with a window pool (random
 // window); window block b is the model's block F + b (F full-pool blocks). Admissions' window
 // tables replay as step_window_hole / _hit / _allocate, on_step_done's window registrations and
@@ -97,14 +98,16 @@ class Lockstep {
   }
 
   const std::string& description() const { return description_; }
-  struct SpeculationStats {            // speculative decoding and window-local KV
-    int64_t num_draft_tokens = 0;      // draft rows computed
-    int64_t num_accepted_tokens = 0;   // tokens emitted after an accepted draft
-    int64_t num_roll_backs = 0;        // truncations that freed blocks
-    int64_t num_window_sequences = 0;  // sequences with window-local KV
-    int64_t num_window_releases = 0;   // window entries released (step_window_release)
-    int64_t num_window_hits = 0;       // window-pool prefix hits (step_window_hit)
-    int64_t num_window_holes = 0;      // a hit's leading entries no window reads (step_window_hole)
+  struct SpeculationStats {             // speculative decoding and window-local KV
+    int64_t num_draft_tokens = 0;       // draft rows computed
+    int64_t num_accepted_tokens = 0;    // tokens emitted after an accepted draft
+    int64_t num_roll_backs = 0;         // truncations that freed blocks
+    int64_t num_window_sequences = 0;   // sequences with window-local KV
+    int64_t num_window_releases = 0;    // window entries released (step_window_release)
+    int64_t num_window_hits = 0;        // window-pool prefix hits (step_window_hit)
+    int64_t num_window_holes = 0;       // a hit's leading entries no window reads (step_window_hole)
+    int64_t num_window_drafts = 0;      // draft rows computed with window-local KV
+    int64_t num_window_roll_backs = 0;  // window-table truncations (step_window_truncate)
   };
   const SpeculationStats& speculation_stats() const { return stats_; }
   bool has_work() const { return sched_->has_work(); }
@@ -129,6 +132,7 @@ class Lockstep {
       if (std::string e = model_->step_draft(s.id, std::move(d)); !e.empty()) return "draft: " + e;
     }
     stats_.num_draft_tokens += plan.num_draft_tokens;
+    if (sched_->window_local()) stats_.num_window_drafts += plan.num_draft_tokens;
     std::vector<model::Emission> emitted;
     if (std::string e = model_->step_forward(random_batch(plan), &emitted); !e.empty()) return "forward: " + e;
     if (std::string e = check_emissions(plan, emitted); !e.empty()) return "forward: " + e;
@@ -152,7 +156,6 @@ class Lockstep {
   // Random drafts for about half the running requests: k tokens, of which the first a are what
   // the model's sampler will emit (so they are accepted) and the next is not.
   void propose_drafts() {
-    if (sched_->window_local()) return;  // Engine::create refuses speculation with window tables
     for (const RequestState* r : sched_->running()) {
       if (uniform(0, 1) == 0) continue;
       const model::Request& m = model_->state().requests.at(r->id);
@@ -172,13 +175,30 @@ class Lockstep {
     }
   }
 
-  // A roll-back (BlockPool::truncate) is the model's step_truncate to the C++ table's length.
+  // A roll-back (BlockPool::truncate) is the model's step_truncate to the C++ table's length, and
+  // step_window_truncate to the C++ window table's.
   std::string replay_truncation(RequestId id) {
-    const auto& table = sched_->find(id)->block_table.blocks();
-    const std::vector<BlockId>& m = model_->state().requests.at(id).block_table;
-    if (table.size() >= m.size()) return "";
+    const RequestState* r = sched_->find(id);
+    const model::Request& m = model_->state().requests.at(id);
+    if (r->window_table.blocks().size() < m.window_table.size()) {
+      ++stats_.num_window_roll_backs;
+      const int32_t n = r->window_table.num_blocks();
+      if (std::string e = model_->step_window_truncate(id, n); !e.empty()) return e;
+    }
+    if (r->block_table.blocks().size() >= m.block_table.size()) return "";
     ++stats_.num_roll_backs;
-    return model_->step_truncate(id, static_cast<int32_t>(table.size()));
+    return model_->step_truncate(id, r->block_table.num_blocks());
+  }
+
+  // How many leading entries of the model's window table the C++ window table still has (a
+  // released entry is kNoBlock in C++).
+  size_t window_common_prefix(const model::Request& m, const std::vector<BlockId>& table) const {
+    size_t j = 0;
+    for (; j < m.window_table.size() && j < table.size(); ++j) {
+      const bool released = static_cast<int32_t>(j) < m.window_released;
+      if (released ? table[j] != kNoBlock : num_full_ + table[j] != m.window_table[j]) break;
+    }
+    return j;
   }
 
   std::string add_random() {
@@ -222,6 +242,11 @@ class Lockstep {
       if (common < m.block_table.size()) {
         ++stats_.num_roll_backs;
         if (std::string e = model_->step_truncate(s.id, static_cast<int32_t>(common)); !e.empty()) return e;
+      }
+      if (const size_t wcommon = window_common_prefix(m, s.window_block_table); wcommon < m.window_table.size()) {
+        ++stats_.num_window_roll_backs;
+        if (std::string e = model_->step_window_truncate(s.id, static_cast<int32_t>(wcommon)); !e.empty())
+          return "window table: " + e;
       }
       const std::vector<BlockId> before = m.block_table;
       if (before.size() > s.block_table.size() || !std::equal(before.begin(), before.end(), s.block_table.begin())) {
@@ -448,6 +473,8 @@ std::string run_seed(uint64_t seed, int num_steps, SchedulerStats* stats, Lockst
     spec->num_window_releases += h_stats.num_window_releases;
     spec->num_window_hits += h_stats.num_window_hits;
     spec->num_window_holes += h_stats.num_window_holes;
+    spec->num_window_drafts += h_stats.num_window_drafts;
+    spec->num_window_roll_backs += h_stats.num_window_roll_backs;
   }
   return "";
 }
@@ -481,16 +508,20 @@ TEST(RefinementTest, SchedulerAndBlockPoolRefineTheProvenModel) {
     EXPECT_GT(spec.num_window_releases, 1000);
     EXPECT_GT(spec.num_window_hits, 100);
     EXPECT_GT(spec.num_window_holes, 100);
+    // ... and speculation with window-local KV: draft rows through window tables, rolled back.
+    EXPECT_GT(spec.num_window_drafts, 300);
+    EXPECT_GT(spec.num_window_roll_backs, 300);
   }
   std::printf(
       "refinement: %zu sequences, %lld steps, %lld preemptions, %lld prefix-hit tokens, %lld draft tokens, "
       "%lld accepted, %lld roll-backs; %lld with window-local KV: %lld window releases, %lld window hits, "
-      "%lld holes\n",
+      "%lld holes, %lld draft tokens, %lld window roll-backs\n",
       seeds.size(), static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_preemptions),
       static_cast<long long>(stats.num_prefix_hit_tokens), static_cast<long long>(spec.num_draft_tokens),
       static_cast<long long>(spec.num_accepted_tokens), static_cast<long long>(spec.num_roll_backs),
       static_cast<long long>(spec.num_window_sequences), static_cast<long long>(spec.num_window_releases),
-      static_cast<long long>(spec.num_window_hits), static_cast<long long>(spec.num_window_holes));
+      static_cast<long long>(spec.num_window_hits), static_cast<long long>(spec.num_window_holes),
+      static_cast<long long>(spec.num_window_drafts), static_cast<long long>(spec.num_window_roll_backs));
 }
 
 }  // namespace

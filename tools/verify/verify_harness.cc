@@ -274,6 +274,22 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
       x.config.max_num_batched_tokens = budget;
       x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;
     });
+  // Both at once: a verify chunk claims window blocks for draft positions, a rejected draft rolls
+  // the window tables back too, and a window block goes only once the positions that push it out
+  // of the window are verified; with hits, and in the tiny pool.
+  for (const auto& [k, rest] : {std::pair<int32_t, const char*>{3, ",warm"}, {8, ",tiny_cache,budget=16"}}) {
+    Variation x = speculative_variation(ref, R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
+                                                 R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 3})");
+    x.name = "window_kv,ngram,k=" + std::to_string(k) + rest;
+    x.config.window_local_kv = true;
+    if (k == 3) {
+      x.warm_prefix_cache = true;
+    } else {
+      x.config.max_num_batched_tokens = 16;
+      x.config.num_blocks = (ref.max_model_len + ref.block_size - 1) / ref.block_size;
+    }
+    v.push_back(std::move(x));
+  }
   if (ref.device == "cpu") {
     for (int32_t t : {1, 3})
       add("threads=" + std::to_string(t), [&](Variation& x) {

@@ -61,7 +61,7 @@ void add_structured_requests(std::vector<HarnessRequest>& requests);
 // The variation matrix (CI-sized unless full) for a reference config; on the cuda device it
 // adds CUDA graphs off (the reference replays graphs) and a bf16 vs f32 pool is a different
 // deployment, never a variation. Speculative decoding (n-gram, k = 1, 3, 8) is a variation on
-// the cpu device (the cuda runner refuses it).
+// every device, alone and (n-gram k = 3, 8; names "window_kv,ngram,...") with window-local KV.
 // The speculation variation of a speculative config (vLLM's JSON): what `vosti verify
 // --speculative-config` adds to the matrix.
 Variation speculative_variation(const EngineConfig& reference, const std::string& speculative_config);

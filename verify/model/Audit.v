@@ -157,3 +157,4 @@ Print Assumptions every_row_logits.
 Print Assumptions nonvacuous.
 Print Assumptions nonvacuous_speculation.
 Print Assumptions nonvacuous_window.
+Print Assumptions nonvacuous_window_speculation.

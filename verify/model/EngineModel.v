@@ -20,7 +20,8 @@
    step_draft, verify (a draft token is accepted iff it equals the token sampled from the
    row before it), advance (rejected rows are never counted computed) and step_truncate
    (the roll-back). Window-local KV: a window table per request, read by the window layers,
-   with step_window_allocate / _hit / _hole / _register / _release.
+   with step_window_allocate / _hit / _hole / _register / _release, and step_window_truncate
+   (speculation's roll-back of the window table: both together are covered).
 
    One pool and one block-id space hold both tables' blocks: the C++ window pool is the
    special case of blocks the full table never takes (the refinement test maps window
@@ -397,6 +398,17 @@ Inductive step : State -> State -> Prop :=
       window_released r < first_window_block (num_computed r) ->
       step s (mkState (upd (requests s) x (Some (set_window r (window_table r) (S (window_released r)))))
                       (request_ids s) (kv_mem s) (upd (ref_count s) b (ref_count s b - 1))
+                      (cached_prefix s) (key_map s))
+  (* Speculative roll-back of a window table (BlockPool::truncate on it): it keeps its first n
+     entries, which hold every released entry and cover every computed position; the held
+     entries after them (draft positions only) are freed. *)
+  | step_window_truncate : forall s x r n,
+      window_local = true ->
+      requests s x = Some r -> finished r = false ->
+      window_released r <= n -> num_computed r <= n * block_size ->
+      step s (mkState (upd (requests s) x (Some (set_window r (firstn n (window_table r)) (window_released r))))
+                      (request_ids s) (kv_mem s)
+                      (fun b => ref_count s b - occ (skipn n (window_table r)) b)
                       (cached_prefix s) (key_map s))
   (* Release a request's blocks: preemption by recomputation (fin = false: it keeps its
      outputs and recomputes from position 0 later), or finish/abort (fin = true). *)
@@ -1374,6 +1386,72 @@ Proof.
 Qed.
 
 
+(* The window table's roll-back: the dropped entries hold no computed position and no released
+   entry, so they are held, private (held once, by this table): freeing them touches no other
+   request and no cached block, and the kept entries read what they read before. *)
+Lemma inv_window_truncate : forall s x r n,
+  inv s -> window_local = true -> requests s x = Some r ->
+  window_released r <= n -> num_computed r <= n * block_size ->
+  inv (mkState (upd (requests s) x (Some (set_window r (firstn n (window_table r)) (window_released r))))
+               (request_ids s) (kv_mem s)
+               (fun b => ref_count s b - occ (skipn n (window_table r)) b)
+               (cached_prefix s) (key_map s)).
+Proof.
+  intros s x r n Hinv Hwlocal Hx Hrn Hn.
+  assert (Hxi : In x (request_ids s)) by (apply (inv_ids _ Hinv); congruence).
+  destruct (inv_requests _ Hinv _ _ Hx) as [Ht Htb Hs Hp Ho Hwr Hwl Hws Hwp Hwn].
+  set (r' := set_window r (firstn n (window_table r)) (window_released r)).
+  assert (Hocc : forall b, occ (held r) b = occ (held r') b + occ (skipn n (window_table r)) b).
+  { intros b. unfold held, r', set_window. cbn [window_table window_released block_table].
+    rewrite <- (skipn_firstn_skipn _ (window_table r) _ _ Hrn). rewrite !occ_app. lia. }
+  assert (Hin_skip : forall b, In b (skipn n (window_table r)) -> In b (held r)).
+  { intros b H. unfold held. apply in_or_app. right.
+    rewrite <- (skipn_firstn_skipn _ (window_table r) _ _ Hrn). apply in_or_app. right. exact H. }
+  constructor; simpl.
+  - apply (inv_nodup _ Hinv).
+  - apply ids_upd; auto.
+  - intros b. pose proof (held_of_upd (requests s) (request_ids s) x r r' b
+        (inv_nodup _ Hinv) Hxi Hx) as Hh.
+    pose proof (inv_ref_count _ Hinv b). specialize (Hocc b). lia.
+  - apply (inv_cached _ Hinv).
+  - intros y ry Hy. destruct (Nat.eq_dec y x) as [->|Hne].
+    + rewrite upd_eq in Hy. inversion Hy; subst ry; clear Hy.
+      constructor.
+      * exact Ht.
+      * exact Htb.
+      * exact Hs.
+      * intros j b Hj Hlt. destruct (Hp j b Hj Hlt) as [Hc Hr]. split; auto.
+        destruct (exclusive s x r x r b Hinv Hx (in_held_table r j b Hj) Hr Hx (in_held_table r j b Hj))
+          as [_ H1].
+        assert (Hb' : In b (held r')) by (apply (in_held_table r' j b); exact Hj).
+        pose proof (occ_In _ _ Hb'). specialize (Hocc b). lia.
+      * exact Ho.
+      * exact Hwr.
+      * cbn [r' set_window window_table window_released]. rewrite firstn_length.
+        destruct (Nat.min_spec n (length (window_table r))) as [[_ ->]|[_ ->]]; lia.
+      * intros q Hq Hr Hl. cbn [r' set_window window_table window_released num_computed] in *.
+        rewrite read_firstn by lia. apply Hws; auto.
+        rewrite firstn_length in Hl. destruct (Nat.min_spec n (length (window_table r))) as [[_ E]|[_ E]];
+          rewrite E in Hl; lia.
+      * intros j b Hr Hj Hlt. cbn [r' set_window window_table window_released num_computed] in *.
+        destruct (nth_error_firstn_some _ _ _ _ _ Hj) as [Hjn Hj'].
+        destruct (Hwp j b Hr Hj' Hlt) as [Hc Hrc]. split; auto.
+        destruct (exclusive s x r x r b Hinv Hx (in_held_window _ _ _ Hr Hj') Hrc Hx (in_held_window _ _ _ Hr Hj'))
+          as [_ H1].
+        assert (Hb' : In b (held r')) by (apply (in_held_window r' j b); assumption).
+        pose proof (occ_In _ _ Hb'). specialize (Hocc b). lia.
+      * intros E. congruence.
+    + rewrite upd_neq in Hy by auto.
+      assert (Hfr : forall b, In b (held ry) -> ref_count s b = 1 ->
+                      ref_count s b - occ (skipn n (window_table r)) b = 1).
+      { intros b Hb Hr. destruct (in_dec Nat.eq_dec b (skipn n (window_table r))) as [Hin|Hnin].
+        - exfalso. destruct (exclusive s y ry x r b Hinv Hy Hb Hr Hx (Hin_skip _ Hin)). congruence.
+        - apply (count_occ_not_In Nat.eq_dec) in Hnin. unfold occ. rewrite Hnin. lia. }
+      apply (req_inv_frame _ _ _ _ _ _ (inv_requests _ Hinv _ _ Hy)).
+      * intros j b Hj _ Hc Hr. split; auto. apply Hfr; auto. eapply in_held_table; eauto.
+      * intros j b Hr' Hj _ Hc Hr. split; auto. apply Hfr; auto. eapply in_held_window; eauto.
+Qed.
+
 (* ---------------- the forward pass ---------------- *)
 
 Lemma cnt_app : forall x l1 l2, cnt x (l1 ++ l2) = cnt x l1 + cnt x l2.
@@ -1850,6 +1928,7 @@ Proof.
   - apply inv_window_hole; auto.
   - eapply inv_window_register; eauto.
   - apply inv_window_release; auto.
+  - apply inv_window_truncate; auto.
   - apply inv_release; auto.
   - apply inv_forward; auto.
 Qed.
@@ -2038,6 +2117,77 @@ Proof.
                               tokens prompt outputs app r4 set_draft r3 set_table r2 r1 draft Nat.sub].
   rewrite Hlg. cbn [firstn seq_of tokens prompt outputs app r4 set_draft r3 set_table r2 r1 draft].
   fold d0. rewrite Nat.eqb_refl. reflexivity.
+Qed.
+
+(* Speculation with window-local KV is not vacuous either: with four physical blocks, a request
+   with a one-token prompt and a WRONG draft gets a verify chunk of two rows written through both
+   tables; the forward step emits the target's token and counts one position computed, and the
+   window table is then rolled back past the rejected position (step_window_truncate). *)
+Lemma nonvacuous_window_speculation : window_local = true -> 3 < num_blocks ->
+  forall (m0 : Mem) (t : Token) (ss : SamplerState),
+  exists s r, reachable s /\ requests s 0 = Some r /\ outputs r = [sample (F_D [t]) ss 0 [t]] /\
+              num_computed r = 1 /\ block_table r = [0; 1] /\ window_table r = [2].
+Proof.
+  intros Hwl Hnb m0 t ss.
+  assert (Hne : [t] <> []) by discriminate.
+  pose proof (reach_step _ _ (reach_init m0)
+                (step_arrive (init_state m0) 0 [t] ss (fun H => H) Hne)) as R1.
+  match type of R1 with reachable ?s => set (s1 := s) in R1 end.
+  set (r1 := mkRequest [t] ss [] [] 0 [] false [] [] 0).
+  pose proof (reach_step _ _ R1 (step_allocate s1 0 r1 0 eq_refl eq_refl ltac:(lia) eq_refl)) as R2.
+  match type of R2 with reachable ?s => set (s2 := s) in R2 end.
+  set (r2 := set_table r1 ([] ++ [0]) 0 false).
+  pose proof (reach_step _ _ R2 (step_allocate s2 0 r2 1 eq_refl eq_refl ltac:(lia) eq_refl)) as R3.
+  match type of R3 with reachable ?s => set (s3 := s) in R3 end.
+  set (r3 := set_table r2 (block_table r2 ++ [1]) 0 false).
+  pose proof (reach_step _ _ R3 (step_window_allocate s3 0 r3 2 Hwl eq_refl eq_refl ltac:(lia) eq_refl
+                                   ltac:(simpl; lia))) as R4.
+  match type of R4 with reachable ?s => set (s4 := s) in R4 end.
+  set (r4 := set_window r3 (window_table r3 ++ [2]) (window_released r3)).
+  pose proof (reach_step _ _ R4 (step_window_allocate s4 0 r4 3 Hwl eq_refl eq_refl ltac:(lia) eq_refl
+                                   ltac:(simpl; lia))) as R5.
+  match type of R5 with reachable ?s => set (s5 := s) in R5 end.
+  set (r5 := set_window r4 (window_table r4 ++ [3]) (window_released r4)).
+  set (e0 := sample (F_D [t]) ss 0 [t]).
+  set (d := S e0).
+  assert (Hneq : Nat.eqb d e0 = false) by (apply Nat.eqb_neq; unfold d; lia).
+  clearbody d.
+  pose proof (reach_step _ _ R5 (step_draft s5 0 r5 [d] eq_refl eq_refl)) as R6.
+  match type of R6 with reachable ?s => set (s6 := s) in R6 end.
+  set (r6 := set_draft r5 [d]).
+  set (batch := [mkRow 0 false 0 t [0; 1] [2; 3]; mkRow 0 false 1 d [0; 1] [2; 3]]).
+  assert (Hrows : rows_ok s6 batch).
+  { intros k row Hk Hpad.
+    destruct k as [|[|k]]; simpl in Hk; try (destruct k; discriminate); inversion Hk; subst row;
+      exists r6; split; try reflexivity; unfold window_view; rewrite Hwl;
+      repeat split; simpl; try reflexivity; try lia. }
+  assert (Hbounds : bounds_ok s6 batch).
+  { intros x r Hx. destruct (Nat.eq_dec x 0) as [->|Hx0].
+    - unfold s6 in Hx. simpl in Hx. inversion Hx; subst r. unfold batch, cnt. simpl.
+      split; [lia|]. split; [lia|]. right. split; [lia|discriminate].
+    - unfold s6, s5, s4, s3, s2, s1 in Hx. simpl in Hx. unfold upd in Hx. apply Nat.eqb_neq in Hx0.
+      rewrite Hx0 in Hx. discriminate. }
+  destruct (every_row_logits s6 batch 0 (mkRow 0 false 0 t [0; 1] [2; 3]) R6 Hrows Hbounds eq_refl eq_refl)
+    as [r [Hr Hlg]].
+  simpl in Hr. inversion Hr; subst r. clear Hr.
+  pose proof (reach_step _ _ R6 (step_forward s6 batch Hrows Hbounds)) as R7.
+  match type of R7 with reachable ?s => set (s7 := s) in R7 end.
+  set (r7 := advance batch (write_rows batch 0 batch (kv_mem s6)) 0 r6).
+  assert (E7 : requests s7 0 = Some r7) by reflexivity.
+  assert (Hr7 : outputs r7 = [e0] /\ num_computed r7 = 1 /\ block_table r7 = [0; 1] /\
+                window_table r7 = [2; 3] /\ window_released r7 = 0 /\ finished r7 = false).
+  { unfold r7, advance, verify. cbn [find_row batch is_row_of r_pad r_req r_pos negb andb Nat.eqb length
+                              tokens prompt outputs app r6 set_draft r5 r4 set_window r3 set_table r2 r1 draft
+                              Nat.sub].
+    rewrite Hlg. cbn [firstn seq_of tokens prompt outputs app r6 set_draft r5 r4 set_window r3 set_table r2 r1 draft
+                      r_pos sampler].
+    fold e0. rewrite Hneq. repeat split; reflexivity. }
+  destruct Hr7 as [Ho7 [Hc7 [Hb7 [Hw7 [Hwr7 Hf7]]]]].
+  pose proof (reach_step _ _ R7 (step_window_truncate s7 0 r7 1 Hwl E7 Hf7 ltac:(lia)
+                                   ltac:(rewrite Hc7; lia))) as R8.
+  eexists. eexists. split; [exact R8|]. split; [reflexivity|].
+  cbn [set_window outputs num_computed block_table window_table].
+  rewrite Ho7, Hc7, Hb7, Hw7. repeat split; reflexivity.
 Qed.
 
 End Engine.

@@ -188,3 +188,17 @@ Qed.
 
 Lemma occ_two : forall l1 l2 x, In x l1 -> In x l2 -> 2 <= occ (l1 ++ l2) x.
 Proof. intros l1 l2 x H1 H2. rewrite occ_app. pose proof (occ_In _ _ H1). pose proof (occ_In _ _ H2). lia. Qed.
+
+(* Truncating a list at n, a suffix from m <= n of the kept part and the dropped part make up the
+   suffix from m (a window table's held entries, split by a roll-back). *)
+Lemma skipn_firstn_skipn : forall (A : Type) (l : list A) m n,
+  m <= n -> skipn m (firstn n l) ++ skipn n l = skipn m l.
+Proof.
+  intros A l; induction l as [|a l IH]; intros m n Hmn.
+  - destruct m, n; reflexivity.
+  - destruct n as [|n].
+    + replace m with 0 by lia. reflexivity.
+    + destruct m as [|m]; simpl.
+      * f_equal. apply firstn_skipn.
+      * apply IH. lia.
+Qed.

@@ -83,6 +83,15 @@ MUTANTS = [
      "roll-back frees the kept blocks too (their ref count drops while the table holds them)",
      "                      (fun b => ref_count s b - occ (skipn n (block_table r)) b)",
      "                      (fun b => ref_count s b - occ (block_table r) b)"),
+    ("window-truncate-frees-kept-blocks",
+     "speculation with window-local KV: the window table's roll-back frees the kept window blocks too",
+     "                      (fun b => ref_count s b - occ (skipn n (window_table r)) b)",
+     "                      (fun b => ref_count s b - occ (window_table r) b)"),
+    ("window-truncate-into-released",
+     "speculation with window-local KV: the roll-back cuts the window table inside its released entries "
+     "(their blocks, long freed, freed again)",
+     "      window_released r <= n -> num_computed r <= n * block_size ->\n",
+     "      num_computed r <= n * block_size ->\n"),
     ("contract-chunk-offset",
      "kernel contract broken: logits depend on the row's offset in its chunk "
      "(a KV tile boundary at the chunk start)",

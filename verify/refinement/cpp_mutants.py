@@ -53,8 +53,9 @@ MUTANTS = [
      "speculative decoding: a draft position counted computed without comparing its token"),
     ("spec-cache-unverified-draft", "src/sched/scheduler.cc",
      [("r.num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;  // drafts wait for append_token\n"
-       "    pool_.register_full_blocks(r.block_table, r.tokens, r.num_computed_tokens);",
+       "    settle_computed(r);",
        "r.num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;\n"
+       "    settle_computed(r);\n"
        "    std::vector<int32_t> seq = r.tokens;\n"
        "    seq.insert(seq.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());\n"
        "    pool_.register_full_blocks(r.block_table, seq, r.num_computed_tokens + s.num_draft_tokens);")],
@@ -64,9 +65,9 @@ MUTANTS = [
        "pool_.truncate(r.block_table, r.num_computed_tokens / config_.pool.block_size);")],
      "speculative roll-back frees the block holding the last verified positions"),
     ("window-release-inside-window", "src/sched/scheduler.cc",
-     [("          r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));",
-       "          r.window_table, std::min(r.window_table.num_blocks(), first_window_block(r.num_computed_tokens,\n"
-       "                                   config_.window.window, config_.pool.block_size) + 1));")],
+     [("      r.window_table, first_window_block(r.num_computed_tokens, config_.window.window, config_.pool.block_size));",
+       "      r.window_table, std::min(r.window_table.num_blocks(), first_window_block(r.num_computed_tokens,\n"
+       "                               config_.window.window, config_.pool.block_size) + 1));")],
      "window-local KV: the release frees the first window block a later query still reads"),
     ("window-hit-past-full-hit", "src/sched/scheduler.cc",
      [("      window_match.truncate(n);\n", "")],
@@ -75,6 +76,18 @@ MUTANTS = [
      [("        first_window_block(window_match.num_tokens, config_.window.window, config_.pool.block_size));",
        "        first_window_block(window_match.num_tokens, config_.window.window, config_.pool.block_size) + 1);")],
      "window-local KV: a prefix hit leaves a hole where the window still reads"),
+    ("spec-window-release-unverified", "src/sched/scheduler.cc",
+     [("    settle_computed(r);\n    r.unverified.assign(",
+       "    settle_computed(r);\n"
+       "    if (window_pool_)\n"
+       "      window_pool_->release_leading(r.window_table, first_window_block(r.num_computed_tokens + s.num_draft_tokens,\n"
+       "                                    config_.window.window, config_.pool.block_size));\n"
+       "    r.unverified.assign(")],
+     "speculation with window-local KV: window blocks released for draft positions before they are verified"),
+    ("spec-window-rollback-skipped", "src/sched/scheduler.cc",
+     [("  if (window_pool_) window_pool_->truncate(r.window_table, window_pool_->blocks_for(r.num_computed_tokens));\n",
+       "")],
+     "speculation with window-local KV: a rejected draft rolls back the full table only"),
 ]
 
 

@@ -304,6 +304,27 @@ std::string EngineModel::step_window_release(RequestIdM x) {
   return "";
 }
 
+// Coq: step_window_truncate.
+std::string EngineModel::step_window_truncate(RequestIdM x, int32_t n) {
+  auto it = s_.requests.find(x);
+  if (!window_local()) return "step_window_truncate: no window-local KV";
+  if (it == s_.requests.end() || it->second.finished) return "step_window_truncate: request " + str(x) + " not live";
+  Request& r = it->second;
+  if (n < r.window_released) {
+    return "step_window_truncate: keeping " + std::to_string(n) + " entries cuts into the " +
+           std::to_string(r.window_released) + " released ones";
+  }
+  if (r.num_computed > n * block_size_) {
+    return "step_window_truncate: keeping " + std::to_string(n) + " entries drops computed positions (" +
+           std::to_string(r.num_computed) + " computed)";
+  }
+  while (static_cast<int32_t>(r.window_table.size()) > n) {
+    s_.ref_count[static_cast<size_t>(r.window_table.back())] -= 1;
+    r.window_table.pop_back();
+  }
+  return "";
+}
+
 // Coq: step_release.
 std::string EngineModel::step_release(RequestIdM x, bool fin) {
   auto it = s_.requests.find(x);

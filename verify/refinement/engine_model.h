@@ -139,6 +139,7 @@ class EngineModel {
   std::string step_window_hole(RequestIdM x);
   std::string step_window_register(RequestIdM x, int32_t j, BlockId b);
   std::string step_window_release(RequestIdM x);
+  std::string step_window_truncate(RequestIdM x, int32_t n);
   std::string step_release(RequestIdM x, bool fin);
   std::string step_forward(const std::vector<Row>& batch, std::vector<Emission>* emitted);
 
