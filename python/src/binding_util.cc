@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_template.h"
+#include "tokenizer/chat_tools.h"
 
 namespace nb = nanobind;
 
@@ -121,9 +122,18 @@ std::string render_chat_text(const OfflineEngine& engine, const std::string& mes
   if (tok.bos_id()) options.bos_token = tok.bos_token();
   if (tok.eos_id()) options.eos_token = tok.eos_token();
   options.extra_context = extra;
+  // The tools go where the server puts them: the template's `tools`, or its fallback system turn.
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  if (const auto t = extra.find("tools"); t != extra.end()) {
+    if (!t->is_null() && !t->is_array()) throw_status(invalid_argument("tools must be a list of dicts"));
+    if (t->is_array()) tools = *t;
+    options.extra_context.erase("tools");
+  }
+  ToolPlacement placed = place_tools(*source, messages, tools);
+  options.tools = std::move(placed.tools);
   Result<ChatTemplate> parsed = ChatTemplate::parse(*source);
   if (!parsed.ok()) throw_status(parsed.status());
-  Result<std::string> text = parsed->render(messages, options);
+  Result<std::string> text = parsed->render(placed.messages, options);
   if (!text.ok()) throw_status(invalid_argument("cannot render the chat template: " + text.status().message()));
   return std::move(text).value();
 }

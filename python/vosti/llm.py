@@ -335,8 +335,11 @@ class LLM:
         /v1/chat/completions does. ``chat_template_kwargs`` become template variables (e.g.
         ``{"enable_thinking": False}``). ``tools`` (OpenAI function tools) become the template's
         ``tools`` variable, as vLLM's LLM.chat passes them; tool results (``role: "tool"``) and
-        assistant ``tool_calls`` go through the template too. The output is not parsed into calls
-        (as in vLLM); force a call with ``SamplingParams(structured_outputs=...)``."""
+        assistant ``tool_calls`` go through the template too. A template without a tools section
+        (SmolLM2, Gemma) gets the server's fallback: the tools and hermes' ``<tool_call>`` format
+        in the system turn, calls and results written as text (the same C++ function renders
+        both, so the prompt is the server's). The output is not parsed into calls (as in vLLM);
+        force a call with ``SamplingParams(structured_outputs=...)``."""
         if continue_final_message:
             raise NotImplementedError("continue_final_message is not supported")
         conversations = messages if messages and isinstance(messages[0], (list, tuple)) else [messages]

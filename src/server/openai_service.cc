@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "server/json_writer.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/chat_tools.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vosti {
@@ -157,18 +158,10 @@ std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std:
   if (tokenizer_->bos_id()) options.bos_token = tokenizer_->bos_token();
   if (tokenizer_->eos_id()) options.eos_token = tokenizer_->eos_token();
   const std::string& source = *tokenizer_->chat_template();
-  if (tools != nullptr && !tools->tools.empty()) {
-    if (template_takes_tools(source)) {
-      options.tools = tools->tools;
-    } else {
-      chat = tool_fallback_messages(chat, tools->tools);
-    }
-  } else if (!template_takes_tools(source)) {
-    // Earlier tool calls and results of a conversation whose request carries no tools.
-    bool any = false;
-    for (const auto& m : messages) any |= m.role == "tool" || m.tool_calls.is_array();
-    if (any) chat = tool_fallback_messages(chat, nlohmann::ordered_json::array());
-  }
+  ToolPlacement placed =
+      place_tools(source, std::move(chat), tools != nullptr ? tools->tools : nlohmann::ordered_json::array());
+  chat = std::move(placed.messages);
+  options.tools = std::move(placed.tools);
   auto tmpl = ChatTemplate::parse(source);
   if (!tmpl.ok()) return bad_request("cannot render the chat template: " + tmpl.status().message(), "messages");
   auto text = tmpl->render(chat, options);

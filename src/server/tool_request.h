@@ -3,10 +3,8 @@
 //   - the template's `tools` variable (transformers' apply_chat_template shape: the list of
 //     {"type": "function", "function": {...}} as sent), kept for every tool_choice, "none" too
 //     (vLLM keeps them in the prompt and only skips the parsing);
-//   - for a template that takes no tools (SmolLM2, Gemma 2/3), a fallback: the tool list and the
-//     call format (hermes' <tool_call> JSON) join the system message, an assistant turn's
-//     tool_calls are written into its content in that format, and tool results go back as a user
-//     turn of <tool_response> blocks (so templates that insist on alternating roles render them);
+//   - for a template that takes no tools (SmolLM2, Gemma 2/3), the fallback of
+//     tokenizer/chat_tools.h (the Python LLM.chat renders through it too);
 //   - for tool_choice "required" and a named function, the grammar that forces a call
 //     (forced_constraint): a JSON array of {"name", "parameters"} objects (one at most without
 //     parallel_tool_calls), or the named function's arguments object; "auto" is parsed after the
@@ -46,13 +44,5 @@ std::variant<std::optional<ToolRequest>, ApiError> parse_tool_fields(const nlohm
 // The grammar that forces tool_choice "required" / a named function (see the header).
 // REQUIRES: tools.choice is kRequired or kNamed.
 StructuredOutputs forced_constraint(const ToolRequest& tools);
-
-// Whether a chat template renders `tools` itself (it names the variable).
-bool template_takes_tools(std::string_view chat_template);
-
-// The fallback for a template without tools: `messages` (an OpenAI message array, arguments
-// already objects) rewritten as the header says.
-nlohmann::ordered_json tool_fallback_messages(const nlohmann::ordered_json& messages,
-                                              const nlohmann::ordered_json& tools);
 
 }  // namespace vosti

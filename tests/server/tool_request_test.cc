@@ -1,6 +1,6 @@
 // The tool fields of a chat request (server/tool_request.h, through parse_generation_request): what
 // each tool_choice becomes, the grammar that forces a call, the template fallback, and a 400
-// naming the problem for each malformed input.
+// naming the problem for each malformed input (the template fallback: tests/tokenizer/chat_tools_test.cc).
 #include "server/tool_request.h"
 
 #include <gtest/gtest.h>
@@ -122,24 +122,6 @@ TEST(ToolRequestTest, ToolTurnsAreReadForTheTemplate) {
   EXPECT_EQ(bad_message(R"([{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}])"),
             "messages[0].tool_calls[0].function.name");
   EXPECT_EQ(bad_message(R"([{"role":"assistant"}])"), "messages[0].content");
-}
-
-TEST(ToolRequestTest, FallbackPutsToolsInTheSystemTurn) {
-  using ordered = nlohmann::ordered_json;
-  const ordered tools = ordered::parse(R"([{"type":"function","function":{"name":"f"}}])");
-  const ordered messages = ordered::parse(R"([{"role":"user","content":"q"},
-      {"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":{"a":1}}}]},
-      {"role":"tool","tool_call_id":"c","content":"r1"},{"role":"tool","tool_call_id":"d","content":"r2"}])");
-  const ordered out = tool_fallback_messages(messages, tools);
-  ASSERT_EQ(out.size(), 4u);
-  EXPECT_EQ(out[0]["role"], "system");
-  EXPECT_NE(out[0]["content"].get<std::string>().find(R"({"type":"function","function":{"name":"f"}})"),
-            std::string::npos);
-  EXPECT_EQ(out[2]["content"], "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"a\":1}}\n</tool_call>");
-  EXPECT_EQ(out[3]["role"], "user");
-  EXPECT_EQ(out[3]["content"], "<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response>");
-  EXPECT_TRUE(template_takes_tools("{% if tools %}x{% endif %}"));
-  EXPECT_FALSE(template_takes_tools("{{ messages[0].content }}"));
 }
 
 }  // namespace
