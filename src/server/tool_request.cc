@@ -139,28 +139,43 @@ std::variant<std::optional<ToolRequest>, ApiError> parse_tool_fields(const json&
   return std::optional<ToolRequest>(std::move(out));
 }
 
-StructuredOutputs forced_constraint(const ToolRequest& tools) {
-  StructuredOutputs out;
-  out.kind = StructuredKind::kJsonSchema;
-  if (tools.choice == ToolChoice::kNamed) {
-    for (const ordered& t : tools.tools)
-      if (t["function"]["name"] == tools.named_function) out.text = parameters_of(t["function"]).dump();
-    return out;
-  }
-  ordered any_of = ordered::array();
+std::optional<ToolCallFormat> tool_call_format(std::string_view parser) {
+  if (parser == "hermes") return ToolCallFormat{"<tool_call>\n", "arguments", "\n</tool_call>", "", "\n", ""};
+  if (parser == "llama3_json") return ToolCallFormat{"", "parameters", "", "", "; ", ""};
+  if (parser == "mistral") return ToolCallFormat{"", "arguments", "", "[TOOL_CALLS] [", ", ", "]"};
+  return std::nullopt;
+}
+
+StructuredOutputs forced_constraint(const ToolRequest& tools, const ToolCallFormat& format) {
+  // One tag per callable function: its name written out, its parameters schema as the arguments.
+  ordered tags = ordered::array();
   for (const ordered& t : tools.tools) {
     const ordered& fn = t["function"];
-    ordered call = {
-        {"type", "object"},
-        {"properties",
-         {{"name", {{"type", "string"}, {"enum", ordered::array({fn["name"]})}}}, {"parameters", parameters_of(fn)}}},
-        {"required", {"name", "parameters"}}};
-    any_of.push_back(std::move(call));
+    if (tools.choice == ToolChoice::kNamed && fn["name"] != tools.named_function) continue;
+    const std::string name = fn["name"].dump();
+    tags.push_back(
+        {{"type", "tag"},
+         {"begin", format.call_begin + "{\"name\": " + name + ", \"" + format.arguments_key + "\": "},
+         {"content", {{"type", "json_schema"}, {"json_schema", parameters_of(fn)}, {"max_whitespace_cnt", 1}}},
+         {"end", "}" + format.call_end}});
   }
-  ordered schema = {{"type", "array"}, {"minItems", 1}};
-  if (!tools.parallel_tool_calls) schema["maxItems"] = 1;
-  schema["items"] = any_of.size() == 1 ? any_of[0] : ordered{{"anyOf", any_of}};
-  out.text = schema.dump();
+  const bool one_call = tools.choice == ToolChoice::kNamed || !tools.parallel_tool_calls;
+  ordered calls = {{"type", "tags_with_separator"},
+                   {"tags", std::move(tags)},
+                   {"separator", format.separator},
+                   {"at_least_one", true},
+                   {"stop_after_first", one_call}};
+  ordered root = std::move(calls);
+  if (!format.list_begin.empty() || !format.list_end.empty()) {
+    root = {{"type", "sequence"},
+            {"elements",
+             {{{"type", "const_string"}, {"value", format.list_begin}},
+              std::move(root),
+              {{"type", "const_string"}, {"value", format.list_end}}}}};
+  }
+  StructuredOutputs out;
+  out.kind = StructuredKind::kStructuralTag;
+  out.text = ordered{{"type", "structural_tag"}, {"format", std::move(root)}}.dump();
   return out;
 }
 

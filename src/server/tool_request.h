@@ -6,9 +6,11 @@
 //   - for a template that takes no tools (SmolLM2, Gemma 2/3), the fallback of
 //     tokenizer/chat_tools.h (the Python LLM.chat renders through it too);
 //   - for tool_choice "required" and a named function, the grammar that forces a call
-//     (forced_constraint): a JSON array of {"name", "parameters"} objects (one at most without
-//     parallel_tool_calls), or the named function's arguments object; "auto" is parsed after the
-//     fact by the served model's parser (server/tool_call_parser.h).
+//     (forced_constraint): an xgrammar structural tag that spells out the served family's own
+//     call format (hermes, llama3_json, mistral: server/tool_call_parser.h) with one tag per
+//     function, its name written out and its parameters schema as the arguments' schema; at least
+//     one call, exactly one without parallel_tool_calls or for a named function. The family's
+//     parser reads the output back, as it reads "auto", which is parsed after the fact.
 // Thread safety: pure functions; never throws on any input (fuzzed with the request parser).
 #pragma once
 
@@ -41,8 +43,28 @@ struct ToolRequest {
 // or a named function without tools).
 std::variant<std::optional<ToolRequest>, ApiError> parse_tool_fields(const nlohmann::json& doc, std::string_view body);
 
-// The grammar that forces tool_choice "required" / a named function (see the header).
-// REQUIRES: tools.choice is kRequired or kNamed.
-StructuredOutputs forced_constraint(const ToolRequest& tools);
+// A family's call format, as the forced grammar writes it: the output is list_begin, then calls
+// joined by separator, then list_end; a call is call_begin {"name": "<name>", "<arguments_key>":
+// <arguments object>} call_end.
+struct ToolCallFormat {
+  std::string call_begin;
+  std::string arguments_key;
+  std::string call_end;
+  std::string list_begin;
+  std::string separator;
+  std::string list_end;
+};
+
+// The format of tool-call parser `parser` (hermes, llama3_json, mistral), or none:
+//   hermes       <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, joined by "\n";
+//   llama3_json  {"name": ..., "parameters": {...}}, joined by "; ";
+//   mistral      [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...].
+// Markers that are added tokens (<tool_call>, [TOOL_CALLS]) are spelt in ordinary pieces: the
+// grammars never allow added tokens (structured/grammar.h); the text, and so the parse, is the same.
+std::optional<ToolCallFormat> tool_call_format(std::string_view parser);
+
+// The structural tag that forces tool_choice "required" / a named function in `format` (see the
+// header). REQUIRES: tools.choice is kRequired or kNamed.
+StructuredOutputs forced_constraint(const ToolRequest& tools, const ToolCallFormat& format);
 
 }  // namespace vosti

@@ -127,6 +127,8 @@ struct GrammarCache::Impl {
         return compiler.CompileGrammar(spec.choice_grammar());
       case StructuredKind::kGrammar:
         return compiler.CompileGrammar(spec.text);
+      case StructuredKind::kStructuralTag:
+        return compiler.CompileStructuralTag(spec.text);
     }
     VOSTI_CHECK(false, "unknown structured output kind");
     return compiler.CompileBuiltinJSONGrammar();
