@@ -68,6 +68,7 @@ void bind_config(nb::module_& m) {
       .def_rw("logprobs_mode", &EngineConfig::logprobs_mode)
       .def_rw("num_threads", &EngineConfig::num_threads)
       .def_rw("structured_output_threads", &EngineConfig::structured_output_threads)
+      .def_rw("structured_output_pool_threshold", &EngineConfig::structured_output_pool_threshold)
       .def_rw("block_shuffle_seed", &EngineConfig::block_shuffle_seed)
       .def_rw("check_invariants", &EngineConfig::check_invariants);
 

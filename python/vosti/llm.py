@@ -36,6 +36,7 @@ _ENGINE_OPTIONS = {
     "kv_cache_bytes": "kv_cache_bytes",
     "num_threads": "num_threads",
     "structured_output_threads": "structured_output_threads",
+    "structured_output_pool_threshold": "structured_output_pool_threshold",
     "backend": "backend",
     "attention_split": "attention_split",
     "check_invariants": "check_invariants",
@@ -167,7 +168,8 @@ class LLM:
             enable_prefix_caching, gpu_memory_utilization, kv_cache_dtype, enforce_eager,
             num_gpu_blocks_override, logprobs_mode ("raw_logprobs", "raw_logits",
             "processed_logprobs", "processed_logits": what logprobs report, vLLM's), and Vosti's
-            num_threads, structured_output_threads, backend ("cpu" | "ref"), kv_cache_bytes,
+            num_threads, structured_output_threads, structured_output_pool_threshold (grammars a step
+            must hold to advance them on those threads; default 16), backend ("cpu" | "ref"), kv_cache_bytes,
             num_blocks, attention_split, check_invariants, window_local_kv, speculative_config
             (vLLM's dict, e.g. {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}:
             lossless speculative decoding, the same tokens and logprobs as without it) (the vosti
