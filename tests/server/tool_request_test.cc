@@ -145,6 +145,8 @@ TEST(ToolRequestTest, ForcedCallsAreTheFamilysFormatAndParseBack) {
     EXPECT_EQ(parsed.calls[0].arguments, R"({"city": "Rome"})");
     EXPECT_EQ(parsed.calls[1].name, "now");
   }
+  // Compiled once per distinct tag (three a format: any calls, one call, the named function), as schemas are.
+  EXPECT_EQ((*cache)->num_compiled(), 9);
   EXPECT_FALSE(tool_call_format("forced_array"));
 }
 
