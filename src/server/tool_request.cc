@@ -160,22 +160,20 @@ StructuredOutputs forced_constraint(const ToolRequest& tools, const ToolCallForm
          {"end", "}" + format.call_end}});
   }
   const bool one_call = tools.choice == ToolChoice::kNamed || !tools.parallel_tool_calls;
-  ordered calls = {{"type", "tags_with_separator"},
-                   {"tags", std::move(tags)},
-                   {"separator", format.separator},
-                   {"at_least_one", true},
-                   {"stop_after_first", one_call}};
-  ordered root = std::move(calls);
-  if (!format.list_begin.empty() || !format.list_end.empty()) {
-    root = {{"type", "sequence"},
-            {"elements",
-             {{{"type", "const_string"}, {"value", format.list_begin}},
-              std::move(root),
-              {{"type", "const_string"}, {"value", format.list_end}}}}};
-  }
+  const ordered calls = {{"type", "tags_with_separator"},
+                         {"tags", std::move(tags)},
+                         {"separator", format.separator},
+                         {"at_least_one", true},
+                         {"stop_after_first", one_call}};
+  const bool bracketed = !format.list_begin.empty() || !format.list_end.empty();
+  const ordered list = {{"type", "sequence"},
+                        {"elements",
+                         {{{"type", "const_string"}, {"value", format.list_begin}},
+                          calls,
+                          {{"type", "const_string"}, {"value", format.list_end}}}}};
   StructuredOutputs out;
   out.kind = StructuredKind::kStructuralTag;
-  out.text = ordered{{"type", "structural_tag"}, {"format", std::move(root)}}.dump();
+  out.text = ordered{{"type", "structural_tag"}, {"format", bracketed ? list : calls}}.dump();
   return out;
 }
 
