@@ -59,8 +59,9 @@ struct ToolCallFormat {
 //   hermes       <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, joined by "\n";
 //   llama3_json  {"name": ..., "parameters": {...}}, joined by "; ";
 //   mistral      [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...].
-// Markers that are added tokens (<tool_call>, [TOOL_CALLS]) are spelt in ordinary pieces: the
-// grammars never allow added tokens (structured/grammar.h); the text, and so the parse, is the same.
+// A marker that is a plain added token (Qwen's <tool_call>) may be that token; a special one
+// (Mistral's control token [TOOL_CALLS]) is spelt in ordinary pieces, since grammars never allow
+// special tokens (structured/grammar.h); the text, and so the parse, is the same.
 std::optional<ToolCallFormat> tool_call_format(std::string_view parser);
 
 // The structural tag that forces tool_choice "required" / a named function in `format` (see the
