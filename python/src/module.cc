@@ -277,7 +277,7 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("bos_token_id", [](const OfflineEngine& e) { return tokenizer_of(e).bos_id(); })
       .def_prop_ro("chat_template", [](const OfflineEngine& e) { return tokenizer_of(e).chat_template(); })
       .def("render_chat", &render_chat_text, "messages_json"_a, "add_generation_prompt"_a, "template"_a,
-           "extra_context_json"_a);
+           "extra_context_json"_a, "tool_fallback"_a = false);
   bind_weights(engine);
 }
 

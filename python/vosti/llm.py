@@ -353,7 +353,7 @@ class LLM:
                     raise ValueError("tools must be a list of {'type': 'function', 'function': {...}} dicts")
                 kwargs["tools"] = list(tools)
             text = self._engine.render_chat(json.dumps(_chat_messages(conv)), add_generation_prompt, chat_template,
-                                            json.dumps(kwargs))
+                                            json.dumps(kwargs), tool_fallback=True)
             prompts.append(Prompt(text, self._tokenizer.encode(text, add_special_tokens=False)))
         params = normalize_params(sampling_params, len(prompts))
         return self._collect(prompts, params, self._submit(prompts, params, False, priority, deployment_id))

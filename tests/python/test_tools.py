@@ -67,6 +67,9 @@ def test_a_template_without_tools_gets_the_servers_fallback(llm, vosti_bin, mode
     plain = llm.chat(HISTORY, SamplingParams(temperature=0, max_tokens=1))[0]
     assert "<tool_response>\nSunny\n</tool_response>" in plain.prompt
     assert "<tools>\n</tools>" in plain.prompt
+    # apply_chat_template stays transformers': `tools` is a template variable, no fallback.
+    text = llm.get_tokenizer().apply_chat_template(HISTORY, tokenize=False, tools=TOOLS)
+    assert "<tools>" not in text and "<tool_response>" not in text
     server = server_harness.Server(vosti_bin, model_path, ["--kv-cache-mb", "32"])
     try:
         for tools, ref in ((TOOLS, out), (None, plain)):
