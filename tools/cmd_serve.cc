@@ -201,10 +201,11 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-access-log", f.no_access_log, "do not print one JSON line per request on stderr");
   app.add_option("--tool-call-parser", f.tool_call_parser,
-                 "the tool-call format tool_choice \"auto\" parses: " + tool_call_parser_names() +
-                     " (default: the model family's, from its chat template)")
+                 "the tool-call format, which tool calls are parsed from and \"required\" or named calls are "
+                 "forced into: " +
+                     tool_call_parser_names() + " (default: the model family's, from its chat template)")
       ->check([](const std::string& name) {
-        return make_tool_call_parser(name) && name.rfind("forced", 0) != 0
+        return make_tool_call_parser(name)
                    ? std::string()
                    : "unknown tool-call parser '" + name + "' (choose " + tool_call_parser_names() + ")";
       });

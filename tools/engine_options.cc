@@ -84,6 +84,9 @@ const EngineOption kOptions[] = {
      "cpu: threads for the forward pass (0: all cores)"},
     {"--structured-output-threads", FIELD(structured_output_threads), Form::kValue, Check::kNonNegative, kAnyValue,
      Kind::kExecution, "threads advancing a step's grammars of structured outputs (0: up to 8, half the cores)"},
+    {"--structured-output-pool-threshold", FIELD(structured_output_pool_threshold), Form::kValue, Check::kPositive,
+     kAnyValue, Kind::kExecution,
+     "grammars a step must hold to advance them on the structured-output threads (fewer: on the step thread)"},
     {"--speculative-config", FIELD(speculative_config), Form::kValue, Check::kNone, kAnyValue, Kind::kExecution,
      "speculative decoding as vLLM's JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
      "\"prompt_lookup_max\":4}' or '{\"model\":PATH,\"num_speculative_tokens\":4}' (lossless: the same "

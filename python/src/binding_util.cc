@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_template.h"
+#include "tokenizer/chat_tools.h"
 
 namespace nb = nanobind;
 
@@ -108,7 +109,8 @@ nb::dict stats_dict(const EngineStats& s) {
 }
 
 std::string render_chat_text(const OfflineEngine& engine, const std::string& messages_json, bool add_generation_prompt,
-                             const std::optional<std::string>& template_source, const std::string& extra_context_json) {
+                             const std::optional<std::string>& template_source, const std::string& extra_context_json,
+                             bool tool_fallback) {
   const Tokenizer& tok = tokenizer_of(engine);
   const std::optional<std::string>& source = template_source ? template_source : tok.chat_template();
   if (!source)
@@ -123,9 +125,20 @@ std::string render_chat_text(const OfflineEngine& engine, const std::string& mes
   if (tok.bos_id()) options.bos_token = tok.bos_token();
   if (tok.eos_id()) options.eos_token = tok.eos_token();
   options.extra_context = extra;
+  // With tool_fallback (LLM.chat), the tools go where the server puts them: the template's `tools`,
+  // or its fallback system turn. Without (apply_chat_template, as transformers), `tools` is a
+  // template variable like any other.
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  if (const auto t = extra.find("tools"); tool_fallback && t != extra.end()) {
+    if (!t->is_null() && !t->is_array()) throw_status(invalid_argument("tools must be a list of dicts"));
+    if (t->is_array()) tools = *t;
+    options.extra_context.erase("tools");
+  }
+  ToolPlacement placed = tool_fallback ? place_tools(*source, messages, tools) : ToolPlacement{messages};
+  if (tool_fallback) options.tools = std::move(placed.tools);
   Result<ChatTemplate> parsed = ChatTemplate::parse(*source);
   if (!parsed.ok()) throw_status(parsed.status());
-  Result<std::string> text = parsed->render(messages, options);
+  Result<std::string> text = parsed->render(placed.messages, options);
   if (!text.ok()) throw_status(invalid_argument("cannot render the chat template: " + text.status().message()));
   return std::move(text).value();
 }

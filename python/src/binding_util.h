@@ -38,9 +38,12 @@ nanobind::dict stats_dict(const EngineStats& stats);
 
 // The model's chat template (or `template_source` when given) rendered over the messages (a
 // JSON array, as the OpenAI API sends them) with the tokenizer's BOS/EOS and the extra
-// template variables (a JSON object). Raises ValueError naming the problem.
+// template variables (a JSON object). tool_fallback: the variable `tools` and the messages are
+// placed as the server places them (tokenizer/chat_tools.h: LLM.chat); else `tools` is a variable
+// like any other (apply_chat_template, as transformers). Raises ValueError naming the problem.
 std::string render_chat_text(const OfflineEngine& engine, const std::string& messages_json, bool add_generation_prompt,
-                             const std::optional<std::string>& template_source, const std::string& extra_context_json);
+                             const std::optional<std::string>& template_source, const std::string& extra_context_json,
+                             bool tool_fallback);
 
 // Engine.update_weights_from_path / update_weights_from_arrays / get_weights / tensor_names.
 void bind_weights(nanobind::class_<OfflineEngine>& engine);

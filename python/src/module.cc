@@ -68,6 +68,7 @@ void bind_config(nb::module_& m) {
       .def_rw("logprobs_mode", &EngineConfig::logprobs_mode)
       .def_rw("num_threads", &EngineConfig::num_threads)
       .def_rw("structured_output_threads", &EngineConfig::structured_output_threads)
+      .def_rw("structured_output_pool_threshold", &EngineConfig::structured_output_pool_threshold)
       .def_rw("block_shuffle_seed", &EngineConfig::block_shuffle_seed)
       .def_rw("check_invariants", &EngineConfig::check_invariants);
 
@@ -276,7 +277,7 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("bos_token_id", [](const OfflineEngine& e) { return tokenizer_of(e).bos_id(); })
       .def_prop_ro("chat_template", [](const OfflineEngine& e) { return tokenizer_of(e).chat_template(); })
       .def("render_chat", &render_chat_text, "messages_json"_a, "add_generation_prompt"_a, "template"_a,
-           "extra_context_json"_a);
+           "extra_context_json"_a, "tool_fallback"_a = false);
   bind_weights(engine);
 }
 

@@ -36,6 +36,7 @@ _ENGINE_OPTIONS = {
     "kv_cache_bytes": "kv_cache_bytes",
     "num_threads": "num_threads",
     "structured_output_threads": "structured_output_threads",
+    "structured_output_pool_threshold": "structured_output_pool_threshold",
     "backend": "backend",
     "attention_split": "attention_split",
     "check_invariants": "check_invariants",
@@ -167,7 +168,8 @@ class LLM:
             enable_prefix_caching, gpu_memory_utilization, kv_cache_dtype, enforce_eager,
             num_gpu_blocks_override, logprobs_mode ("raw_logprobs", "raw_logits",
             "processed_logprobs", "processed_logits": what logprobs report, vLLM's), and Vosti's
-            num_threads, structured_output_threads, backend ("cpu" | "ref"), kv_cache_bytes,
+            num_threads, structured_output_threads, structured_output_pool_threshold (grammars a step
+            must hold to advance them on those threads; default 16), backend ("cpu" | "ref"), kv_cache_bytes,
             num_blocks, attention_split, check_invariants, window_local_kv, speculative_config
             (vLLM's dict, e.g. {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}:
             lossless speculative decoding, the same tokens and logprobs as without it) (the vosti
@@ -335,8 +337,11 @@ class LLM:
         /v1/chat/completions does. ``chat_template_kwargs`` become template variables (e.g.
         ``{"enable_thinking": False}``). ``tools`` (OpenAI function tools) become the template's
         ``tools`` variable, as vLLM's LLM.chat passes them; tool results (``role: "tool"``) and
-        assistant ``tool_calls`` go through the template too. The output is not parsed into calls
-        (as in vLLM); force a call with ``SamplingParams(structured_outputs=...)``."""
+        assistant ``tool_calls`` go through the template too. A template without a tools section
+        (SmolLM2, Gemma) gets the server's fallback: the tools and hermes' ``<tool_call>`` format
+        in the system turn, calls and results written as text (the same C++ function renders
+        both, so the prompt is the server's). The output is not parsed into calls (as in vLLM);
+        force a call with ``SamplingParams(structured_outputs=...)``."""
         if continue_final_message:
             raise NotImplementedError("continue_final_message is not supported")
         conversations = messages if messages and isinstance(messages[0], (list, tuple)) else [messages]
@@ -348,7 +353,7 @@ class LLM:
                     raise ValueError("tools must be a list of {'type': 'function', 'function': {...}} dicts")
                 kwargs["tools"] = list(tools)
             text = self._engine.render_chat(json.dumps(_chat_messages(conv)), add_generation_prompt, chat_template,
-                                            json.dumps(kwargs))
+                                            json.dumps(kwargs), tool_fallback=True)
             prompts.append(Prompt(text, self._tokenizer.encode(text, add_special_tokens=False)))
         params = normalize_params(sampling_params, len(prompts))
         return self._collect(prompts, params, self._submit(prompts, params, False, priority, deployment_id))

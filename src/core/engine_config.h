@@ -50,6 +50,10 @@ struct EngineConfig {
   // has many constrained requests (each grammar is its own: never changes a bit). 0: up to 8, half
   // the host's cores; 1: on the step thread alone.
   int32_t structured_output_threads = 0;
+  // ... once a step holds at least this many grammars to advance (fewer: on the step thread). A
+  // threshold of work, never of bits: `vosti verify` lowers it so that its few constrained
+  // requests go through the pool.
+  int32_t structured_output_pool_threshold = 16;
   uint64_t block_shuffle_seed = 0;  // != 0: physical block order shuffled (a test variation)
   // cuda: check every device-sampled row against the host sampler on the same logits (copies
   // each sampled row to the host; a mismatch fails the request). Tests and `vosti verify`.

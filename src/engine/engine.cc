@@ -66,7 +66,7 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(std::shared_ptr<const DeviceModel> model, EngineConfig config, std::shared_ptr<const Tokenizer> tokenizer,
              std::unique_ptr<ModelRunner> runner, SchedulerConfig scheduler_config, Scheduler scheduler,
-             SpeculativeConfig speculative, std::shared_ptr<const Drafter> drafter)
+             SpeculativeConfig speculative, std::shared_ptr<const Drafter> drafter, EngineHooks hooks)
       : model_(std::move(model)),
         config_(std::move(config)),
         tokenizer_(std::move(tokenizer)),
@@ -80,7 +80,8 @@ class EngineImpl final : public Engine {
         num_moe_layers_(count_moe_layers(model_->config())),
         logprobs_mode_(logprobs_mode_of(config_)),
         speculative_(std::move(speculative)),
-        drafter_(std::move(drafter)) {}
+        drafter_(std::move(drafter)),
+        hooks_(std::move(hooks)) {}
 
   Result<RequestId> add_request(RequestSpec spec, OutputCallback callback) override {
     VOSTI_RETURN_IF_ERROR(validate_request(spec, limits()));
@@ -174,10 +175,11 @@ class EngineImpl final : public Engine {
   Status broken_;  // the runner's failure, sticky: every request then fails with it (step thread writes)
   const SpeculativeConfig speculative_;
   const std::shared_ptr<const Drafter> drafter_;  // null: speculation off
+  const EngineHooks hooks_;                       // tests' seams (engine.h); empty in the product
   std::vector<std::vector<int32_t>> histories_;   // [plan size] outputs ++ draft of speculating requests
   std::vector<const RowResult*> sampled_;         // one request's sampled rows (postprocess scratch)
-  // Structured outputs' grammar work of a step, on a pool once a step has enough of it.
-  static constexpr size_t kMinParallelGrammars = 16;
+  // Structured outputs' grammar work of a step, on a pool once a step has enough of it
+  // (config_.structured_output_pool_threshold).
   static constexpr int kMaxGrammarThreads = 8;
   std::vector<std::pair<LiveRequest*, int32_t>> grammar_jobs_;  // (request, its sampled token)
   std::unique_ptr<ThreadPool> grammar_pool_;                    // made at the first step that needs it
@@ -352,7 +354,7 @@ void EngineImpl::prepare_grammars(const StepPlan& plan, const StepResult& out) {
     if (live == live_.end() || !live->second->has_grammar()) continue;
     grammar_jobs_.push_back({live->second.get(), row.scored.token});
   }
-  if (grammar_jobs_.size() < kMinParallelGrammars) return;
+  if (grammar_jobs_.size() < static_cast<size_t>(config_.structured_output_pool_threshold)) return;
   if (!grammar_pool_) {
     const int threads =
         config_.structured_output_threads > 0
@@ -361,8 +363,12 @@ void EngineImpl::prepare_grammars(const StepPlan& plan, const StepResult& out) {
     if (threads < 2) return;
     grammar_pool_ = std::make_unique<ThreadPool>(threads);
   }
-  grammar_pool_->parallel_for(grammar_jobs_.size(), 1, [this](size_t begin, size_t end) {
-    for (size_t j = begin; j < end; ++j) grammar_jobs_[j].first->prepare_grammar(grammar_jobs_[j].second);
+  grammar_pool_->parallel_for(grammar_jobs_.size(), 1, [this](size_t begin, size_t end, int worker) {
+    for (size_t j = begin; j < end; ++j) {
+      LiveRequest& r = *grammar_jobs_[j].first;
+      r.prepare_grammar(grammar_jobs_[j].second);
+      if (hooks_.pooled_mask) r.edit_prepared_mask([&](std::span<uint32_t> mask) { hooks_.pooled_mask(mask, worker); });
+    }
   });
 }
 
@@ -604,7 +610,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel> model, const EngineConfig& input,
                                                std::shared_ptr<const Tokenizer> tokenizer,
-                                               std::shared_ptr<const Drafter> drafter) {
+                                               std::shared_ptr<const Drafter> drafter, EngineHooks hooks) {
   if (!model) return invalid_argument("Engine::create needs a model");
   EngineConfig config = input;
   if (config.device != model->device())
@@ -614,6 +620,10 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
     return invalid_argument("block_size must be in [1, 1024], got " + std::to_string(config.block_size));
   if (config.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
   if (config.max_num_batched_tokens <= 0) return invalid_argument("max_num_batched_tokens must be positive");
+  if (config.structured_output_threads < 0) return invalid_argument("structured_output_threads must be >= 0");
+  if (config.structured_output_pool_threshold <= 0)
+    return invalid_argument("structured_output_pool_threshold must be positive, got " +
+                            std::to_string(config.structured_output_pool_threshold));
   if (LogprobsMode mode; !parse_logprobs_mode(config.logprobs_mode, mode))
     return invalid_argument(
         "logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or processed_logits, got \"" +
@@ -642,7 +652,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const DeviceModel
   sc.window.full_layers = info.full_kv_layers;
   VOSTI_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc));
   return std::unique_ptr<Engine>(new EngineImpl(std::move(model), config, std::move(tokenizer), std::move(runner), sc,
-                                                std::move(scheduler), std::move(speculative), std::move(drafter)));
+                                                std::move(scheduler), std::move(speculative), std::move(drafter),
+                                                std::move(hooks)));
 }
 
 }  // namespace vosti

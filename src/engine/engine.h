@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/engine_config.h"
@@ -47,19 +48,30 @@ struct EngineStats {
   double seconds_in_sampling = 0;  // of which in sampling and logprobs
 };
 
+// Test seams of the engine, through which tests/support/planted.h plants violations of the
+// determinism rules; the product leaves them empty (and vosti's configuration has no such switch).
+struct EngineHooks {
+  // Called on a grammar's next mask right after a pool thread filled it (the step's grammars
+  // advance on the structured-output pool: EngineConfig::structured_output_pool_threshold), told the
+  // pool worker that ran it (0: the step thread) -- which no mask may depend on. It may edit the
+  // mask, keeping at least one allowed token.
+  std::function<void(std::span<uint32_t> mask, int worker)> pooled_mask;
+};
+
 class Engine {
  public:
   // An engine on `model`'s device (config.device must name it) with its own runner: KV memory,
   // batch buffers and (CUDA) graphs. The model may be shared by several engines.
   // `drafter` (may be null) replaces the drafting method of config.speculative_config, which must
   // then enable speculation (its num_speculative_tokens still applies): tests and benchmarks give
-  // one that replays a known output, or one that is always wrong.
+  // one that replays a known output, or one that is always wrong. `hooks`: tests only.
   // Errors: kInvalidArgument for a config that cannot serve the model (named; a bad
   // speculative_config, or speculation on a device whose runner lacks it), and the runner's
   // errors (DeviceModel::make_runner).
   static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const DeviceModel> model, const EngineConfig& config,
                                                 std::shared_ptr<const Tokenizer> tokenizer = nullptr,
-                                                std::shared_ptr<const Drafter> drafter = nullptr);
+                                                std::shared_ptr<const Drafter> drafter = nullptr,
+                                                EngineHooks hooks = {});
   // The same on the CPU device (config.device "cpu"), for a Model already loaded.
   static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const Model> model, const EngineConfig& config,
                                                 std::shared_ptr<const Tokenizer> tokenizer = nullptr);

@@ -96,6 +96,11 @@ void LiveRequest::draft_masks(std::span<const int32_t> draft, std::vector<uint32
 
 void LiveRequest::prepare_grammar(int32_t token) { prepared_.emplace(token, advance_grammar(token, outputs_.size())); }
 
+void LiveRequest::edit_prepared_mask(const std::function<void(std::span<uint32_t>)>& edit) {
+  VOSTI_CHECK(prepared_.has_value(), "edit_prepared_mask before prepare_grammar");
+  if (prepared_->second == FinishReason::kNone) edit(next_mask_);
+}
+
 FinishReason LiveRequest::advance_grammar(int32_t token, size_t position) {
   if (!grammar_->accept(token)) {
     error_ = "structured outputs: the grammar refused sampled token " + std::to_string(token) + " at output position " +

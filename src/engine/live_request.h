@@ -9,6 +9,7 @@
 // Thread safety: constructed on any thread, then used only by the engine's step thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -66,6 +67,9 @@ class LiveRequest {
   // the grammar work of a step is not serial. A request that stops on its stop conditions first
   // never reads the outcome (it ends). REQUIRES: has_grammar().
   void prepare_grammar(int32_t token);
+  // Lets `edit` change the mask prepare_grammar just filled, where the grammar goes on (a test seam:
+  // EngineHooks::pooled_mask). REQUIRES: prepare_grammar ran since the last accept().
+  void edit_prepared_mask(const std::function<void(std::span<uint32_t>)>& edit);
 
   // Appends the sampled token (advancing the grammar) and decides whether the request stops
   // (at_max_len: the context is full): kStop when the grammar has ended, kError (with the

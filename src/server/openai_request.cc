@@ -523,7 +523,7 @@ ParsedGeneration parse_generation_request(std::string_view body, Endpoint endpoi
             "tool_choice \"required\" or a named function is enforced by a grammar; it cannot be combined with "
             "another output constraint (response_format, structured_outputs, guided_*)",
             "tool_choice");
-      req.structured = forced_constraint(*req.tools);
+      // The grammar itself is the served family's format (OpenAiService sets it: forced_constraint).
     }
   }
   std::string user;

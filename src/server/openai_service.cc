@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "server/json_writer.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/chat_tools.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vosti {
@@ -49,13 +50,13 @@ OpenAiService::OpenAiService(EngineLoop& loop, std::shared_ptr<const Tokenizer> 
     : loop_(loop), tokenizer_(std::move(tokenizer)), options_(std::move(options)), created_(std::time(nullptr)) {
   VOSTI_CHECK(tokenizer_ != nullptr, "the server needs a tokenizer");
   token_domain_ = token_domain(loop_.model_config(), tokenizer_.get());
-  if (options_.enable_auto_tool_choice) {
-    const std::string name = !options_.tool_call_parser.empty() ? options_.tool_call_parser
-                             : tokenizer_->chat_template() ? tool_call_parser_for_template(*tokenizer_->chat_template())
-                                                           : "hermes";
-    auto_tool_parser_ = make_tool_call_parser(name);
-    VOSTI_CHECK(auto_tool_parser_ != nullptr, "unknown tool-call parser (cmd_serve checks the name)");
-  }
+  const std::string name = !options_.tool_call_parser.empty() ? options_.tool_call_parser
+                           : tokenizer_->chat_template() ? tool_call_parser_for_template(*tokenizer_->chat_template())
+                                                         : "hermes";
+  tool_parser_ = make_tool_call_parser(name);
+  const std::optional<ToolCallFormat> format = tool_call_format(name);
+  VOSTI_CHECK(tool_parser_ != nullptr && format, "unknown tool-call parser (cmd_serve checks the name)");
+  tool_format_ = *format;
   if (options_.model_file) {
     control_ = std::make_unique<ControlService>(loop_, std::move(options_.model_file), std::move(options_.digester),
                                                 [this] { abort_all(); });
@@ -157,18 +158,10 @@ std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std:
   if (tokenizer_->bos_id()) options.bos_token = tokenizer_->bos_token();
   if (tokenizer_->eos_id()) options.eos_token = tokenizer_->eos_token();
   const std::string& source = *tokenizer_->chat_template();
-  if (tools != nullptr && !tools->tools.empty()) {
-    if (template_takes_tools(source)) {
-      options.tools = tools->tools;
-    } else {
-      chat = tool_fallback_messages(chat, tools->tools);
-    }
-  } else if (!template_takes_tools(source)) {
-    // Earlier tool calls and results of a conversation whose request carries no tools.
-    bool any = false;
-    for (const auto& m : messages) any |= m.role == "tool" || m.tool_calls.is_array();
-    if (any) chat = tool_fallback_messages(chat, nlohmann::ordered_json::array());
-  }
+  ToolPlacement placed =
+      place_tools(source, std::move(chat), tools != nullptr ? tools->tools : nlohmann::ordered_json::array());
+  chat = std::move(placed.messages);
+  options.tools = std::move(placed.tools);
   auto tmpl = ChatTemplate::parse(source);
   if (!tmpl.ok()) return bad_request("cannot render the chat template: " + tmpl.status().message(), "messages");
   auto text = tmpl->render(chat, options);
@@ -178,23 +171,14 @@ std::variant<std::string, ApiError> OpenAiService::render_chat_prompt(const std:
 
 std::variant<std::shared_ptr<const ToolCallParser>, ApiError> OpenAiService::tool_parser(
     const GenerationRequest& request) const {
-  if (!request.tools) return std::shared_ptr<const ToolCallParser>();
-  switch (request.tools->choice) {
-    case ToolChoice::kNone:
-      return std::shared_ptr<const ToolCallParser>();
-    case ToolChoice::kAuto:
-      if (!auto_tool_parser_)
-        return bad_request(
-            "tool_choice \"auto\" (the default when 'tools' is given) needs the server started with "
-            "--enable-auto-tool-choice; send tool_choice \"required\", \"none\" or a named function instead",
-            "tool_choice");
-      return auto_tool_parser_;
-    case ToolChoice::kRequired:
-      return std::shared_ptr<const ToolCallParser>(make_tool_call_parser("forced_array"));
-    case ToolChoice::kNamed:
-      return std::shared_ptr<const ToolCallParser>(make_named_tool_call_parser(request.tools->named_function));
-  }
-  return std::shared_ptr<const ToolCallParser>();
+  if (!request.tools || request.tools->choice == ToolChoice::kNone) return std::shared_ptr<const ToolCallParser>();
+  if (request.tools->choice == ToolChoice::kAuto && !options_.enable_auto_tool_choice)
+    return bad_request(
+        "tool_choice \"auto\" (the default when 'tools' is given) needs the server started with "
+        "--enable-auto-tool-choice; send tool_choice \"required\", \"none\" or a named function instead",
+        "tool_choice");
+  // "required" and named calls are forced into the served format (forced_constraint): its parser reads them.
+  return tool_parser_;
 }
 
 std::variant<std::vector<PreparedPrompt>, ApiError> OpenAiService::prepare_prompts(
@@ -255,6 +239,8 @@ void OpenAiService::handle_generation(const HttpRequest& http, Endpoint endpoint
   if (auto e = check_model(request.model)) return respond_error(responder, *e);
   auto parser = tool_parser(request);
   if (auto* e = std::get_if<ApiError>(&parser)) return respond_error(responder, *e);
+  if (request.tools && (request.tools->choice == ToolChoice::kRequired || request.tools->choice == ToolChoice::kNamed))
+    request.structured = forced_constraint(*request.tools, tool_format_);
   for (const auto& [id, bias] : request.sampling.logit_bias) {
     if (id >= loop_.model_config().vocab_size) {
       return respond_error(

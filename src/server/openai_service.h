@@ -28,6 +28,7 @@
 #include "server/http_server.h"
 #include "server/server_metrics.h"
 #include "server/tool_call_parser.h"
+#include "server/tool_request.h"
 
 namespace vosti {
 
@@ -40,9 +41,10 @@ struct ServiceOptions {
   // The weights the loop serves and their digester, for the control routes (null: none, 404).
   std::shared_ptr<const ModelFile> model_file;
   WeightsDigester digester;
-  // Tool calls (vLLM's flags): the parser of "auto" tool choice (--tool-call-parser; empty: the
-  // model family's, from its chat template, server/tool_call_parser.h), and whether "auto" is
-  // served at all (--enable-auto-tool-choice; without it an "auto" request gets 400).
+  // Tool calls (vLLM's flags): the served call format and its parser (--tool-call-parser; empty:
+  // the model family's, from its chat template, server/tool_call_parser.h), which "required" and
+  // named calls are forced into and every tool choice is parsed with, and whether "auto" is served
+  // at all (--enable-auto-tool-choice; without it an "auto" request gets 400).
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
 };
@@ -90,9 +92,10 @@ class OpenAiService {
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_job_id_{1};
   mutable std::mutex jobs_mu_;
-  std::map<uint64_t, std::weak_ptr<GenerationJob>> jobs_;   // guarded by jobs_mu_
-  std::unique_ptr<ControlService> control_;                 // null without options.model_file
-  std::shared_ptr<const ToolCallParser> auto_tool_parser_;  // "auto"'s, when enabled
+  std::map<uint64_t, std::weak_ptr<GenerationJob>> jobs_;  // guarded by jobs_mu_
+  std::unique_ptr<ControlService> control_;                // null without options.model_file
+  std::shared_ptr<const ToolCallParser> tool_parser_;      // the served format's
+  ToolCallFormat tool_format_;                             // what forced calls are written in
 };
 
 }  // namespace vosti

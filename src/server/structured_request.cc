@@ -60,6 +60,7 @@ std::optional<StructuredOutputs> read_constraint(StructuredErrors& r, Structured
       break;
     case StructuredKind::kRegex:
     case StructuredKind::kGrammar:
+    case StructuredKind::kStructuralTag:  // never read from a request (the server's tool calls make it)
       if (!v.is_string() || v.get<std::string>().empty()) {
         r.fail("'" + param + "' must be a non-empty string", param);
         return std::nullopt;

@@ -274,44 +274,6 @@ class MistralParser final : public ToolCallParser {
   }
 };
 
-// tool_choice "required": [{"name": ..., "parameters": {...}}, ...], as the grammar writes it.
-class ForcedArrayParser final : public ToolCallParser {
- public:
-  const char* name() const override { return "forced_array"; }
-  ToolCallParse parse(std::string_view text, bool final) const override {
-    const size_t i = skip_space(text, 0);
-    if (i == text.size()) return final ? all_content(text) : ToolCallParse{};
-    if (text[i] != '[') return all_content(text);
-    ToolCallParse out;
-    size_t end = 0;
-    if (!read_call_array(text, i, {"parameters", "arguments"}, out.calls, end)) return final ? all_content(text) : out;
-    if (final && (end == std::string_view::npos || out.calls.empty())) return all_content(text);
-    return out;
-  }
-};
-
-// A named tool_choice: the output is that function's arguments object.
-class ForcedNamedParser final : public ToolCallParser {
- public:
-  explicit ForcedNamedParser(std::string function) : function_(std::move(function)) {}
-  const char* name() const override { return "forced_named"; }
-  ToolCallParse parse(std::string_view text, bool final) const override {
-    const size_t i = skip_space(text, 0);
-    ParsedToolCall call;
-    call.name = function_;
-    if (i == text.size()) return final ? all_content(text) : ToolCallParse{"", {call}};
-    const JsonExtent value = scan_json_value(text, i);
-    if (value.kind == JsonExtent::kMalformed || text[i] != '{') return all_content(text);
-    call.arguments = std::string(text.substr(i, value.end - i));
-    call.complete = value.kind == JsonExtent::kComplete;
-    if (final && (!call.complete || !json::parse(call.arguments, nullptr, false).is_object())) return all_content(text);
-    return ToolCallParse{"", {call}};
-  }
-
- private:
-  std::string function_;
-};
-
 }  // namespace
 
 JsonExtent scan_json_value(std::string_view s, size_t pos) {
@@ -349,12 +311,7 @@ std::unique_ptr<ToolCallParser> make_tool_call_parser(std::string_view name) {
   if (name == "hermes") return std::make_unique<HermesParser>();
   if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
   if (name == "mistral") return std::make_unique<MistralParser>();
-  if (name == "forced_array") return std::make_unique<ForcedArrayParser>();
   return nullptr;
-}
-
-std::unique_ptr<ToolCallParser> make_named_tool_call_parser(std::string function) {
-  return std::make_unique<ForcedNamedParser>(std::move(function));
 }
 
 std::string tool_call_parser_names() { return "hermes, llama3_json, mistral"; }

@@ -8,9 +8,8 @@
 //                optionally after <|python_tag|>, several separated by ';'.
 //   mistral      Mistral: [TOOL_CALLS] then a JSON array of {"name", "arguments"} objects, or the
 //                newer name[ARGS]{...} form, repeated; content is the text before [TOOL_CALLS].
-// and the two forms a grammar forces (tool_choice "required" / a named function, tool_request.h):
-//   forced_array A JSON array of {"name": ..., "parameters": {...}} (tool_choice "required").
-//   forced_named The whole output is the named function's arguments object.
+// tool_choice "required" and a named function are forced into the same format by a grammar
+// (tool_request.h) and read back by the same parser.
 // Gemma 2 / 3 have no tool-call format of their own (their templates take no tools): they get the
 // template fallback (tool_request.h) and the hermes parser.
 //
@@ -53,10 +52,8 @@ class ToolCallParser {
   virtual std::vector<std::string> marker_tokens() const { return {}; }
 };
 
-// The parser called `name` (hermes, llama3_json, mistral, forced_array, forced_named), or null.
+// The parser called `name` (hermes, llama3_json, mistral), or null.
 std::unique_ptr<ToolCallParser> make_tool_call_parser(std::string_view name);
-// The forced_named parser of `function`.
-std::unique_ptr<ToolCallParser> make_named_tool_call_parser(std::string function);
 // The names --tool-call-parser accepts, comma-separated ("hermes, llama3_json, mistral").
 std::string tool_call_parser_names();
 // The parser for a model whose chat template is `chat_template` (kFamilyParsers' first marker

@@ -139,80 +139,41 @@ std::variant<std::optional<ToolRequest>, ApiError> parse_tool_fields(const json&
   return std::optional<ToolRequest>(std::move(out));
 }
 
-StructuredOutputs forced_constraint(const ToolRequest& tools) {
-  StructuredOutputs out;
-  out.kind = StructuredKind::kJsonSchema;
-  if (tools.choice == ToolChoice::kNamed) {
-    for (const ordered& t : tools.tools)
-      if (t["function"]["name"] == tools.named_function) out.text = parameters_of(t["function"]).dump();
-    return out;
-  }
-  ordered any_of = ordered::array();
+std::optional<ToolCallFormat> tool_call_format(std::string_view parser) {
+  if (parser == "hermes") return ToolCallFormat{"<tool_call>\n", "arguments", "\n</tool_call>", "", "\n", ""};
+  if (parser == "llama3_json") return ToolCallFormat{"", "parameters", "", "", "; ", ""};
+  if (parser == "mistral") return ToolCallFormat{"", "arguments", "", "[TOOL_CALLS] [", ", ", "]"};
+  return std::nullopt;
+}
+
+StructuredOutputs forced_constraint(const ToolRequest& tools, const ToolCallFormat& format) {
+  // One tag per callable function: its name written out, its parameters schema as the arguments.
+  ordered tags = ordered::array();
   for (const ordered& t : tools.tools) {
     const ordered& fn = t["function"];
-    ordered call = {
-        {"type", "object"},
-        {"properties",
-         {{"name", {{"type", "string"}, {"enum", ordered::array({fn["name"]})}}}, {"parameters", parameters_of(fn)}}},
-        {"required", {"name", "parameters"}}};
-    any_of.push_back(std::move(call));
+    if (tools.choice == ToolChoice::kNamed && fn["name"] != tools.named_function) continue;
+    const std::string name = fn["name"].dump();
+    tags.push_back(
+        {{"type", "tag"},
+         {"begin", format.call_begin + "{\"name\": " + name + ", \"" + format.arguments_key + "\": "},
+         {"content", {{"type", "json_schema"}, {"json_schema", parameters_of(fn)}, {"max_whitespace_cnt", 1}}},
+         {"end", "}" + format.call_end}});
   }
-  ordered schema = {{"type", "array"}, {"minItems", 1}};
-  if (!tools.parallel_tool_calls) schema["maxItems"] = 1;
-  schema["items"] = any_of.size() == 1 ? any_of[0] : ordered{{"anyOf", any_of}};
-  out.text = schema.dump();
-  return out;
-}
-
-bool template_takes_tools(std::string_view chat_template) {
-  return chat_template.find("tools") != std::string_view::npos;
-}
-
-ordered tool_fallback_messages(const ordered& messages, const ordered& tools) {
-  std::string block =
-      "You can call functions to answer. Their signatures, one JSON object a line, are within <tools></tools>:\n"
-      "<tools>\n";
-  for (const ordered& t : tools) block += t.dump() + "\n";
-  block +=
-      "</tools>\n\nTo call a function, answer with one block per call:\n<tool_call>\n"
-      "{\"name\": <function name>, \"arguments\": <arguments as a JSON object>}\n</tool_call>";
-  ordered out = ordered::array();
-  size_t first = 0;
-  if (!messages.empty() && messages[0].value("role", "") == "system") {
-    ordered system = messages[0];
-    const std::string content = system.value("content", "");
-    system["content"] = content.empty() ? block : content + "\n\n" + block;
-    out.push_back(std::move(system));
-    first = 1;
-  } else {
-    out.push_back(ordered{{"role", "system"}, {"content", block}});
-  }
-  for (size_t i = first; i < messages.size(); ++i) {
-    const ordered& m = messages[i];
-    const std::string role = m.value("role", "");
-    if (role == "tool") {
-      const std::string response = "<tool_response>\n" + m.value("content", "") + "\n</tool_response>";
-      // Consecutive tool results share one user turn.
-      if (i > first && messages[i - 1].value("role", "") == "tool") {
-        out.back()["content"] = out.back()["content"].get<std::string>() + "\n" + response;
-      } else {
-        out.push_back(ordered{{"role", "user"}, {"content", response}});
-      }
-      continue;
-    }
-    if (role == "assistant" && m.contains("tool_calls") && m["tool_calls"].is_array()) {
-      std::string content = m.value("content", "");
-      for (const ordered& call : m["tool_calls"]) {
-        const ordered& fn = call["function"];
-        if (!content.empty()) content += "\n";
-        content +=
-            "<tool_call>\n" + ordered{{"name", fn["name"]}, {"arguments", fn["arguments"]}}.dump() + "\n</tool_call>";
-      }
-      out.push_back(ordered{{"role", "assistant"}, {"content", content}});
-      continue;
-    }
-    out.push_back(m);
-  }
+  const bool one_call = tools.choice == ToolChoice::kNamed || !tools.parallel_tool_calls;
+  const ordered calls = {{"type", "tags_with_separator"},
+                         {"tags", std::move(tags)},
+                         {"separator", format.separator},
+                         {"at_least_one", true},
+                         {"stop_after_first", one_call}};
+  const bool bracketed = !format.list_begin.empty() || !format.list_end.empty();
+  const ordered list = {{"type", "sequence"},
+                        {"elements",
+                         {{{"type", "const_string"}, {"value", format.list_begin}},
+                          calls,
+                          {{"type", "const_string"}, {"value", format.list_end}}}}};
+  StructuredOutputs out;
+  out.kind = StructuredKind::kStructuralTag;
+  out.text = ordered{{"type", "structural_tag"}, {"format", bracketed ? list : calls}}.dump();
   return out;
 }
 

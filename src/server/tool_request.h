@@ -3,14 +3,14 @@
 //   - the template's `tools` variable (transformers' apply_chat_template shape: the list of
 //     {"type": "function", "function": {...}} as sent), kept for every tool_choice, "none" too
 //     (vLLM keeps them in the prompt and only skips the parsing);
-//   - for a template that takes no tools (SmolLM2, Gemma 2/3), a fallback: the tool list and the
-//     call format (hermes' <tool_call> JSON) join the system message, an assistant turn's
-//     tool_calls are written into its content in that format, and tool results go back as a user
-//     turn of <tool_response> blocks (so templates that insist on alternating roles render them);
+//   - for a template that takes no tools (SmolLM2, Gemma 2/3), the fallback of
+//     tokenizer/chat_tools.h (the Python LLM.chat renders through it too);
 //   - for tool_choice "required" and a named function, the grammar that forces a call
-//     (forced_constraint): a JSON array of {"name", "parameters"} objects (one at most without
-//     parallel_tool_calls), or the named function's arguments object; "auto" is parsed after the
-//     fact by the served model's parser (server/tool_call_parser.h).
+//     (forced_constraint): an xgrammar structural tag that spells out the served family's own
+//     call format (hermes, llama3_json, mistral: server/tool_call_parser.h) with one tag per
+//     function, its name written out and its parameters schema as the arguments' schema; at least
+//     one call, exactly one without parallel_tool_calls or for a named function. The family's
+//     parser reads the output back, as it reads "auto", which is parsed after the fact.
 // Thread safety: pure functions; never throws on any input (fuzzed with the request parser).
 #pragma once
 
@@ -43,16 +43,29 @@ struct ToolRequest {
 // or a named function without tools).
 std::variant<std::optional<ToolRequest>, ApiError> parse_tool_fields(const nlohmann::json& doc, std::string_view body);
 
-// The grammar that forces tool_choice "required" / a named function (see the header).
-// REQUIRES: tools.choice is kRequired or kNamed.
-StructuredOutputs forced_constraint(const ToolRequest& tools);
+// A family's call format, as the forced grammar writes it: the output is list_begin, then calls
+// joined by separator, then list_end; a call is call_begin {"name": "<name>", "<arguments_key>":
+// <arguments object>} call_end.
+struct ToolCallFormat {
+  std::string call_begin;
+  std::string arguments_key;
+  std::string call_end;
+  std::string list_begin;
+  std::string separator;
+  std::string list_end;
+};
 
-// Whether a chat template renders `tools` itself (it names the variable).
-bool template_takes_tools(std::string_view chat_template);
+// The format of tool-call parser `parser` (hermes, llama3_json, mistral), or none:
+//   hermes       <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, joined by "\n";
+//   llama3_json  {"name": ..., "parameters": {...}}, joined by "; ";
+//   mistral      [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...].
+// A marker that is a plain added token (Qwen's <tool_call>) may be that token; a special one
+// (Mistral's control token [TOOL_CALLS]) is spelt in ordinary pieces, since grammars never allow
+// special tokens (structured/grammar.h); the text, and so the parse, is the same.
+std::optional<ToolCallFormat> tool_call_format(std::string_view parser);
 
-// The fallback for a template without tools: `messages` (an OpenAI message array, arguments
-// already objects) rewritten as the header says.
-nlohmann::ordered_json tool_fallback_messages(const nlohmann::ordered_json& messages,
-                                              const nlohmann::ordered_json& tools);
+// The structural tag that forces tool_choice "required" / a named function in `format` (see the
+// header). REQUIRES: tools.choice is kRequired or kNamed.
+StructuredOutputs forced_constraint(const ToolRequest& tools, const ToolCallFormat& format);
 
 }  // namespace vosti

@@ -10,8 +10,10 @@
 // function of the request's committed outputs (preemption and recomputation keep them).
 //
 // The vocabulary: every id of the model (vocab_size, which may exceed the tokenizer's ids); the
-// tokenizer's pieces mapped to bytes by its PieceEncoding; added tokens, BOS/EOS/UNK/PAD and
-// padding ids are never allowed inside the grammar, and `stop_ids` are allowed where it may end.
+// tokenizer's pieces mapped to bytes by its PieceEncoding; special added tokens, BOS/EOS/UNK/PAD, the
+// tokenizer's stop ids and padding ids are never allowed inside the grammar, and `stop_ids` are
+// allowed where it may end. A plain (non-special) added token is its content to the grammar, as it
+// is to decoding (Qwen's <tool_call>: a forced tool call may open with the model's own token).
 //
 // Built without xgrammar (its sources absent at configure time) GrammarCache::create fails with
 // kUnimplemented naming scripts/fetch-xgrammar.

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "structured/grammar.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace vosti {
 
@@ -52,6 +53,29 @@ DLTensor mask_tensor(std::span<uint32_t> mask, int64_t* shape) {
   t.strides = nullptr;
   t.byte_offset = 0;
   return t;
+}
+
+// A plain added token's content (raw text) in the alphabet of the vocabulary's pieces.
+std::string as_piece(const std::string& content, PieceEncoding e) {
+  switch (e) {
+    case PieceEncoding::kByteLevel:
+      return gpt2_chars_from_bytes(content);
+    case PieceEncoding::kByteFallback: {
+      std::string out;
+      for (const char c : content) out += c == ' ' ? std::string("\u2581") : std::string(1, c);
+      return out;
+    }
+    case PieceEncoding::kRaw:
+      break;
+  }
+  return content;
+}
+
+// Whether `id`, one of special_token_ids(), is a plain added token: one that decoding writes as its
+// content (not special, no stop, BOS, EOS, UNK or PAD id), such as Qwen's <tool_call>.
+bool is_plain_added(const Tokenizer& t, int32_t id) {
+  return !t.is_special(id) && !t.is_stop(id) && id != t.bos_id() && id != t.eos_id() && id != t.unk_id() &&
+         id != t.pad_id();
 }
 
 xgrammar::VocabType vocab_type(PieceEncoding e) {
@@ -127,6 +151,8 @@ struct GrammarCache::Impl {
         return compiler.CompileGrammar(spec.choice_grammar());
       case StructuredKind::kGrammar:
         return compiler.CompileGrammar(spec.text);
+      case StructuredKind::kStructuralTag:
+        return compiler.CompileStructuralTag(spec.text);
     }
     VOSTI_CHECK(false, "unknown structured output kind");
     return compiler.CompileBuiltinJSONGrammar();
@@ -144,9 +170,14 @@ Result<std::shared_ptr<GrammarCache>> GrammarCache::create(const Tokenizer& toke
   std::vector<int32_t> not_text = tokenizer.special_token_ids();
   std::vector<std::string> pieces(static_cast<size_t>(tokenizer.vocab_size()));
   for (int32_t id = 0; id < static_cast<int32_t>(pieces.size()); ++id) {
-    // "" marks a special token for xgrammar: never allowed inside the grammar.
-    if (std::binary_search(not_text.begin(), not_text.end(), id)) continue;
-    pieces[static_cast<size_t>(id)] = tokenizer.id_to_piece(id).value_or("");
+    const std::string piece = tokenizer.id_to_piece(id).value_or("");
+    if (!std::binary_search(not_text.begin(), not_text.end(), id)) {
+      pieces[static_cast<size_t>(id)] = piece;
+    } else if (is_plain_added(tokenizer, id)) {
+      // Decoded as its text, so it is that text to the grammar (a forced <tool_call> may be the token).
+      pieces[static_cast<size_t>(id)] = as_piece(piece, tokenizer.piece_encoding());
+    }
+    // Else "", which marks a special token for xgrammar: never allowed inside the grammar.
   }
   std::sort(stop_ids.begin(), stop_ids.end());
   stop_ids.erase(std::unique(stop_ids.begin(), stop_ids.end()), stop_ids.end());

@@ -96,6 +96,8 @@ const char* structured_kind_name(StructuredKind k) {
       return "choice";
     case StructuredKind::kGrammar:
       return "grammar";
+    case StructuredKind::kStructuralTag:
+      return "structural_tag";
   }
   return "?";
 }
@@ -112,6 +114,9 @@ Status StructuredOutputs::validate() const {
       break;
     case StructuredKind::kGrammar:
       if (text.empty()) return invalid_argument("structured outputs: the grammar is empty");
+      break;
+    case StructuredKind::kStructuralTag:
+      if (text.empty()) return invalid_argument("structured outputs: the structural tag is empty");
       break;
     case StructuredKind::kChoice:
       if (choices.empty()) return invalid_argument("structured outputs: the choice list is empty");

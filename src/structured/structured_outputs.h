@@ -1,6 +1,7 @@
 // StructuredOutputs: what a request's output must match (vLLM's StructuredOutputsParams): a JSON
-// schema, any JSON object, a regular expression, one of a list of strings, or an EBNF grammar
-// (xgrammar's GBNF dialect). The engine compiles it once per distinct value (GrammarCache) and
+// schema, any JSON object, a regular expression, one of a list of strings, an EBNF grammar
+// (xgrammar's GBNF dialect), or an xgrammar structural tag (the server's forced tool calls:
+// server/tool_request.h). The engine compiles it once per distinct value (GrammarCache) and
 // masks every sampled row with the tokens it allows next (sample/token_bitmask.h).
 // Thread safety: a value type.
 #pragma once
@@ -14,16 +15,19 @@
 
 namespace vosti {
 
-enum class StructuredKind : uint8_t { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
-const char* structured_kind_name(StructuredKind k);  // "json", "json_object", "regex", "choice", "grammar"
+enum class StructuredKind : uint8_t { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar, kStructuralTag };
+// "json", "json_object", "regex", "choice", "grammar", "structural_tag"
+const char* structured_kind_name(StructuredKind k);
 
 struct StructuredOutputs {
   StructuredKind kind = StructuredKind::kJsonObject;
-  std::string text;                  // kJsonSchema: the schema's JSON text; kRegex: the pattern; kGrammar: EBNF
+  // kJsonSchema: the schema's JSON text; kRegex: the pattern; kGrammar: EBNF; kStructuralTag: the
+  // tag's JSON text ({"type": "structural_tag", "format": {...}}, xgrammar's format)
+  std::string text;
   std::vector<std::string> choices;  // kChoice: the allowed outputs (non-empty, each non-empty)
 
-  // INVALID_ARGUMENT naming what is missing (an empty schema, pattern, grammar or choice list) or,
-  // for a JSON schema, check_json_schema's refusal.
+  // INVALID_ARGUMENT naming what is missing (an empty schema, pattern, grammar, tag or choice
+  // list) or, for a JSON schema, check_json_schema's refusal.
   Status validate() const;
   // The grammar's identity: equal keys compile to the same grammar (the cache's key).
   std::string cache_key() const;

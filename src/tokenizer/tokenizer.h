@@ -76,6 +76,7 @@ class Tokenizer {
   std::optional<int32_t> bos_id() const { return parts_.bos_id; }
   std::optional<int32_t> eos_id() const { return parts_.eos_id; }
   std::optional<int32_t> pad_id() const { return parts_.pad_id; }
+  std::optional<int32_t> unk_id() const { return parts_.unk_id; }
   // Ids that end generation: EOS and the end-of-turn tokens (<|eot_id|>, <|im_end|>, ...).
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
   bool is_stop(int32_t id) const;

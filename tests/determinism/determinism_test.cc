@@ -32,7 +32,16 @@ EngineConfig reference_config() {
 
 // The harness on the model at `path`, its cpu runners' kernels the product's or, planted, a
 // matmul whose reduction reads the row count (tests/support/planted.h).
-enum class Planted { kNone, kMatmul, kExpertMatmul, kStaleWindow, kPageKeyedWindow, kVerifyPlan, kBatchMask };
+enum class Planted {
+  kNone,
+  kMatmul,
+  kExpertMatmul,
+  kStaleWindow,
+  kPageKeyedWindow,
+  kVerifyPlan,
+  kBatchMask,
+  kWorkerMask,  // the engine's grammar pool, through EngineHooks (the runners are the product's)
+};
 
 // With `tokenizer`, the set gains structured-output requests (verify_harness.h).
 HarnessReport run(const std::string& path, Planted planted = Planted::kNone,
@@ -50,7 +59,8 @@ HarnessReport run(const std::string& path, Planted planted = Planted::kNone,
                                              : cpu_device_model(*model);
   std::vector<HarnessRequest> requests = make_harness_requests((*model)->config(), false, 7);
   if (tokenizer) add_structured_requests(requests);
-  auto report = run_determinism_harness(device, requests, ref, make_variations(ref, false), {}, tokenizer);
+  const EngineHooks hooks = planted == Planted::kWorkerMask ? planted_worker_dependent_mask_hooks() : EngineHooks{};
+  auto report = run_determinism_harness(device, requests, ref, make_variations(ref, false), {}, tokenizer, hooks);
   EXPECT_TRUE(report.ok()) << report.status().to_string();
   std::printf("%s", format_report_table({*report}).c_str());
   return std::move(report).value();
@@ -121,6 +131,27 @@ TEST(Determinism, APlantedBatchDependentGrammarMaskIsCaught) {
   }
   std::printf("planted batch-dependent mask caught by %lld of %zu variations\n", static_cast<long long>(caught),
               report.results.size());
+}
+
+// A grammar pool whose masks depend on the worker that filled them: only the variation that sends the
+// set's few constrained requests through the pool (grammar_pool) can see it, and it must.
+TEST(Determinism, APlantedWorkerDependentGrammarMaskIsCaught) {
+  const char* path = std::getenv("VOSTI_DEFAULT_MODEL");
+  if (!path || !*path) GTEST_SKIP() << "VOSTI_DEFAULT_MODEL is not set (scripts/test sets it; run scripts/fetch-model)";
+  auto tokenizer = Tokenizer::load_for_model(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  const HarnessReport report = run(path, Planted::kWorkerMask, *tokenizer);
+  bool pool_seen = false;
+  for (const auto& r : report.results) {
+    if (r.name == "grammar_pool") {
+      pool_seen = true;
+      EXPECT_FALSE(r.identical) << "the harness missed a grammar mask that depends on the pool worker";
+      EXPECT_FALSE(r.first_difference.empty());
+    } else {
+      EXPECT_TRUE(r.identical) << r.name << ": " << r.first_difference << " (the pool is off there)";
+    }
+  }
+  EXPECT_TRUE(pool_seen) << "the matrix has no grammar_pool variation";
 }
 
 TEST(Determinism, APlantedBatchVariantKernelIsCaught) {

@@ -52,3 +52,33 @@ def test_bad_tool_input_raises_value_error(llm):
     bad = [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]
     with pytest.raises(ValueError, match="not JSON"):
         llm.chat(bad, chat_template=TEMPLATE)
+
+
+def test_a_template_without_tools_gets_the_servers_fallback(llm, vosti_bin, model_path):
+    # SmolLM2's template has no tools section: the tools and the call format join the system turn,
+    # the earlier call and its result become text, and the prompt is token for token the server's.
+    import server_harness
+
+    out = llm.chat(HISTORY, SamplingParams(temperature=0, max_tokens=1), tools=TOOLS)[0]
+    assert "<tools>\n" + json.dumps(TOOLS[0], separators=(",", ":")) + "\n</tools>" in out.prompt
+    assert '<tool_call>\n{"name":"get_weather","arguments":{"city":"Paris"}}\n</tool_call>' in out.prompt
+    assert "<tool_response>\nSunny\n</tool_response>" in out.prompt
+    # Without tools, the earlier call and result are still written as text (the template cannot show them).
+    plain = llm.chat(HISTORY, SamplingParams(temperature=0, max_tokens=1))[0]
+    assert "<tool_response>\nSunny\n</tool_response>" in plain.prompt
+    assert "<tools>\n</tools>" in plain.prompt
+    # apply_chat_template stays transformers': `tools` is a template variable, no fallback.
+    text = llm.get_tokenizer().apply_chat_template(HISTORY, tokenize=False, tools=TOOLS)
+    assert "<tools>" not in text and "<tool_response>" not in text
+    server = server_harness.Server(vosti_bin, model_path, ["--kv-cache-mb", "32"])
+    try:
+        for tools, ref in ((TOOLS, out), (None, plain)):
+            body = {"model": "smollm2", "messages": HISTORY, "max_tokens": 1, "temperature": 0,
+                    "return_token_ids": True}
+            if tools:
+                body.update(tools=tools, tool_choice="none")
+            status, r = server.post("/v1/chat/completions", body)
+            assert status == 200, r
+            assert r["choices"][0]["prompt_token_ids"] == ref.prompt_token_ids
+    finally:
+        assert server.stop() == 0

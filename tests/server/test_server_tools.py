@@ -1,7 +1,8 @@
 """Live-server tests of OpenAI tool calls on the default model (SmolLM2-135M, whose template takes
 no tools: the fallback system turn carries them). The official `openai` client runs the whole flow
 -- tool call, tool result, final answer -- streaming and not, with tool_choice "required" and a
-named function, which the grammar turns into a call whatever a 135M model would choose; "auto"
+named function, which the grammar (a structural tag in the served hermes format) turns into a call
+whatever a 135M model would choose; "auto"
 needs --enable-auto-tool-choice (a second server); bad tool input gets a 400 naming the field while
 a neighbour streams undisturbed; a "required" request in a crowd gives its digests alone.
 Run: python3 tests/server/test_server_tools.py
@@ -138,6 +139,27 @@ class ToolFlowTest(unittest.TestCase):
         final = c.chat.completions.create(model=NAME, messages=history, tools=TOOLS, tool_choice="none",
                                           temperature=0, max_tokens=30)
         self.assertTrue(final.choices[0].message.content)
+
+    def test_the_forced_output_is_the_served_format(self):
+        # SmolLM2's template takes no tools: the served format is the fallback's, hermes, and the
+        # structural tag writes exactly <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.
+        for choice, n in (("required", 1), ({"type": "function", "function": {"name": "get_time"}}, 1)):
+            body = {"model": NAME, "messages": QUESTION, "tools": TOOLS, "tool_choice": choice,
+                    "parallel_tool_calls": False, "temperature": 0.7, "seed": 5, "max_tokens": 80,
+                    "return_token_ids": True}
+            status, reply = SERVER.post("/v1/chat/completions", body)
+            self.assertEqual(status, 200, reply)
+            out = reply["choices"][0]
+            self.assertEqual(out["finish_reason"], "tool_calls", out)
+            status, text = SERVER.post("/detokenize", {"model": NAME, "tokens": out["token_ids"]})
+            self.assertEqual(status, 200, text)
+            calls = out["message"]["tool_calls"]
+            self.assertEqual(len(calls), n)
+            fn = calls[0]["function"]
+            if isinstance(choice, dict):
+                self.assertEqual(fn["name"], "get_time")
+            expected = f'<tool_call>\n{{"name": "{fn["name"]}", "arguments": {fn["arguments"]}}}\n</tool_call>'
+            self.assertEqual(text["prompt"].removesuffix("<|im_end|>"), expected)  # the stop token may end it
 
     def test_parallel_calls_when_allowed(self):
         body = {"model": NAME, "messages": QUESTION, "tools": TOOLS, "tool_choice": "required", "temperature": 0,

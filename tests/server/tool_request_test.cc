@@ -1,11 +1,18 @@
 // The tool fields of a chat request (server/tool_request.h, through parse_generation_request): what
-// each tool_choice becomes, the grammar that forces a call, the template fallback, and a 400
-// naming the problem for each malformed input.
+// each tool_choice becomes, the structural tag that forces a call in each family's format (over a
+// real byte-level vocabulary: it accepts exactly that format, and the family's parser reads it
+// back), and a 400 naming the problem for each malformed input (the template fallback:
+// tests/tokenizer/chat_tools_test.cc).
 #include "server/tool_request.h"
 
 #include <gtest/gtest.h>
 
 #include "server/openai_request.h"
+#include "server/tool_call_parser.h"
+#include "sample/token_bitmask.h"
+#include "structured/grammar.h"
+#include "tests/test_paths.h"
+#include "tokenizer/tokenizer.h"
 
 namespace vosti {
 namespace {
@@ -50,25 +57,97 @@ TEST(ToolRequestTest, ChoicesAndTheirGrammars) {
   EXPECT_FALSE(r.structured);
 
   r = ok(std::string(kTools) + R"(,"tool_choice":"required","parallel_tool_calls":false)");
-  ASSERT_TRUE(r.structured);
-  EXPECT_EQ(r.structured->kind, StructuredKind::kJsonSchema);
-  const auto schema = nlohmann::json::parse(r.structured->text);
-  EXPECT_EQ(schema["type"], "array");
-  EXPECT_EQ(schema["minItems"], 1);
-  EXPECT_EQ(schema["maxItems"], 1);
-  ASSERT_EQ(schema["items"]["anyOf"].size(), 2u);
-  EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["name"]["enum"][0], "get_weather");
-  EXPECT_EQ(schema["items"]["anyOf"][1]["properties"]["parameters"]["type"], "object");
-  EXPECT_TRUE(check_json_schema(r.structured->text).ok());
+  ASSERT_TRUE(r.tools);
+  EXPECT_EQ(r.tools->choice, ToolChoice::kRequired);
+  EXPECT_FALSE(r.tools->parallel_tool_calls);
+  EXPECT_FALSE(r.structured) << "the server sets the grammar in the served format (forced_constraint)";
 
   r = ok(std::string(kTools) + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})");
   ASSERT_TRUE(r.tools);
   EXPECT_EQ(r.tools->choice, ToolChoice::kNamed);
   EXPECT_EQ(r.tools->named_function, "get_weather");
-  ASSERT_TRUE(r.structured);
-  EXPECT_EQ(r.structured->text, R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
-
   EXPECT_FALSE(ok(R"("tools":[],"tool_choice":"none")").tools);
+}
+
+// Whether the grammar of `spec` accepts `text` whole: spelt by the allowed token whose text is the
+// longest prefix of what is left, step by step, ending where the grammar may end.
+bool accepts(GrammarCache& cache, const Tokenizer& tok, const StructuredOutputs& spec, std::string text) {
+  auto grammar = cache.compile(spec);
+  EXPECT_TRUE(grammar.ok()) << grammar.status().to_string() << "\n" << spec.text;
+  if (!grammar.ok()) return false;
+  GrammarState state(*grammar);
+  std::vector<uint32_t> mask(static_cast<size_t>(state.mask_words()));
+  while (!text.empty()) {
+    state.fill_next_mask(mask);
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+      if (!token_allowed(mask.data(), id)) continue;
+      const std::string piece = tok.decode_lenient(std::vector<int32_t>{id});
+      if (piece.size() > best_len && text.starts_with(piece)) {
+        best = id;
+        best_len = piece.size();
+      }
+    }
+    if (best < 0 || !state.accept(best)) return false;
+    text = text.substr(best_len);
+  }
+  return state.completed();
+}
+
+TEST(ToolRequestTest, ForcedCallsAreTheFamilysFormatAndParseBack) {
+  auto tok = Tokenizer::from_hf_dir(vosti::testing::source_dir() + "/tests/tokenizer/data/bpe_gpt2");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  std::vector<int32_t> stops = (*tok)->stop_ids();
+  if ((*tok)->eos_id()) stops.push_back(*(*tok)->eos_id());
+  auto cache = GrammarCache::create(**tok, (*tok)->vocab_size(), stops);
+  ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+  const GenerationRequest required = ok(std::string(kTools) + R"(,"tool_choice":"required")");
+  GenerationRequest one = required;
+  one.tools->parallel_tool_calls = false;
+  const GenerationRequest named =
+      ok(std::string(kTools) + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})");
+  struct Case {
+    const char* parser;
+    std::string weather, now, joined;  // a call of each function, and both as one parallel answer
+  };
+  const Case cases[] = {
+      {"hermes", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>", "\n"},
+      {"llama3_json", R"({"name": "get_weather", "parameters": {"city": "Rome"}})",
+       R"({"name": "now", "parameters": {}})", "; "},
+      {"mistral", R"({"name": "get_weather", "arguments": {"city": "Rome"}})", R"({"name": "now", "arguments": {}})",
+       ", "},
+  };
+  for (const Case& c : cases) {
+    const std::optional<ToolCallFormat> format = tool_call_format(c.parser);
+    ASSERT_TRUE(format) << c.parser;
+    const auto list = [&](const std::string& calls) { return format->list_begin + calls + format->list_end; };
+    const StructuredOutputs any = forced_constraint(*required.tools, *format);
+    EXPECT_EQ(any.kind, StructuredKind::kStructuralTag);
+    EXPECT_TRUE(accepts(**cache, **tok, any, list(c.weather))) << c.parser << "\n" << any.text;
+    EXPECT_TRUE(accepts(**cache, **tok, any, list(c.now))) << c.parser;
+    const std::string both = list(c.weather + c.joined + c.now);
+    EXPECT_TRUE(accepts(**cache, **tok, any, both)) << c.parser;
+    EXPECT_FALSE(accepts(**cache, **tok, forced_constraint(*one.tools, *format), both)) << c.parser;
+    EXPECT_FALSE(accepts(**cache, **tok, any, "")) << c.parser << ": at least one call";
+    EXPECT_FALSE(accepts(**cache, **tok, any, "Sure! " + list(c.weather))) << c.parser << ": only calls";
+    const std::string no_city = list(c.now).replace(list(c.now).find("now"), 3, "get_weather");
+    EXPECT_FALSE(accepts(**cache, **tok, any, no_city)) << c.parser << ": 'city' is required";
+    const StructuredOutputs only_weather = forced_constraint(*named.tools, *format);
+    EXPECT_TRUE(accepts(**cache, **tok, only_weather, list(c.weather))) << c.parser;
+    EXPECT_FALSE(accepts(**cache, **tok, only_weather, list(c.now))) << c.parser << ": the named function only";
+    // The family's parser reads the forced text back.
+    const ToolCallParse parsed = make_tool_call_parser(c.parser)->parse(both, /*final=*/true);
+    EXPECT_EQ(parsed.content, "") << c.parser;
+    ASSERT_EQ(parsed.calls.size(), 2u) << c.parser;
+    EXPECT_EQ(parsed.calls[0].name, "get_weather");
+    EXPECT_EQ(parsed.calls[0].arguments, R"({"city": "Rome"})");
+    EXPECT_EQ(parsed.calls[1].name, "now");
+  }
+  // Compiled once per distinct tag (three a format: any calls, one call, the named function), as schemas are.
+  EXPECT_EQ((*cache)->num_compiled(), 9);
+  EXPECT_FALSE(tool_call_format("forced_array"));
 }
 
 TEST(ToolRequestTest, BadToolsAndChoicesNameTheProblem) {
@@ -122,24 +201,6 @@ TEST(ToolRequestTest, ToolTurnsAreReadForTheTemplate) {
   EXPECT_EQ(bad_message(R"([{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}])"),
             "messages[0].tool_calls[0].function.name");
   EXPECT_EQ(bad_message(R"([{"role":"assistant"}])"), "messages[0].content");
-}
-
-TEST(ToolRequestTest, FallbackPutsToolsInTheSystemTurn) {
-  using ordered = nlohmann::ordered_json;
-  const ordered tools = ordered::parse(R"([{"type":"function","function":{"name":"f"}}])");
-  const ordered messages = ordered::parse(R"([{"role":"user","content":"q"},
-      {"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":{"a":1}}}]},
-      {"role":"tool","tool_call_id":"c","content":"r1"},{"role":"tool","tool_call_id":"d","content":"r2"}])");
-  const ordered out = tool_fallback_messages(messages, tools);
-  ASSERT_EQ(out.size(), 4u);
-  EXPECT_EQ(out[0]["role"], "system");
-  EXPECT_NE(out[0]["content"].get<std::string>().find(R"({"type":"function","function":{"name":"f"}})"),
-            std::string::npos);
-  EXPECT_EQ(out[2]["content"], "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"a\":1}}\n</tool_call>");
-  EXPECT_EQ(out[3]["role"], "user");
-  EXPECT_EQ(out[3]["content"], "<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response>");
-  EXPECT_TRUE(template_takes_tools("{% if tools %}x{% endif %}"));
-  EXPECT_FALSE(template_takes_tools("{{ messages[0].content }}"));
 }
 
 }  // namespace

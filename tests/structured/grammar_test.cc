@@ -193,6 +193,33 @@ TEST(GrammarCache, CompilesOncePerDistinctSpecAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(c.num_compiled(), 4);
 }
 
+// A plain (non-special) added token decodes as its content, so a grammar may use it where that text
+// fits (Qwen's <tool_call>, 'naïve' in the fixture, byte-level); special ones never.
+TEST(GrammarCache, PlainAddedTokensAreTheirTextSpecialOnesNever) {
+  auto tok = Tokenizer::from_hf_dir(kData + "/bpe_qwen2");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  auto cache = GrammarCache::create(**tok, (*tok)->vocab_size(), stop_ids(**tok));
+  ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+  const auto first_allowed = [&](const StructuredOutputs& spec, const std::string& piece) {
+    auto started = start_grammar(**cache, spec);
+    EXPECT_TRUE(started.ok()) << started.status().to_string();
+    const std::optional<int32_t> id = (*tok)->piece_to_id(piece);
+    EXPECT_TRUE(id.has_value()) << piece;
+    return started.ok() && id && token_allowed(started->first_mask.data(), *id);
+  };
+  EXPECT_TRUE(first_allowed(choice({"<tool_call>x"}), "<tool_call>"));
+  EXPECT_TRUE(first_allowed(choice({"naïve"}), "naïve"));
+  EXPECT_FALSE(first_allowed(choice({"<|im_start|>x"}), "<|im_start|>"));  // special
+  EXPECT_FALSE(first_allowed(choice({"<tool_call>x"}), "<|im_start|>"));
+  // Spelt through the grammar, the added token's text is the output's.
+  auto started = start_grammar(**cache, choice({"<tool_call>x"}));
+  ASSERT_TRUE(started.ok());
+  EXPECT_TRUE(started->state->accept(*(*tok)->piece_to_id("<tool_call>")));
+  const std::vector<int32_t> rest = spell(*started->state, **tok, (*tok)->vocab_size(), "x");
+  EXPECT_EQ(rest.size(), 1u);
+  EXPECT_TRUE(started->state->completed());
+}
+
 TEST(GrammarCache, BadSchemasRegexesAndGrammarsAreInvalidArgument) {
   auto tok = gpt2();
   auto cache = GrammarCache::create(*tok, tok->vocab_size(), stop_ids(*tok));

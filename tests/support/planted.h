@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "engine/engine.h"
 #include "kernels/kernel_backend.h"
 #include "model/model.h"
 #include "runner/device_model.h"
@@ -58,6 +59,12 @@ std::shared_ptr<const DeviceModel> planted_verify_plan_cpu_device_model(std::sha
 // tokens stay those of a lone run (exp(-1e30 - max) is 0 too); only the masked rows' bits, and so
 // their digests, move with the batch composition.
 std::shared_ptr<const DeviceModel> planted_batch_mask_cpu_device_model(std::shared_ptr<const Model> model);
+
+// Engine hooks whose structured-output grammar pool hands masks that depend on the thread: a mask
+// filled on a pool worker other than the first (the step thread) loses its lowest allowed token
+// (when it allows more than one). Only steps whose grammars advance on the pool (at least
+// EngineConfig::structured_output_pool_threshold of them, two threads or more) move a bit.
+EngineHooks planted_worker_dependent_mask_hooks();
 
 // A cuda device (`model` loaded with load_device_model(..., "cuda")) whose runners plan the
 // attention with twice the deployment's split whenever a step holds several sequences (rule 1:

@@ -61,6 +61,8 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
                       "4",
                       "--structured-output-threads",
                       "3",
+                      "--structured-output-pool-threshold",
+                      "5",
                       "--speculative-config",
                       R"({"method":"ngram","num_speculative_tokens":2})",
                       "--check-invariants"}),
@@ -82,10 +84,11 @@ TEST(EngineOptions, EveryFlagWritesItsField) {
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.num_threads, 4);
   EXPECT_EQ(c.structured_output_threads, 3);
+  EXPECT_EQ(c.structured_output_pool_threshold, 5);
   EXPECT_TRUE(c.check_invariants);
   EXPECT_EQ(c.speculative_config, R"({"method":"ngram","num_speculative_tokens":2})");
   // Every option of the table was given above: the JSON lists no flag this test does not know.
-  EXPECT_EQ(engine_options_json().size(), 19u);
+  EXPECT_EQ(engine_options_json().size(), 20u);
 }
 
 TEST(EngineOptions, NoFlagsLeaveTheCommandsDefaults) {

@@ -35,8 +35,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Drives one engine through the request set under `v`; records every output.
 Result<RunRecord> run_once(std::shared_ptr<const DeviceModel> model, const std::vector<HarnessRequest>& requests,
-                           const Variation& v, uint64_t seed, const std::shared_ptr<const Tokenizer>& tokenizer) {
-  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, v.config, tokenizer));
+                           const Variation& v, uint64_t seed, const std::shared_ptr<const Tokenizer>& tokenizer,
+                           const EngineHooks& hooks) {
+  VOSTI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, v.config, tokenizer, nullptr, hooks));
   const size_t n = requests.size();
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
@@ -256,6 +257,14 @@ std::vector<Variation> make_variations(const EngineConfig& ref, bool full) {
     x.num_aborted_neighbours = 4;
     x.config.max_num_batched_tokens = 61;
   });
+  // The structured-output grammar pool (EngineImpl::prepare_grammars): a step's grammars advance on
+  // three threads from two of them on, so the set's few constrained requests go through it
+  // (the product's threshold, 16, is never reached by them). No effect without constrained requests.
+  add("grammar_pool", [&](Variation& x) {
+    x.config.structured_output_threads = 3;
+    x.config.structured_output_pool_threshold = 2;
+    x.config.max_num_batched_tokens = 61;
+  });
   // Speculative decoding: n-gram drafts of k tokens verified in the step (every device).
   for (int32_t k : {1, 3, 8})
     v.push_back(speculative_variation(ref, R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
@@ -329,7 +338,7 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
                                               const EngineConfig& reference_config,
                                               const std::vector<Variation>& variations,
                                               const std::function<void(const VariationResult&)>& on_result,
-                                              std::shared_ptr<const Tokenizer> tokenizer) {
+                                              std::shared_ptr<const Tokenizer> tokenizer, const EngineHooks& hooks) {
   HarnessReport report;
   report.model_name = model->config().name;
   Variation ref;
@@ -339,7 +348,7 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
   ref.config.max_num_batched_tokens = 1;
   ref.config.enable_prefix_caching = false;
   auto t0 = std::chrono::steady_clock::now();
-  VOSTI_ASSIGN_OR_RETURN(RunRecord reference, run_once(model, requests, ref, 1, tokenizer));
+  VOSTI_ASSIGN_OR_RETURN(RunRecord reference, run_once(model, requests, ref, 1, tokenizer, hooks));
   report.reference_seconds = seconds_since(t0);
   for (size_t r = 0; r < reference.requests.size(); ++r)
     if (!reference.requests[r].error.empty())
@@ -348,7 +357,7 @@ Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel>
     VariationResult res;
     res.name = variations[i].name;
     t0 = std::chrono::steady_clock::now();
-    auto run = run_once(model, requests, variations[i], 100 + i, tokenizer);
+    auto run = run_once(model, requests, variations[i], 100 + i, tokenizer, hooks);
     res.seconds = seconds_since(t0);
     if (!run.ok()) {
       res.first_difference = run.status().to_string();

@@ -5,9 +5,9 @@
 // DESIGN.md section 1 (batch composition, token budgets, chunking, prefix cache
 // off/cold/warm, a cache so small that eviction and preemption happen, shuffled
 // physical blocks, arrival orders, staggered arrivals, aborted neighbours, thread
-// counts, speculative decoding with n-gram drafts of k = 1, 3, 8 tokens), and compares every
-// logit of every output position bit for bit (memcmp of the full f32 rows), plus the tokens
-// and logprobs.
+// counts, the structured-output grammar pool engaged, speculative decoding with n-gram
+// drafts of k = 1, 3, 8 tokens), and compares every logit of every output position bit
+// for bit (memcmp of the full f32 rows), plus the tokens and logprobs.
 // Thread safety: none; one harness run at a time.
 #pragma once
 
@@ -75,13 +75,15 @@ struct HarnessReport {
 };
 
 // Runs the reference and every variation. `on_result` (may be null) is called after each. Every
-// engine gets `tokenizer` (may be null; structured-output requests need one).
+// engine gets `tokenizer` (may be null; structured-output requests need one) and `hooks` (tests'
+// planted violations; empty in `vosti verify`).
 Result<HarnessReport> run_determinism_harness(std::shared_ptr<const DeviceModel> model,
                                               const std::vector<HarnessRequest>& requests,
                                               const EngineConfig& reference_config,
                                               const std::vector<Variation>& variations,
                                               const std::function<void(const VariationResult&)>& on_result = {},
-                                              std::shared_ptr<const Tokenizer> tokenizer = nullptr);
+                                              std::shared_ptr<const Tokenizer> tokenizer = nullptr,
+                                              const EngineHooks& hooks = {});
 
 // The table `vosti verify` prints: variation x model -> identical / first difference.
 std::string format_report_table(const std::vector<HarnessReport>& reports);
