@@ -59,9 +59,11 @@ def test_regex_choice_grammar_and_json_object(llm):
          lambda t: re.fullmatch(r"hi( [a-z]{1,4})?!", t)),
         (StructuredOutputsParams(json_object=True), lambda t: isinstance(json.loads(t), dict)),
     ]
+    # Temperature 0.7: at 0.9 the 135M model often rambles inside a free json_object past any
+    # max_tokens (seeds 1 and 3 ran 600 tokens), which tests the model, not the constraint.
     for so, ok in cases:
         for seed in (1, 2):
-            o = llm.generate(PROMPT, SamplingParams(temperature=0.9, seed=seed, max_tokens=200,
+            o = llm.generate(PROMPT, SamplingParams(temperature=0.7, seed=seed, max_tokens=200,
                                                     structured_outputs=so))[0].outputs[0]
             assert o.finish_reason == "stop" and ok(o.text), (so, o.text)
 
